@@ -1,0 +1,88 @@
+#include "ferry/base/fault.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "ferry/base/assert.h"
+
+namespace ferry {
+namespace {
+
+struct Armed {
+  std::string name;
+  long nth = 1;
+  std::atomic<long> hits{0};
+};
+
+Armed* g_armed = nullptr;
+std::atomic<bool> g_any{false};
+std::once_flag g_once;
+std::string g_error;
+
+}  // namespace
+
+const std::vector<FaultPointInfo>& AllFaultPoints() {
+  static const std::vector<FaultPointInfo> kPoints = {
+      {"source.mid_chunk", "the source has emitted part of a chunk's rows"},
+      {"sink.data_written", "a chunk's data files are written, nothing committed"},
+      {"sink.before_commit", "the catalog commit (data + marker) is about to be sent"},
+      {"catalog.after_metadata_write", "the new metadata file is written, the catalog row not yet swapped"},
+      {"sink.after_commit", "data and marker are committed, the state file not yet written"},
+      {"state.temp_written", "the new state file is written to its temporary name, not yet renamed"},
+      {"state.after_write", "the state file is written, the source not yet acknowledged"},
+      {"sink.before_publish", "all chunks are committed on the load branch, main not yet replaced"},
+      {"sink.after_publish", "main now shows the new contents, the state file not yet written"},
+  };
+  return kPoints;
+}
+
+std::string_view ArmFaultsFromEnvironment() {
+  std::call_once(g_once, [] {
+    const char* env = std::getenv("FERRY_FAULT");
+    if (env == nullptr || *env == '\0') return;
+    std::string spec(env);
+    auto armed = new Armed();  // lives for the whole process
+    auto colon = spec.rfind(':');
+    armed->name = spec.substr(0, colon);
+    if (colon != std::string::npos) {
+      char* end = nullptr;
+      armed->nth = std::strtol(spec.c_str() + colon + 1, &end, 10);
+      if (end == nullptr || *end != '\0' || armed->nth < 1) {
+        g_error = "FERRY_FAULT='" + spec + "': the hit count after ':' must be a positive integer";
+        delete armed;
+        return;
+      }
+    }
+    bool known = false;
+    for (const auto& p : AllFaultPoints()) known |= (p.name == armed->name);
+    if (!known) {
+      g_error = "FERRY_FAULT names unknown fault point '" + armed->name +
+                "'; `ferry faults` lists the known points";
+      delete armed;
+      return;
+    }
+    g_armed = armed;
+    g_any.store(true, std::memory_order_release);
+  });
+  return g_error;
+}
+
+void FaultPoint(std::string_view name) {
+  if (!g_any.load(std::memory_order_acquire)) [[likely]] return;
+  if (g_armed->name != name) return;
+  long hit = g_armed->hits.fetch_add(1) + 1;
+  if (hit != g_armed->nth) return;
+  std::fprintf(stderr, "ferry: fault point %s reached (hit %ld): killing the process\n",
+               g_armed->name.c_str(), hit);
+  std::fflush(stderr);
+  ::kill(::getpid(), SIGKILL);
+  ::_exit(137);
+}
+
+}  // namespace ferry

@@ -1,0 +1,205 @@
+#include "ferry/base/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "ferry/base/fault.h"
+
+namespace ferry {
+namespace {
+
+Status Errno(std::string_view what, const std::string& path) {
+  int e = errno;
+  std::string m(what);
+  m += " '" + path + "': " + std::strerror(e);
+  if (e == ENOENT) return Status::NotFound(m);
+  if (e == EACCES || e == EPERM) return Status::PermissionDenied(m);
+  if (e == EEXIST) return Status::AlreadyExists(m);
+  return Status::IOError(m);
+}
+
+Status WriteAll(int fd, std::string_view data, const std::string& path) {
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("cannot write", path);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::string> ReadFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Errno("cannot open", path);
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      Status s = Errno("cannot read", path);
+      ::close(fd);
+      return s;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+std::string ParentDir(const std::string& path) {
+  auto p = std::filesystem::path(path).parent_path().string();
+  return p.empty() ? "." : p;
+}
+
+std::string JoinPath(std::string_view a, std::string_view b) {
+  if (a.empty()) return std::string(b);
+  std::string out(a);
+  if (out.back() != '/') out += '/';
+  out += b;
+  return out;
+}
+
+std::string AbsolutePath(const std::string& path) {
+  std::error_code ec;
+  auto p = std::filesystem::absolute(path, ec);
+  if (ec) return path;
+  return p.lexically_normal().string();
+}
+
+Status FsyncDir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Errno("cannot open folder", dir);
+  int rc = ::fsync(fd);
+  Status s = rc == 0 ? Status::OK() : Errno("cannot fsync folder", dir);
+  ::close(fd);
+  return s;
+}
+
+Status WriteFileAtomic(const std::string& path, std::string_view data,
+                       std::string_view fault_after_temp) {
+  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("cannot create", tmp);
+  Status s = WriteAll(fd, data, tmp);
+  if (s.ok() && ::fsync(fd) != 0) s = Errno("cannot fsync", tmp);
+  ::close(fd);
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  if (!fault_after_temp.empty()) FaultPoint(fault_after_temp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    Status r = Errno("cannot rename into place", path);
+    ::unlink(tmp.c_str());
+    return r;
+  }
+  return FsyncDir(ParentDir(path));
+}
+
+Status WriteNewFile(const std::string& path, std::string_view data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("cannot create", path);
+  Status s = WriteAll(fd, data, path);
+  if (s.ok() && ::fsync(fd) != 0) s = Errno("cannot fsync", path);
+  ::close(fd);
+  if (!s.ok()) ::unlink(path.c_str());
+  return s;
+}
+
+Status MakeDirs(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) return Status::IOError("cannot create folder '" + path + "': " + ec.message());
+  return Status::OK();
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+Result<uint64_t> FileSize(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Errno("cannot stat", path);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+Status RemoveFile(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("cannot remove", path);
+  return Status::OK();
+}
+
+Result<WritableFile> WritableFile::Create(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("cannot create", path);
+  return WritableFile(fd, path);
+}
+
+WritableFile::WritableFile(WritableFile&& o) noexcept
+    : fd_(o.fd_), path_(std::move(o.path_)), buffer_(std::move(o.buffer_)), size_(o.size_) {
+  o.fd_ = -1;
+}
+
+WritableFile& WritableFile::operator=(WritableFile&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    path_ = std::move(o.path_);
+    buffer_ = std::move(o.buffer_);
+    size_ = o.size_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+WritableFile::~WritableFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status WritableFile::Append(std::string_view data) {
+  size_ += data.size();
+  constexpr size_t kBufferBytes = 1 << 20;
+  if (buffer_.size() + data.size() > kBufferBytes) {
+    FERRY_RETURN_IF_ERROR(FlushBuffer());
+    if (data.size() >= kBufferBytes) return WriteAll(fd_, data, path_);
+  }
+  buffer_.append(data);
+  return Status::OK();
+}
+
+Status WritableFile::FlushBuffer() {
+  if (buffer_.empty()) return Status::OK();
+  Status s = WriteAll(fd_, buffer_, path_);
+  buffer_.clear();
+  return s;
+}
+
+Status WritableFile::Sync() {
+  FERRY_RETURN_IF_ERROR(FlushBuffer());
+  if (::fsync(fd_) != 0) return Errno("cannot fsync", path_);
+  return Status::OK();
+}
+
+Status WritableFile::Close() {
+  if (fd_ < 0) return Status::OK();
+  Status s = Sync();
+  ::close(fd_);
+  fd_ = -1;
+  return s;
+}
+
+}  // namespace ferry

@@ -1,0 +1,57 @@
+// Local file helpers with the durability the protocol needs.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "ferry/base/status.h"
+
+namespace ferry {
+
+Result<std::string> ReadFile(const std::string& path);
+
+// Replaces `path` with `data` so that a reader (or a crash at any instant) sees either the old
+// file or the new one, never a mix: write `path.tmp-<pid>`, fsync it, rename over `path`, fsync
+// the folder. `fault_after_temp` names a fault point hit between the temp write and the rename.
+Status WriteFileAtomic(const std::string& path, std::string_view data,
+                       std::string_view fault_after_temp = {});
+
+// Writes a new file that must not exist yet (O_EXCL), fsyncs it. kAlreadyExists if it exists.
+Status WriteNewFile(const std::string& path, std::string_view data);
+
+Status MakeDirs(const std::string& path);
+Status FsyncDir(const std::string& dir);
+bool FileExists(const std::string& path);
+Result<uint64_t> FileSize(const std::string& path);
+Status RemoveFile(const std::string& path);
+std::string ParentDir(const std::string& path);
+std::string JoinPath(std::string_view a, std::string_view b);
+// Makes `path` absolute against the current directory and removes "." segments.
+std::string AbsolutePath(const std::string& path);
+
+// An append-only file written through a buffer; Sync() makes it durable.
+class WritableFile {
+ public:
+  static Result<WritableFile> Create(const std::string& path);  // fails if it exists
+  WritableFile(WritableFile&& o) noexcept;
+  WritableFile& operator=(WritableFile&& o) noexcept;
+  WritableFile(const WritableFile&) = delete;
+  WritableFile& operator=(const WritableFile&) = delete;
+  ~WritableFile();
+
+  Status Append(std::string_view data);
+  Status Sync();
+  Status Close();  // flushes, fsyncs, closes
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  WritableFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  Status FlushBuffer();
+  int fd_ = -1;
+  std::string path_;
+  std::string buffer_;
+  uint64_t size_ = 0;
+};
+
+}  // namespace ferry

@@ -1,0 +1,69 @@
+#include "ferry/base/fs.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "ferry/base/io.h"
+
+namespace ferry {
+namespace {
+
+class FsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("ferry_fs_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    ASSERT_TRUE(MakeDirs(dir_.string()).ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Path(const char* name) { return (dir_ / name).string(); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(FsTest, AtomicWriteReplacesAndLeavesNoTemporaryFile) {
+  std::string p = Path("state.json");
+  ASSERT_TRUE(WriteFileAtomic(p, "one").ok());
+  ASSERT_TRUE(WriteFileAtomic(p, "two").ok());
+  auto r = ReadFile(p);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, "two");
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir_)) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST_F(FsTest, NewFileRefusesToOverwrite) {
+  std::string p = Path("v1.metadata.json");
+  ASSERT_TRUE(WriteNewFile(p, "a").ok());
+  Status s = WriteNewFile(p, "b");
+  EXPECT_EQ(s.code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(*ReadFile(p), "a");
+}
+
+TEST_F(FsTest, MissingFileIsNotFoundAndNamesThePath) {
+  auto r = ReadFile(Path("nope"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("nope"), std::string::npos);
+}
+
+TEST_F(FsTest, LocalOutputStreamCountsAndPersistsLargeAppends) {
+  auto out = LocalOutputStream::Create(Path("data.bin"));
+  ASSERT_TRUE(out.ok());
+  std::string big(3 << 20, 'x');
+  ASSERT_TRUE((*out)->Append("head").ok());
+  ASSERT_TRUE((*out)->Append(big).ok());
+  EXPECT_EQ((*out)->Tell(), big.size() + 4);
+  ASSERT_TRUE((*out)->Close().ok());
+  EXPECT_EQ(*FileSize(Path("data.bin")), big.size() + 4);
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,79 @@
+// Parquet file writer for Iceberg data and delete files.
+//
+// Writes Parquet format 2 files readable by any engine: every schema node carries the Iceberg
+// field id; REQUIRED/OPTIONAL follow Field::required; logical types follow the Iceberg spec's
+// Parquet mapping (see ../shared reference: string -> BINARY+STRING, timestamp -> INT64
+// TIMESTAMP(MICROS), decimal -> INT32/INT64/FIXED_LEN_BYTE_ARRAY by precision, uuid -> FLBA(16)+UUID).
+// Values come in as columnar Batches (ferry/types/batch.h); memory is bounded by the row-group
+// size, whatever the number of rows written.
+//
+// Thread-safety: a Writer is used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ferry/base/io.h"
+#include "ferry/base/status.h"
+#include "ferry/types/batch.h"
+
+namespace ferry::parquet {
+
+enum class Compression { kUncompressed, kSnappy, kZstd };
+
+Result<Compression> ParseCompression(const std::string& name);  // "zstd" | "snappy" | "none"
+
+struct WriterOptions {
+  Compression compression = Compression::kZstd;
+  int zstd_level = 3;
+  // A row group is flushed once its buffered, encoded size reaches this many bytes.
+  uint64_t row_group_bytes = 128ull << 20;
+  // A data page is cut once its encoded values reach this many bytes.
+  uint64_t page_bytes = 1ull << 20;
+  // Key/value metadata written into the footer.
+  std::vector<std::pair<std::string, std::string>> key_value_metadata;
+};
+
+// Per-column metrics in the form Iceberg manifests want them.
+struct ColumnMetrics {
+  int32_t field_id = 0;
+  uint64_t value_count = 0;  // values including NULLs
+  uint64_t null_count = 0;
+  std::optional<uint64_t> nan_count;  // float/double columns only
+  // Iceberg single-value binary serialization (little-endian ints/floats, UTF-8 strings truncated
+  // to 16 code points with the upper bound incremented, big-endian decimals). Absent when the
+  // column has no non-NULL, non-NaN value, or when a string upper bound cannot be incremented.
+  std::optional<std::string> lower_bound;
+  std::optional<std::string> upper_bound;
+  uint64_t compressed_bytes = 0;  // sum of the column chunks' total_compressed_size
+};
+
+struct FileMetrics {
+  uint64_t record_count = 0;
+  uint64_t file_size_bytes = 0;
+  std::vector<ColumnMetrics> columns;  // in schema order
+  std::vector<int64_t> split_offsets;  // row-group start offsets, ascending
+};
+
+class Writer {
+ public:
+  // Writes the magic bytes; the schema's field ids and types define the file schema.
+  static Result<std::unique_ptr<Writer>> Open(std::unique_ptr<OutputStream> out,
+                                              std::shared_ptr<const Schema> schema,
+                                              WriterOptions options = {});
+  virtual ~Writer() = default;
+
+  // Appends every row of `batch`, whose schema must be the writer's.
+  virtual Status Write(const Batch& batch) = 0;
+  // Bytes written so far plus what is buffered: the file's size if closed now (approximately).
+  virtual uint64_t EstimatedSize() const = 0;
+  virtual uint64_t rows_written() const = 0;
+  // Flushes the last row group, writes the footer, closes the stream (durably).
+  virtual Result<FileMetrics> Close() = 0;
+};
+
+}  // namespace ferry::parquet

@@ -1,0 +1,100 @@
+// Columnar batches: the unit of data that flows through the graph, from a source decoder
+// straight into a file writer. No per-row heap objects.
+//
+// A Column stores one value per row:
+//   - fixed-width types (see DataType::FixedWidth) in one contiguous buffer, native byte order,
+//     booleans one byte each, decimals as a 128-bit two's-complement unscaled integer, uuids as
+//     16 big-endian bytes; a NULL row keeps a zeroed slot so that values are indexable by row;
+//   - strings and binaries as (offsets, bytes): row i is bytes[offsets[i], offsets[i+1]).
+// validity[i] is 1 for a value, 0 for NULL.
+// Not thread-safe; a batch is owned by one node at a time and moved along channels.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ferry/types/data_type.h"
+
+namespace ferry {
+
+using int128_t = __int128;
+
+class Column {
+ public:
+  explicit Column(DataType type);
+
+  const DataType& type() const { return type_; }
+  size_t size() const { return size_; }
+  size_t null_count() const { return null_count_; }
+  bool IsValid(size_t row) const { return validity_[row] != 0; }
+  const uint8_t* validity() const { return validity_.data(); }
+
+  void AppendNull();
+  void AppendBool(bool v) { AppendFixed(static_cast<uint8_t>(v ? 1 : 0)); }
+  void AppendInt32(int32_t v) { AppendFixed(v); }
+  void AppendInt64(int64_t v) { AppendFixed(v); }
+  void AppendFloat(float v) { AppendFixed(v); }
+  void AppendDouble(double v) { AppendFixed(v); }
+  void AppendDecimal(int128_t unscaled) { AppendFixed(unscaled); }
+  void AppendUuid(const uint8_t bytes[16]);
+  void AppendBytes(std::string_view v);
+
+  // Typed view of the fixed-width buffer; T must match FixedWidth().
+  template <typename T>
+  const T* values() const {
+    return reinterpret_cast<const T*>(fixed_.data());
+  }
+  const uint8_t* fixed_data() const { return fixed_.data(); }
+  std::string_view GetBytes(size_t row) const {
+    return std::string_view(bytes_.data() + offsets_[row], offsets_[row + 1] - offsets_[row]);
+  }
+  const uint32_t* offsets() const { return offsets_.data(); }
+  const std::string& bytes() const { return bytes_; }
+
+  // Empties the column and keeps its buffers for reuse.
+  void Clear();
+  // Bytes held by the buffers (capacity), for memory accounting.
+  size_t MemoryBytes() const;
+
+ private:
+  template <typename T>
+  void AppendFixed(T v) {
+    size_t at = fixed_.size();
+    fixed_.resize(at + sizeof(T));
+    std::memcpy(fixed_.data() + at, &v, sizeof(T));
+    validity_.push_back(1);
+    ++size_;
+  }
+
+  DataType type_;
+  int width_ = 0;
+  size_t size_ = 0;
+  size_t null_count_ = 0;
+  std::vector<uint8_t> validity_;
+  std::vector<uint8_t> fixed_;
+  std::vector<uint32_t> offsets_;
+  std::string bytes_;
+};
+
+class Batch {
+ public:
+  explicit Batch(std::shared_ptr<const Schema> schema);
+
+  const std::shared_ptr<const Schema>& schema() const { return schema_; }
+  size_t num_columns() const { return columns_.size(); }
+  Column& column(size_t i) { return columns_[i]; }
+  const Column& column(size_t i) const { return columns_[i]; }
+  size_t num_rows() const { return columns_.empty() ? 0 : columns_[0].size(); }
+  size_t MemoryBytes() const;
+  void Clear();
+
+ private:
+  std::shared_ptr<const Schema> schema_;
+  std::vector<Column> columns_;
+};
+
+}  // namespace ferry
