@@ -1,0 +1,444 @@
+#include "ferry/config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <regex>
+
+#include "ferry/base/fs.h"
+
+namespace ferry::config {
+namespace {
+
+int LineOf(const YAML::Node& n) { return n.Mark().line + 1; }
+
+std::string At(const std::string& file, int line) {
+  return file + ":" + std::to_string(line);
+}
+
+// Levenshtein distance, for "did you mean" hints.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string UnknownKeyMessage(const std::string& key, const std::string& where,
+                              const std::vector<std::string>& known) {
+  std::string m = "unknown key '" + key + "' in " + where;
+  std::string best;
+  size_t best_d = 3;
+  for (const auto& k : known) {
+    size_t d = EditDistance(key, k);
+    if (d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  }
+  if (!best.empty()) m += "; did you mean '" + best + "'?";
+  m += " Known keys: ";
+  for (size_t i = 0; i < known.size(); ++i) m += (i ? ", " : "") + known[i];
+  return m;
+}
+
+class Parser {
+ public:
+  Parser(std::string file, std::string base_dir)
+      : file_(std::move(file)), base_dir_(std::move(base_dir)) {}
+
+  Result<PipelineConfig> Parse(const std::string& text) {
+    YAML::Node root;
+    try {
+      root = YAML::Load(text);
+    } catch (const YAML::ParserException& e) {
+      return Status::InvalidArgument(At(file_, e.mark.line + 1) + ": not valid YAML: " + e.msg);
+    }
+    if (!root.IsMap()) {
+      return Status::InvalidArgument(
+          file_ + ": a pipeline file is a YAML mapping with keys name, source, destination, state");
+    }
+    static const std::vector<std::string> kTop = {"name", "source", "destination", "state"};
+    PipelineConfig cfg;
+    cfg.file = file_;
+    cfg.base_dir = base_dir_;
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      std::string key = it->first.as<std::string>();
+      if (std::find(kTop.begin(), kTop.end(), key) == kTop.end()) {
+        return Status::InvalidArgument(
+            At(file_, LineOf(it->first)) + ": " + UnknownKeyMessage(key, "the pipeline file", kTop));
+      }
+    }
+    FERRY_ASSIGN_OR_RETURN(cfg.name, RequiredScalar(root, "name", "the pipeline file"));
+    static const std::regex kName("[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}");
+    if (!std::regex_match(cfg.name, kName)) {
+      return Status::InvalidArgument(
+          At(file_, LineOf(root["name"])) + ": pipeline name '" + cfg.name +
+          "' must be 1-128 characters of letters, digits, '_', '.', '-' (it keys markers and "
+          "state)");
+    }
+    FERRY_RETURN_IF_ERROR(ParseSource(root, &cfg.source));
+    FERRY_RETURN_IF_ERROR(ParseDestination(root, &cfg.destination));
+    if (root["state"]) {
+      FERRY_ASSIGN_OR_RETURN(std::string state, RequiredScalar(root, "state", "the pipeline file"));
+      cfg.state_path = AbsolutePath(JoinPath(base_dir_, state));
+      if (!state.empty() && state[0] == '/') cfg.state_path = AbsolutePath(state);
+    } else {
+      cfg.state_path = AbsolutePath(JoinPath(base_dir_, cfg.name + ".state.json"));
+    }
+    return cfg;
+  }
+
+ private:
+  Result<std::string> Scalar(const YAML::Node& n, const std::string& what) {
+    if (!n.IsScalar()) {
+      return Status::InvalidArgument(At(file_, LineOf(n)) + ": " + what +
+                                     " must be a single value, not a list or mapping");
+    }
+    auto expanded = ExpandEnvironment(n.Scalar());
+    if (!expanded.ok()) {
+      return Status::InvalidArgument(At(file_, LineOf(n)) + ": " + what + ": " +
+                                     expanded.status().message());
+    }
+    return std::move(expanded).value();
+  }
+
+  Result<std::string> RequiredScalar(const YAML::Node& parent, const std::string& key,
+                                     const std::string& where) {
+    YAML::Node n = parent[key];
+    if (!n) {
+      return Status::InvalidArgument(file_ + ": missing key '" + key + "' in " + where);
+    }
+    return Scalar(n, "'" + key + "'");
+  }
+
+  // Copies every scalar key of `section` except `skip` into an Options bag.
+  Result<Options> CollectOptions(const YAML::Node& section, const std::string& name,
+                                 const std::vector<std::string>& skip) {
+    Options opts(name, base_dir_);
+    for (auto it = section.begin(); it != section.end(); ++it) {
+      std::string key = it->first.as<std::string>();
+      if (std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
+      FERRY_ASSIGN_OR_RETURN(std::string v, Scalar(it->second, name + "." + key));
+      opts.Set(key, std::move(v), LineOf(it->first));
+    }
+    return opts;
+  }
+
+  Status ParseSource(const YAML::Node& root, SourceConfig* src) {
+    YAML::Node n = root["source"];
+    if (!n || !n.IsMap()) {
+      return Status::InvalidArgument(file_ +
+                                     ": missing 'source:' mapping (with at least 'type')");
+    }
+    FERRY_ASSIGN_OR_RETURN(src->type, RequiredScalar(n, "type", "source"));
+    if (n["mode"]) {
+      FERRY_ASSIGN_OR_RETURN(std::string m, Scalar(n["mode"], "source.mode"));
+      auto mode = ParseSyncMode(m);
+      if (!mode.ok()) return mode.status().WithContext(At(file_, LineOf(n["mode"])));
+      src->mode = *mode;
+    }
+    if (n["chunk_rows"]) {
+      FERRY_ASSIGN_OR_RETURN(src->chunk_rows, PositiveInt(n["chunk_rows"], "source.chunk_rows"));
+    }
+    FERRY_ASSIGN_OR_RETURN(src->options,
+                           CollectOptions(n, "source", {"type", "mode", "chunk_rows", "streams"}));
+    if (YAML::Node streams = n["streams"]) {
+      if (!streams.IsSequence()) {
+        return Status::InvalidArgument(At(file_, LineOf(streams)) +
+                                       ": source.streams must be a list of table names or "
+                                       "mappings with 'name'");
+      }
+      src->all_streams = false;
+      for (const auto& s : streams) {
+        StreamConfig sc;
+        sc.mode = src->mode;
+        sc.chunk_rows = src->chunk_rows;
+        sc.line = LineOf(s);
+        if (s.IsScalar()) {
+          FERRY_ASSIGN_OR_RETURN(sc.name, Scalar(s, "stream name"));
+        } else if (s.IsMap()) {
+          FERRY_RETURN_IF_ERROR(ParseStream(s, &sc));
+        } else {
+          return Status::InvalidArgument(At(file_, LineOf(s)) +
+                                         ": a stream is a table name or a mapping with 'name'");
+        }
+        for (const auto& prev : src->streams) {
+          if (prev.name == sc.name) {
+            return Status::InvalidArgument(At(file_, sc.line) + ": stream '" + sc.name +
+                                           "' is listed twice");
+          }
+        }
+        src->streams.push_back(std::move(sc));
+      }
+      if (src->streams.empty()) {
+        return Status::InvalidArgument(At(file_, LineOf(streams)) +
+                                       ": source.streams is empty; remove it to sync every table");
+      }
+    }
+    return Status::OK();
+  }
+
+  Status ParseStream(const YAML::Node& s, StreamConfig* sc) {
+    static const std::vector<std::string> kKeys = {"name", "mode", "chunk_rows", "cursor",
+                                                   "primary_key"};
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      std::string key = it->first.as<std::string>();
+      if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
+        return Status::InvalidArgument(At(file_, LineOf(it->first)) + ": " +
+                                       UnknownKeyMessage(key, "a stream", kKeys));
+      }
+    }
+    FERRY_ASSIGN_OR_RETURN(sc->name, RequiredScalar(s, "name", "a stream"));
+    if (sc->name.empty()) return Status::InvalidArgument(At(file_, sc->line) + ": empty stream name");
+    if (s["mode"]) {
+      FERRY_ASSIGN_OR_RETURN(std::string m, Scalar(s["mode"], "mode"));
+      auto mode = ParseSyncMode(m);
+      if (!mode.ok()) return mode.status().WithContext(At(file_, LineOf(s["mode"])));
+      sc->mode = *mode;
+    }
+    if (s["chunk_rows"]) {
+      FERRY_ASSIGN_OR_RETURN(sc->chunk_rows, PositiveInt(s["chunk_rows"], "chunk_rows"));
+    }
+    if (s["cursor"]) {
+      FERRY_ASSIGN_OR_RETURN(std::string c, Scalar(s["cursor"], "cursor"));
+      sc->cursor = c;
+    }
+    if (YAML::Node pk = s["primary_key"]) {
+      if (pk.IsScalar()) {
+        FERRY_ASSIGN_OR_RETURN(std::string c, Scalar(pk, "primary_key"));
+        sc->primary_key.push_back(c);
+      } else if (pk.IsSequence()) {
+        for (const auto& c : pk) {
+          FERRY_ASSIGN_OR_RETURN(std::string col, Scalar(c, "primary_key column"));
+          sc->primary_key.push_back(col);
+        }
+      } else {
+        return Status::InvalidArgument(At(file_, LineOf(pk)) +
+                                       ": primary_key is a column name or a list of them");
+      }
+    }
+    return Status::OK();
+  }
+
+  Result<int64_t> PositiveInt(const YAML::Node& n, const std::string& what) {
+    FERRY_ASSIGN_OR_RETURN(std::string v, Scalar(n, what));
+    char* end = nullptr;
+    errno = 0;
+    long long x = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || errno != 0 || x <= 0) {
+      return Status::InvalidArgument(At(file_, LineOf(n)) + ": " + what +
+                                     " must be a positive whole number, not '" + v + "'");
+    }
+    return static_cast<int64_t>(x);
+  }
+
+  Status ParseDestination(const YAML::Node& root, DestinationConfig* dst) {
+    YAML::Node n = root["destination"];
+    if (!n || !n.IsMap()) {
+      return Status::InvalidArgument(file_ +
+                                     ": missing 'destination:' mapping (with at least 'type')");
+    }
+    FERRY_ASSIGN_OR_RETURN(dst->type, RequiredScalar(n, "type", "destination"));
+    FERRY_ASSIGN_OR_RETURN(dst->options, CollectOptions(n, "destination", {"type"}));
+    return Status::OK();
+  }
+
+  std::string file_;
+  std::string base_dir_;
+};
+
+}  // namespace
+
+std::string_view SyncModeName(SyncMode mode) {
+  switch (mode) {
+    case SyncMode::kFullRefresh: return "full_refresh";
+    case SyncMode::kIncremental: return "incremental";
+    case SyncMode::kCdc: return "cdc";
+    case SyncMode::kCdcOnly: return "cdc_only";
+  }
+  return "?";
+}
+
+Result<SyncMode> ParseSyncMode(const std::string& text) {
+  for (SyncMode m : {SyncMode::kFullRefresh, SyncMode::kIncremental, SyncMode::kCdc,
+                     SyncMode::kCdcOnly}) {
+    if (text == SyncModeName(m)) return m;
+  }
+  return Status::InvalidArgument("unknown mode '" + text +
+                                 "'; use full_refresh, incremental, cdc or cdc_only");
+}
+
+std::string Options::Where(const std::string& key) const {
+  auto it = values_.find(key);
+  std::string w = section_ + "." + key;
+  if (it != values_.end() && it->second.line > 0) w += " (line " + std::to_string(it->second.line) + ")";
+  return w;
+}
+
+Result<std::string> Options::TakeString(const std::string& key) {
+  auto it = values_.find(key);
+  if (it == values_.end()) {
+    return Status::InvalidArgument("missing key '" + key + "' in " + section_);
+  }
+  it->second.used = true;
+  return it->second.text;
+}
+
+std::optional<std::string> Options::TakeOptionalString(const std::string& key) {
+  auto it = values_.find(key);
+  if (it == values_.end()) return std::nullopt;
+  it->second.used = true;
+  return it->second.text;
+}
+
+Result<std::string> Options::TakePath(const std::string& key) {
+  FERRY_ASSIGN_OR_RETURN(std::string p, TakeString(key));
+  if (p.empty()) return Status::InvalidArgument(Where(key) + " is empty");
+  if (p[0] == '/') return AbsolutePath(p);
+  return AbsolutePath(JoinPath(base_dir_, p));
+}
+
+Result<int64_t> Options::TakeInt(const std::string& key, int64_t default_value, int64_t min,
+                                 int64_t max) {
+  auto v = TakeOptionalString(key);
+  if (!v) return default_value;
+  char* end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(v->c_str(), &end, 10);
+  if (v->empty() || *end != '\0' || errno != 0 || x < min || x > max) {
+    return Status::InvalidArgument(Where(key) + " must be a whole number from " +
+                                   std::to_string(min) + " to " + std::to_string(max) + ", not '" +
+                                   *v + "'");
+  }
+  return static_cast<int64_t>(x);
+}
+
+Result<bool> Options::TakeBool(const std::string& key, bool default_value) {
+  auto v = TakeOptionalString(key);
+  if (!v) return default_value;
+  if (*v == "true" || *v == "yes" || *v == "on") return true;
+  if (*v == "false" || *v == "no" || *v == "off") return false;
+  return Status::InvalidArgument(Where(key) + " must be true or false, not '" + *v + "'");
+}
+
+Result<int64_t> Options::TakeBytes(const std::string& key, int64_t default_value) {
+  auto v = TakeOptionalString(key);
+  if (!v) return default_value;
+  static const std::regex kBytes(R"(\s*([0-9]+)\s*([KMGT]?i?B?)?\s*)", std::regex::icase);
+  std::smatch m;
+  if (!std::regex_match(*v, m, kBytes)) {
+    return Status::InvalidArgument(Where(key) + " must be a size like 512MB, 64KiB or 1048576, not '" +
+                                   *v + "'");
+  }
+  int64_t n = std::stoll(m[1].str());
+  std::string unit = m[2].str();
+  int64_t mult = 1;
+  if (!unit.empty()) {
+    switch (std::toupper(static_cast<unsigned char>(unit[0]))) {
+      case 'K': mult = 1ll << 10; break;
+      case 'M': mult = 1ll << 20; break;
+      case 'G': mult = 1ll << 30; break;
+      case 'T': mult = 1ll << 40; break;
+      default: mult = 1;
+    }
+  }
+  if (n <= 0 || n > (int64_t{1} << 50) / mult) {
+    return Status::InvalidArgument(Where(key) + " is out of range: '" + *v + "'");
+  }
+  return n * mult;
+}
+
+Status Options::CheckAllUsed(const std::vector<std::string>& known) const {
+  for (const auto& [key, v] : values_) {
+    if (!v.used) {
+      std::string m = UnknownKeyMessage(key, section_ + " (type-specific keys)", known);
+      if (v.line > 0) m = "line " + std::to_string(v.line) + ": " + m;
+      return Status::InvalidArgument(m);
+    }
+  }
+  return Status::OK();
+}
+
+Result<std::string> ExpandEnvironment(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c != '$') {
+      out += c;
+      continue;
+    }
+    if (i + 1 < text.size() && text[i + 1] == '$') {
+      out += '$';
+      ++i;
+      continue;
+    }
+    if (i + 1 >= text.size() || text[i + 1] != '{') {
+      out += c;
+      continue;
+    }
+    size_t close = text.find('}', i + 2);
+    if (close == std::string::npos) {
+      return Status::InvalidArgument("unterminated '${' in value; write $$ for a literal '$'");
+    }
+    std::string inner = text.substr(i + 2, close - i - 2);
+    std::optional<std::string> def;
+    if (auto d = inner.find(":-"); d != std::string::npos) {
+      def = inner.substr(d + 2);
+      inner = inner.substr(0, d);
+    }
+    static const std::regex kVar("[A-Za-z_][A-Za-z0-9_]*");
+    if (!std::regex_match(inner, kVar)) {
+      return Status::InvalidArgument("'${" + inner + "}' is not a valid environment variable name");
+    }
+    const char* env = std::getenv(inner.c_str());
+    if (env != nullptr) {
+      out += env;
+    } else if (def) {
+      out += *def;
+    } else {
+      return Status::InvalidArgument("environment variable " + inner +
+                                     " is not set; export it or write ${" + inner +
+                                     ":-default}");
+    }
+    i = close;
+  }
+  return out;
+}
+
+std::string Redact(const std::string& text) {
+  static const std::regex kKeyValue(R"((password|passwd|pwd|secret|token)\s*=\s*('[^']*'|[^\s&;]*))",
+                                    std::regex::icase);
+  static const std::regex kUrl(R"(([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*):([^@\s]*)@)");
+  std::string out = std::regex_replace(text, kKeyValue, "$1=***");
+  out = std::regex_replace(out, kUrl, "$1:***@");
+  return out;
+}
+
+Result<PipelineConfig> ParsePipeline(const std::string& yaml_text, const std::string& file_name,
+                                     const std::string& base_dir) {
+  Parser p(file_name, base_dir);
+  return p.Parse(yaml_text);
+}
+
+Result<PipelineConfig> LoadPipelineFile(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) {
+    return Status(text.status().code(),
+                  "cannot read pipeline file: " + text.status().message() +
+                      " (pass the file with -c PATH)");
+  }
+  std::string abs = AbsolutePath(path);
+  return ParsePipeline(*text, abs, ParentDir(abs));
+}
+
+}  // namespace ferry::config

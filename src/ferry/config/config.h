@@ -1,0 +1,109 @@
+// The pipeline file: YAML in, typed configuration out, with errors that name the key, the line
+// and the fix.
+//
+// Common keys are parsed here; each source and destination type reads its own keys from an
+// Options bag (see Options::Take*), and Options::CheckAllUsed() reports any key nobody took, so
+// that a typo is an error, never silently ignored. Any value may reference environment variables
+// as ${NAME} or ${NAME:-default}: secrets stay out of the file, and Redact() keeps them out of logs.
+// Relative paths are resolved against the folder of the pipeline file.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ferry/base/status.h"
+
+namespace ferry::config {
+
+enum class SyncMode { kFullRefresh, kIncremental, kCdc, kCdcOnly };
+std::string_view SyncModeName(SyncMode mode);
+Result<SyncMode> ParseSyncMode(const std::string& text);
+
+// Scalar options of one section, with where each came from.
+class Options {
+ public:
+  struct Value {
+    std::string text;
+    int line = 0;
+    bool used = false;
+  };
+
+  Options() = default;
+  Options(std::string section, std::string base_dir)
+      : section_(std::move(section)), base_dir_(std::move(base_dir)) {}
+
+  void Set(const std::string& key, std::string text, int line) {
+    values_[key] = Value{std::move(text), line, false};
+  }
+  bool Has(const std::string& key) const { return values_.count(key) != 0; }
+
+  Result<std::string> TakeString(const std::string& key);  // required
+  std::optional<std::string> TakeOptionalString(const std::string& key);
+  Result<std::string> TakePath(const std::string& key);  // required, made absolute
+  Result<int64_t> TakeInt(const std::string& key, int64_t default_value, int64_t min,
+                          int64_t max);
+  Result<bool> TakeBool(const std::string& key, bool default_value);
+  // "128MB", "64 KiB", "1048576" -> bytes.
+  Result<int64_t> TakeBytes(const std::string& key, int64_t default_value);
+
+  // Error for the first key nobody took: "unknown key 'chunk_row' in source (line 7); known keys: ..."
+  Status CheckAllUsed(const std::vector<std::string>& known) const;
+
+  const std::string& section() const { return section_; }
+  const std::string& base_dir() const { return base_dir_; }
+  std::string Where(const std::string& key) const;
+
+ private:
+  std::string section_;
+  std::string base_dir_;
+  std::map<std::string, Value> values_;
+};
+
+struct StreamConfig {
+  std::string name;              // as the source names it: "orders", "public.orders"
+  SyncMode mode = SyncMode::kFullRefresh;
+  int64_t chunk_rows = 100000;   // full refresh: rows per chunk (a chunk commits on its own)
+  std::optional<std::string> cursor;             // incremental: the cursor column
+  std::vector<std::string> primary_key;          // overrides the source's key when set
+  int line = 0;
+};
+
+struct SourceConfig {
+  std::string type;                  // "sqlite", "postgres", ...
+  SyncMode mode = SyncMode::kFullRefresh;
+  int64_t chunk_rows = 100000;
+  bool all_streams = true;           // no `streams:` list: every table
+  std::vector<StreamConfig> streams;
+  Options options;                   // type-specific keys
+};
+
+struct DestinationConfig {
+  std::string type;  // "iceberg", ...
+  Options options;   // type-specific keys
+};
+
+struct PipelineConfig {
+  std::string name;
+  std::string file;      // absolute path of the pipeline file
+  std::string base_dir;  // its folder
+  SourceConfig source;
+  DestinationConfig destination;
+  std::string state_path;
+};
+
+Result<PipelineConfig> LoadPipelineFile(const std::string& path);
+Result<PipelineConfig> ParsePipeline(const std::string& yaml_text, const std::string& file_name,
+                                     const std::string& base_dir);
+
+// Expands ${NAME} / ${NAME:-default}; "$$" is a literal "$". Unknown variable without default:
+// kInvalidArgument naming it.
+Result<std::string> ExpandEnvironment(const std::string& text);
+
+// Hides passwords in DSNs and URLs: "password=secret" -> "password=***",
+// "postgresql://u:secret@h/db" -> "postgresql://u:***@h/db".
+std::string Redact(const std::string& text);
+
+}  // namespace ferry::config

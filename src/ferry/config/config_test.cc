@@ -1,0 +1,122 @@
+#include "ferry/config/config.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+namespace ferry::config {
+namespace {
+
+Result<PipelineConfig> Parse(const std::string& yaml) {
+  return ParsePipeline(yaml, "/p/pipeline.yaml", "/p");
+}
+
+TEST(ConfigTest, ParsesTheDocumentedExample) {
+  auto cfg = Parse(R"(
+name: shop
+source:
+  type: sqlite
+  path: ./shop.db
+  mode: full_refresh
+  streams:
+    - orders
+    - name: customers
+      chunk_rows: 50000
+destination:
+  type: iceberg
+  warehouse: ./warehouse
+  namespace: shop
+state: ./state.json
+)");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->name, "shop");
+  EXPECT_EQ(cfg->source.type, "sqlite");
+  EXPECT_FALSE(cfg->source.all_streams);
+  ASSERT_EQ(cfg->source.streams.size(), 2u);
+  EXPECT_EQ(cfg->source.streams[0].name, "orders");
+  EXPECT_EQ(cfg->source.streams[0].chunk_rows, 100000);
+  EXPECT_EQ(cfg->source.streams[1].chunk_rows, 50000);
+  EXPECT_EQ(cfg->state_path, "/p/state.json");
+  auto path = cfg->source.options.TakePath("path");
+  ASSERT_TRUE(path.ok());
+  EXPECT_EQ(*path, "/p/shop.db");
+  EXPECT_TRUE(cfg->source.options.CheckAllUsed({"path"}).ok());
+}
+
+TEST(ConfigTest, UnknownTopLevelKeyIsNamedWithLineAndSuggestion) {
+  auto cfg = Parse("name: a\nsoruce:\n  type: sqlite\n");
+  ASSERT_FALSE(cfg.ok());
+  const std::string& m = cfg.status().message();
+  EXPECT_NE(m.find("unknown key 'soruce'"), std::string::npos) << m;
+  EXPECT_NE(m.find("pipeline.yaml:2"), std::string::npos) << m;
+  EXPECT_NE(m.find("did you mean 'source'"), std::string::npos) << m;
+}
+
+TEST(ConfigTest, UnknownStreamKeyIsAnError) {
+  auto cfg = Parse(R"(
+name: a
+source:
+  type: sqlite
+  streams:
+    - name: t
+      chunk_row: 5
+destination: {type: iceberg}
+)");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("did you mean 'chunk_rows'"), std::string::npos)
+      << cfg.status().message();
+}
+
+TEST(ConfigTest, TypeSpecificKeysNobodyTookAreReported) {
+  auto cfg = Parse("name: a\nsource: {type: sqlite, path: x.db, pth: y}\ndestination: {type: iceberg}\n");
+  ASSERT_TRUE(cfg.ok());
+  ASSERT_TRUE(cfg->source.options.TakePath("path").ok());
+  Status s = cfg->source.options.CheckAllUsed({"path"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unknown key 'pth'"), std::string::npos) << s.message();
+}
+
+TEST(ConfigTest, BadValuesAreExplained) {
+  EXPECT_NE(Parse("name: 'a b'\nsource: {type: sqlite}\ndestination: {type: iceberg}\n")
+                .status().message().find("pipeline name 'a b'"),
+            std::string::npos);
+  EXPECT_NE(Parse("name: a\nsource: {type: sqlite, mode: fast}\ndestination: {type: iceberg}\n")
+                .status().message().find("unknown mode 'fast'"),
+            std::string::npos);
+  EXPECT_NE(Parse("name: a\nsource: {type: sqlite, chunk_rows: -3}\ndestination: {type: iceberg}\n")
+                .status().message().find("positive whole number"),
+            std::string::npos);
+  EXPECT_NE(Parse("name: a\nsource: {type: sqlite}\n").status().message().find("destination"),
+            std::string::npos);
+  EXPECT_NE(Parse("name: [a\n").status().message().find("not valid YAML"), std::string::npos);
+}
+
+TEST(ConfigTest, EnvironmentVariablesExpandAndMissingOnesAreNamed) {
+  ::setenv("FERRY_TEST_PW", "s3cret", 1);
+  ::unsetenv("FERRY_TEST_MISSING");
+  EXPECT_EQ(*ExpandEnvironment("password=${FERRY_TEST_PW} x"), "password=s3cret x");
+  EXPECT_EQ(*ExpandEnvironment("${FERRY_TEST_MISSING:-d}"), "d");
+  EXPECT_EQ(*ExpandEnvironment("cost $$5"), "cost $5");
+  auto bad = ExpandEnvironment("${FERRY_TEST_MISSING}");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("FERRY_TEST_MISSING is not set"), std::string::npos);
+}
+
+TEST(ConfigTest, RedactHidesPasswords) {
+  EXPECT_EQ(Redact("host=h password=s3cret dbname=d"), "host=h password=*** dbname=d");
+  EXPECT_EQ(Redact("postgresql://u:s3cret@h:5432/db"), "postgresql://u:***@h:5432/db");
+  EXPECT_EQ(Redact("redis://:pw@127.0.0.1:6379"), "redis://:***@127.0.0.1:6379");
+}
+
+TEST(ConfigTest, SizesAcceptUnits) {
+  Options o("destination", "/");
+  o.Set("a", "128MB", 1);
+  o.Set("b", "64 KiB", 2);
+  o.Set("c", "lots", 3);
+  EXPECT_EQ(*o.TakeBytes("a", 0), 128ll << 20);
+  EXPECT_EQ(*o.TakeBytes("b", 0), 64ll << 10);
+  EXPECT_FALSE(o.TakeBytes("c", 0).ok());
+  EXPECT_EQ(*o.TakeBytes("d", 7), 7);
+}
+
+}  // namespace
+}  // namespace ferry::config
