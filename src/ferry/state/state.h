@@ -1,0 +1,63 @@
+// The state file: how far each stream of a pipeline got, written only after the destination has
+// committed the same progress (with its marker), and read on every start to be compared with the
+// destination's markers.
+//
+// Shape (the seed's): {"version":1, "pipeline": NAME, "type": "STREAM" | "GLOBAL",
+//   "global": {"state": {...}, "streams": [...]},            (GLOBAL: one log position shared)
+//   "streams": [{"stream": NAME, "namespace": NS, "state": {...}}]}
+// A stream's "state" object is owned by its sync mode (see sync/ for the keys each mode keeps).
+//
+// Writes are atomic (temp file, fsync, rename, folder fsync): after a crash the file is either
+// the old or the new version. A file that does not parse is reported as kCorruption and never
+// overwritten, so that nothing is lost; the message says how to recover.
+//
+// Thread-safety: StateStore implementations are safe to call from several threads.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ferry/base/status.h"
+
+namespace ferry::state {
+
+using Json = nlohmann::json;
+
+class PipelineState {
+ public:
+  PipelineState() = default;
+  explicit PipelineState(std::string pipeline);
+
+  static Result<PipelineState> FromJson(const Json& doc, const std::string& origin);
+  Json ToJson() const { return doc_; }
+
+  const std::string& pipeline() const { return pipeline_; }
+  // The "state" object of a stream; null when the stream has none yet.
+  Json Stream(const std::string& ns, const std::string& stream) const;
+  void SetStream(const std::string& ns, const std::string& stream, Json state);
+  void RemoveStream(const std::string& ns, const std::string& stream);
+  std::vector<std::pair<std::string, std::string>> Streams() const;  // (namespace, stream)
+
+ private:
+  std::string pipeline_;
+  Json doc_;
+};
+
+// Where the state lives. A local file now; a row in the catalog database or an object beside
+// the tables later, so that workers on several machines can share it.
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+  // nullopt when no state was ever saved. kCorruption when it exists but cannot be parsed.
+  virtual Result<std::optional<PipelineState>> Load() = 0;
+  virtual Status Save(const PipelineState& state) = 0;
+  virtual std::string Describe() const = 0;
+};
+
+std::unique_ptr<StateStore> OpenFileStateStore(std::string path);
+
+}  // namespace ferry::state

@@ -1,0 +1,83 @@
+#include "ferry/state/state.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "ferry/base/fs.h"
+
+namespace ferry::state {
+namespace {
+
+class StateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("ferry_state_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / "state.json").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+  std::string path_;
+};
+
+TEST_F(StateTest, MissingFileMeansNoState) {
+  auto store = OpenFileStateStore(path_);
+  auto st = store->Load();
+  ASSERT_TRUE(st.ok());
+  EXPECT_FALSE(st->has_value());
+}
+
+TEST_F(StateTest, SavedStreamsComeBack) {
+  auto store = OpenFileStateStore(path_);
+  PipelineState st("shop");
+  st.SetStream("shop", "orders", Json{{"mode", "full_refresh"}, {"chunks", Json::array({1, 2})}});
+  st.SetStream("shop", "customers", Json{{"mode", "full_refresh"}});
+  st.SetStream("shop", "orders", Json{{"mode", "full_refresh"}, {"chunks", Json::array({2})}});
+  ASSERT_TRUE(store->Save(st).ok());
+  auto back = store->Load();
+  ASSERT_TRUE(back.ok());
+  ASSERT_TRUE(back->has_value());
+  EXPECT_EQ((*back)->pipeline(), "shop");
+  EXPECT_EQ((*back)->Stream("shop", "orders")["chunks"], Json::array({2}));
+  EXPECT_EQ((*back)->Streams().size(), 2u);
+  EXPECT_TRUE((*back)->Stream("shop", "nope").is_null());
+}
+
+TEST_F(StateTest, TornFileIsCorruptionAndIsNotOverwrittenByLoad) {
+  std::string torn = "{\"version\":1,\"pipeline\":\"shop\",\"streams\":[{\"stre";
+  ASSERT_TRUE(WriteFileAtomic(path_, torn).ok());
+  auto store = OpenFileStateStore(path_);
+  auto st = store->Load();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(st.status().message().find(path_), std::string::npos);
+  EXPECT_NE(st.status().message().find("move it away"), std::string::npos);
+  EXPECT_EQ(*ReadFile(path_), torn);
+}
+
+TEST_F(StateTest, ForeignJsonIsRejectedWithTheReason) {
+  ASSERT_TRUE(WriteFileAtomic(path_, "{\"hello\": 1}").ok());
+  auto st = OpenFileStateStore(path_)->Load();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(st.status().message().find("no version"), std::string::npos);
+}
+
+TEST_F(StateTest, ALeftoverTemporaryFileDoesNotMatter) {
+  // A crash between the temp write and the rename leaves state.json.tmp-<pid> behind.
+  ASSERT_TRUE(WriteFileAtomic(path_ + ".tmp-1", "garbage").ok());
+  auto store = OpenFileStateStore(path_);
+  PipelineState st("p");
+  ASSERT_TRUE(store->Save(st).ok());
+  auto back = store->Load();
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ((*back)->pipeline(), "p");
+}
+
+}  // namespace
+}  // namespace ferry::state
