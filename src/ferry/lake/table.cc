@@ -1,0 +1,289 @@
+#include "ferry/lake/table.h"
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "ferry/base/fault.h"
+#include "ferry/base/log.h"
+#include "ferry/base/uuid.h"
+
+namespace ferry::lake {
+namespace {
+
+std::string NewMetadataUri(const std::string& table_location, int64_t version) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%05lld", static_cast<long long>(version));
+  return table_location + "/metadata/" + buf + "-" + NewUuid() + ".metadata.json";
+}
+
+int64_t SummaryLong(const Json* snapshot, const char* key) {
+  if (snapshot == nullptr || !(*snapshot).contains("summary")) return 0;
+  const Json& s = (*snapshot)["summary"];
+  if (!s.contains(key) || !s[key].is_string()) return 0;
+  return std::strtoll(s[key].get<std::string>().c_str(), nullptr, 10);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Table>> Table::Load(Catalog* catalog, std::shared_ptr<FileIO> io,
+                                           const TableIdent& ident) {
+  std::unique_ptr<Table> t(new Table(catalog, std::move(io), ident));
+  FERRY_RETURN_IF_ERROR(t->Refresh());
+  return t;
+}
+
+Result<std::unique_ptr<Table>> Table::LoadOrCreate(
+    Catalog* catalog, std::shared_ptr<FileIO> io, const TableIdent& ident,
+    const std::string& location, const Schema& schema,
+    const std::map<std::string, std::string>& properties) {
+  FERRY_ASSIGN_OR_RETURN(auto existing, catalog->LoadMetadataLocation(ident));
+  if (!existing) {
+    FERRY_RETURN_IF_ERROR(catalog->CreateNamespace(ident.ns));
+    TableMetadata m = TableMetadata::NewTable(NewUuid(), location, schema, properties);
+    m.StartUpdate("", NowMs());
+    std::string uri = NewMetadataUri(location, 0);
+    FERRY_RETURN_IF_ERROR(io->WriteNew(uri, m.ToJsonText()));
+    Status s = catalog->CreateTable(ident, uri);
+    if (!s.ok() && s.code() != StatusCode::kAlreadyExists) return s;
+    if (!s.ok()) (void)io->Delete(uri);  // another writer created it first: use theirs
+  }
+  return Load(catalog, std::move(io), ident);
+}
+
+Status Table::Refresh() {
+  FERRY_ASSIGN_OR_RETURN(auto loc, catalog_->LoadMetadataLocation(ident_));
+  if (!loc) {
+    return Status::NotFound("table " + ident_.ToString() + " does not exist in " +
+                            catalog_->Describe());
+  }
+  if (*loc == location_) return Status::OK();
+  auto text = io_->Read(*loc);
+  if (!text.ok()) {
+    return text.status().WithContext("reading metadata of table " + ident_.ToString() +
+                                     " (the catalog points at a file that cannot be read)");
+  }
+  FERRY_ASSIGN_OR_RETURN(meta_, TableMetadata::Parse(*text, *loc));
+  location_ = *loc;
+  return Status::OK();
+}
+
+Schema Table::AssignFieldIds(const Schema& source) const {
+  Schema out = source;
+  auto current = meta_.CurrentSchema();
+  int32_t next_id = meta_.last_column_id();
+  std::vector<int32_t> key_ids;
+  std::vector<std::string> key_names;
+  for (int32_t id : source.identifier_field_ids) {
+    if (const Field* f = source.FindById(id)) key_names.push_back(f->name);
+  }
+  for (auto& f : out.fields) {
+    const Field* old = current.ok() ? current->FindByName(f.name) : nullptr;
+    if (old != nullptr && old->type == f.type) {
+      f.id = old->id;
+    } else {
+      f.id = ++next_id;
+    }
+  }
+  for (const auto& name : key_names) key_ids.push_back(out.FindByName(name)->id);
+  out.identifier_field_ids = key_ids;
+  out.schema_id = 0;
+  return out;
+}
+
+std::string Table::NewDataFileUri(const std::string& prefix) const {
+  return meta_.location() + "/data/" + prefix + "-" + NewUuid() + ".parquet";
+}
+
+Result<CommitOutcome> Table::Commit(
+    const LandedCheck& already_landed,
+    const std::function<Status(TableMetadata&, int attempt)>& mutate,
+    std::optional<int64_t>* snapshot_id) {
+  CommitOutcome out;
+  int64_t backoff = retry_.min_backoff_ms;
+  for (int attempt = 1;; ++attempt) {
+    out.attempts = attempt;
+    FERRY_RETURN_IF_ERROR(Refresh());
+    if (already_landed && already_landed(meta_)) {
+      out.already_landed = true;
+      out.metadata_location = location_;
+      return out;
+    }
+    TableMetadata next = meta_;
+    next.StartUpdate(location_, NowMs());
+    FERRY_RETURN_IF_ERROR(mutate(next, attempt));
+    int64_t version = MetadataVersion(location_) + 1;
+    std::string uri = NewMetadataUri(next.location(), version < 1 ? 1 : version);
+    FERRY_RETURN_IF_ERROR(io_->WriteNew(uri, next.ToJsonText()));
+    FaultPoint("catalog.after_metadata_write");
+    Status s = catalog_->SwapMetadataLocation(ident_, location_, uri);
+    if (s.ok()) {
+      meta_ = std::move(next);
+      location_ = uri;
+      out.metadata_location = uri;
+      out.snapshot_id = *snapshot_id;
+      return out;
+    }
+    if (s.code() == StatusCode::kCommitStateUnknown) {
+      // Never retry blindly: re-read the table and let the marker decide.
+      FERRY_LOG(kWarn) << "commit to " << ident_.ToString()
+                       << " has an unknown outcome; re-reading the table: " << s.message();
+      Status r = Refresh();
+      if (r.ok() && location_ == uri) {
+        out.metadata_location = uri;
+        out.snapshot_id = *snapshot_id;
+        return out;
+      }
+      if (r.ok() && already_landed && already_landed(meta_)) {
+        out.already_landed = true;
+        out.metadata_location = location_;
+        return out;
+      }
+      return s;
+    }
+    (void)io_->Delete(uri);
+    if (s.code() != StatusCode::kCommitFailed || attempt >= retry_.max_attempts) {
+      return s.WithContext("committing to table " + ident_.ToString() + " after " +
+                           std::to_string(attempt) + " attempt(s)");
+    }
+    FERRY_LOG(kDebug) << "commit conflict on " << ident_.ToString() << ", retrying in "
+                      << backoff << " ms";
+    std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
+    backoff = std::min(backoff * 2, retry_.max_backoff_ms);
+  }
+}
+
+Status Table::AddSnapshotOnBranch(TableMetadata& next, const std::string& branch,
+                                  int64_t snapshot_id, int attempt,
+                                  const std::vector<ManifestFile>& new_manifests,
+                                  int32_t schema_id, std::map<std::string, std::string> summary,
+                                  int64_t added_files, int64_t added_records,
+                                  int64_t added_bytes) {
+  std::optional<int64_t> parent = next.BranchHead(branch);
+  const Json* parent_snap = parent ? next.FindSnapshot(*parent) : nullptr;
+  std::vector<ManifestFile> manifests = new_manifests;
+  if (parent_snap != nullptr) {
+    FERRY_ASSIGN_OR_RETURN(auto old, ReadManifestList(*io_, (*parent_snap)["manifest-list"]));
+    manifests.insert(manifests.end(), old.begin(), old.end());
+  }
+  int64_t seq = next.last_sequence_number() + 1;
+  std::string list_uri = next.location() + "/metadata/snap-" + std::to_string(snapshot_id) + "-" +
+                         std::to_string(attempt) + "-" + NewUuid() + ".avro";
+  FERRY_RETURN_IF_ERROR(
+      WriteManifestList(*io_, list_uri, snapshot_id, parent, seq, manifests).status());
+
+  auto total = [&](const char* key, int64_t added) {
+    return std::to_string(SummaryLong(parent_snap, key) + added);
+  };
+  summary["added-data-files"] = std::to_string(added_files);
+  summary["added-records"] = std::to_string(added_records);
+  summary["added-files-size"] = std::to_string(added_bytes);
+  summary["changed-partition-count"] = added_files > 0 ? "1" : "0";
+  summary["total-data-files"] = total("total-data-files", added_files);
+  summary["total-records"] = total("total-records", added_records);
+  summary["total-files-size"] = total("total-files-size", added_bytes);
+  summary["total-delete-files"] = total("total-delete-files", 0);
+  summary["total-position-deletes"] = total("total-position-deletes", 0);
+  summary["total-equality-deletes"] = total("total-equality-deletes", 0);
+  summary["manifests-created"] = std::to_string(new_manifests.size());
+  summary["manifests-kept"] = std::to_string(manifests.size() - new_manifests.size());
+  summary["engine-name"] = "ferry";
+  summary["engine-version"] = "0.1.0";
+  if (!summary.count("operation")) summary["operation"] = "append";
+
+  Json snap{{"snapshot-id", snapshot_id},
+            {"timestamp-ms", next.last_updated_ms()},
+            {"manifest-list", list_uri},
+            {"schema-id", schema_id},
+            {"summary", summary}};
+  if (parent) snap["parent-snapshot-id"] = *parent;
+  next.AddSnapshot(std::move(snap), branch);
+  return Status::OK();
+}
+
+Result<CommitOutcome> Table::Append(const AppendRequest& req) {
+  if (req.schema == nullptr) return Status::Internal("Append without a schema");
+  int64_t snapshot_id = NewPositiveId();
+  std::vector<ManifestEntry> entries;
+  int64_t records = 0, bytes = 0;
+  for (const auto& f : req.data_files) {
+    ManifestEntry e;
+    e.status = EntryStatus::kAdded;
+    e.snapshot_id = snapshot_id;
+    e.file = f;
+    records += f.record_count;
+    bytes += f.file_size_bytes;
+    entries.push_back(std::move(e));
+  }
+  std::vector<ManifestFile> new_manifests;
+  if (!entries.empty()) {
+    std::string uri = meta_.location() + "/metadata/" + NewUuid() + "-m0.avro";
+    FERRY_ASSIGN_OR_RETURN(ManifestFile mf,
+                           WriteManifest(*io_, uri, *req.schema, snapshot_id, 0, entries));
+    new_manifests.push_back(std::move(mf));
+  }
+  std::optional<int64_t> sid = snapshot_id;
+  return Commit(
+      req.already_landed,
+      [&](TableMetadata& next, int attempt) -> Status {
+        int32_t schema_id = next.AddSchema(*req.schema);
+        for (const auto& [k, v] : req.set_properties) next.SetProperty(k, v);
+        return AddSnapshotOnBranch(next, req.branch, snapshot_id, attempt, new_manifests,
+                                   schema_id, req.summary,
+                                   static_cast<int64_t>(req.data_files.size()), records, bytes);
+      },
+      &sid);
+}
+
+Result<CommitOutcome> Table::Publish(const PublishRequest& req) {
+  if (req.schema == nullptr) return Status::Internal("Publish without a schema");
+  std::optional<int64_t> sid;
+  return Commit(
+      req.already_landed,
+      [&](TableMetadata& next, int attempt) -> Status {
+        int32_t schema_id = next.AddSchema(*req.schema);
+        next.SetCurrentSchema(schema_id);
+        for (const auto& [k, v] : req.set_properties) next.SetProperty(k, v);
+        std::optional<int64_t> head = next.BranchHead(req.branch);
+        if (head) {
+          next.SetBranch("main", *head, next.last_updated_ms());
+          next.RemoveBranch(req.branch);
+          sid = head;
+          return Status::OK();
+        }
+        // Nothing was loaded: main becomes an empty snapshot that deletes what it had.
+        int64_t id = NewPositiveId();
+        std::optional<int64_t> old_main = next.BranchHead("main");
+        const Json* old = old_main ? next.FindSnapshot(*old_main) : nullptr;
+        std::map<std::string, std::string> summary = req.summary;
+        summary["operation"] = old ? "delete" : "append";
+        summary["deleted-data-files"] = std::to_string(SummaryLong(old, "total-data-files"));
+        summary["deleted-records"] = std::to_string(SummaryLong(old, "total-records"));
+        summary["removed-files-size"] = std::to_string(SummaryLong(old, "total-files-size"));
+        std::string list_uri = next.location() + "/metadata/snap-" + std::to_string(id) + "-" +
+                               std::to_string(attempt) + "-" + NewUuid() + ".avro";
+        int64_t seq = next.last_sequence_number() + 1;
+        FERRY_RETURN_IF_ERROR(WriteManifestList(*io_, list_uri, id, old_main, seq, {}).status());
+        for (const char* k : {"total-data-files", "total-records", "total-files-size",
+                              "total-delete-files", "total-position-deletes",
+                              "total-equality-deletes", "added-data-files", "added-records",
+                              "added-files-size"}) {
+          summary[k] = "0";
+        }
+        summary["engine-name"] = "ferry";
+        summary["engine-version"] = "0.1.0";
+        Json snap{{"snapshot-id", id},
+                  {"timestamp-ms", next.last_updated_ms()},
+                  {"manifest-list", list_uri},
+                  {"schema-id", schema_id},
+                  {"summary", summary}};
+        if (old_main) snap["parent-snapshot-id"] = *old_main;
+        next.AddSnapshot(std::move(snap), "main");
+        if (next.doc()["refs"].contains(req.branch)) next.RemoveBranch(req.branch);
+        sid = id;
+        return Status::OK();
+      },
+      &sid);
+}
+
+}  // namespace ferry::lake

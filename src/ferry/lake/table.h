@@ -1,0 +1,114 @@
+// An Iceberg table ferry writes to: optimistic commits through the catalog's compare-and-swap,
+// each commit carrying the writer's progress marker in the same metadata update.
+//
+// Commit protocol (one attempt): refresh the metadata; ask the caller whether its work already
+// landed (the marker check: a retry after an unknown outcome must never write twice); build the
+// new metadata (new snapshot, refs, properties); write it as a new file; swap the catalog pointer.
+// A lost race (kCommitFailed) retries with backoff; an unknown outcome re-reads the table and
+// decides by the marker. Data files and manifests are written once, outside the retry loop.
+//
+// Thread-safety: not thread-safe; one Table object per writer thread. Several processes may
+// commit to the same table at once: the catalog serializes them.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ferry/base/status.h"
+#include "ferry/lake/catalog.h"
+#include "ferry/lake/file_io.h"
+#include "ferry/lake/manifest.h"
+#include "ferry/lake/metadata.h"
+
+namespace ferry::lake {
+
+// Returns true when the change a commit would make is already in the table (its marker says so).
+using LandedCheck = std::function<bool(const TableMetadata&)>;
+
+struct AppendRequest {
+  std::string branch = "main";
+  const Schema* schema = nullptr;  // the schema the files were written with (ids from the table)
+  std::vector<DataFile> data_files;
+  std::map<std::string, std::string> set_properties;
+  std::map<std::string, std::string> summary;  // extra snapshot summary keys
+  LandedCheck already_landed;
+};
+
+struct PublishRequest {
+  std::string branch;              // its head becomes main's; the branch is removed
+  const Schema* schema = nullptr;  // becomes the current schema
+  std::map<std::string, std::string> set_properties;
+  std::map<std::string, std::string> summary;  // for the empty snapshot made when the branch has none
+  LandedCheck already_landed;
+};
+
+struct CommitOutcome {
+  bool already_landed = false;  // nothing was written: the marker showed the work was there
+  std::optional<int64_t> snapshot_id;
+  std::string metadata_location;
+  int attempts = 0;
+};
+
+struct CommitRetryPolicy {
+  int max_attempts = 8;
+  int64_t min_backoff_ms = 50;
+  int64_t max_backoff_ms = 5000;
+};
+
+class Table {
+ public:
+  // Loads the table; kNotFound when the catalog does not have it.
+  static Result<std::unique_ptr<Table>> Load(Catalog* catalog, std::shared_ptr<FileIO> io,
+                                             const TableIdent& ident);
+  // Creates the table (and namespace) if missing, else loads it.
+  static Result<std::unique_ptr<Table>> LoadOrCreate(
+      Catalog* catalog, std::shared_ptr<FileIO> io, const TableIdent& ident,
+      const std::string& location, const Schema& schema,
+      const std::map<std::string, std::string>& properties);
+
+  const TableIdent& ident() const { return ident_; }
+  const TableMetadata& metadata() const { return meta_; }
+  const std::string& metadata_location() const { return location_; }
+  FileIO& io() { return *io_; }
+
+  Status Refresh();
+
+  // Gives `source` the table's field ids: a column with the same name and type keeps its id,
+  // anything else gets a new one above last-column-id. Keys map to identifier-field-ids.
+  Schema AssignFieldIds(const Schema& source) const;
+
+  // A new, unique location for a data file: <table>/data/<prefix>-<uuid>.parquet
+  std::string NewDataFileUri(const std::string& prefix) const;
+
+  Result<CommitOutcome> Append(const AppendRequest& req);
+  Result<CommitOutcome> Publish(const PublishRequest& req);
+
+  void set_retry_policy(CommitRetryPolicy p) { retry_ = p; }
+
+ private:
+  Table(Catalog* c, std::shared_ptr<FileIO> io, TableIdent ident)
+      : catalog_(c), io_(std::move(io)), ident_(std::move(ident)) {}
+
+  // The generic optimistic commit: `mutate` turns a copy of the fresh metadata into the next one.
+  Result<CommitOutcome> Commit(const LandedCheck& already_landed,
+                               const std::function<Status(TableMetadata&, int attempt)>& mutate,
+                               std::optional<int64_t>* snapshot_id);
+  // Builds a snapshot on `branch` holding the branch's manifests plus `new_manifests`.
+  Status AddSnapshotOnBranch(TableMetadata& next, const std::string& branch, int64_t snapshot_id,
+                             int attempt, const std::vector<ManifestFile>& new_manifests,
+                             int32_t schema_id, std::map<std::string, std::string> summary,
+                             int64_t added_files, int64_t added_records, int64_t added_bytes);
+
+  Catalog* catalog_;
+  std::shared_ptr<FileIO> io_;
+  TableIdent ident_;
+  TableMetadata meta_;
+  std::string location_;
+  CommitRetryPolicy retry_;
+};
+
+}  // namespace ferry::lake

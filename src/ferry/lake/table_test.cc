@@ -1,0 +1,194 @@
+#include "ferry/lake/table.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace ferry::lake {
+namespace {
+
+class TableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("ferry_table_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    auto c = OpenSqlCatalog("sqlite:" + (dir_ / "catalog.db").string(), "test");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    catalog_ = std::move(*c);
+    schema_.fields = {{1, "id", DataType::Int64(), true, ""},
+                      {2, "name", DataType::String(), false, ""}};
+    schema_.identifier_field_ids = {1};
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<Table> Open() {
+    auto t = Table::LoadOrCreate(catalog_.get(), LocalFileIO(), ident_,
+                                 ToUri((dir_ / "shop" / "orders").string()), schema_, {});
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(*t) : nullptr;
+  }
+
+  DataFile FakeFile(Table& t, int64_t rows) {
+    // The table layer does not read data files; a registered path with counts is enough here.
+    DataFile f;
+    f.path = t.NewDataFileUri("test");
+    f.record_count = rows;
+    f.file_size_bytes = rows * 10;
+    return f;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<Catalog> catalog_;
+  TableIdent ident_{"shop", "orders"};
+  Schema schema_;
+};
+
+TEST_F(TableTest, AppendsAccumulateTotalsAndKeepEarlierManifests) {
+  auto t = Open();
+  ASSERT_TRUE(t);
+  for (int i = 1; i <= 3; ++i) {
+    AppendRequest req;
+    req.schema = &schema_;
+    req.data_files = {FakeFile(*t, 100 * i)};
+    req.set_properties["ferry.marker.p"] = std::to_string(i);
+    auto r = t->Append(req);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_FALSE(r->already_landed);
+  }
+  const TableMetadata& m = t->metadata();
+  EXPECT_EQ(m.last_sequence_number(), 3);
+  EXPECT_EQ(*m.Property("ferry.marker.p"), "3");
+  const Json* head = m.FindSnapshot(*m.BranchHead("main"));
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ((*head)["summary"]["total-records"], "600");
+  EXPECT_EQ((*head)["summary"]["total-data-files"], "3");
+  auto manifests = ReadManifestList(t->io(), (*head)["manifest-list"]);
+  ASSERT_TRUE(manifests.ok()) << manifests.status().ToString();
+  ASSERT_EQ(manifests->size(), 3u);
+  // The newest manifest first, with this commit's sequence number; older ones keep theirs.
+  EXPECT_EQ((*manifests)[0].sequence_number, 3);
+  EXPECT_EQ((*manifests)[2].sequence_number, 1);
+  auto entries = ReadManifest(t->io(), (*manifests)[0]);
+  ASSERT_TRUE(entries.ok()) << entries.status().ToString();
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ((*entries)[0].file.record_count, 300);
+  EXPECT_EQ((*entries)[0].sequence_number, 3);  // inherited from the list
+  EXPECT_EQ(m.doc()["metadata-log"].size(), 3u);
+}
+
+TEST_F(TableTest, AMarkerThatShowsTheWorkLandedPreventsASecondWrite) {
+  auto t = Open();
+  AppendRequest req;
+  req.schema = &schema_;
+  req.data_files = {FakeFile(*t, 5)};
+  req.set_properties["ferry.marker.p"] = "chunk-1";
+  req.already_landed = [](const TableMetadata& m) {
+    return m.Property("ferry.marker.p") == std::optional<std::string>("chunk-1");
+  };
+  auto first = t->Append(req);
+  ASSERT_TRUE(first.ok());
+  EXPECT_FALSE(first->already_landed);
+  auto second = t->Append(req);
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(second->already_landed);
+  EXPECT_EQ(t->metadata().last_sequence_number(), 1);
+}
+
+TEST_F(TableTest, ConcurrentWritersBothLandWithoutLosingFiles) {
+  auto a = Open();
+  auto b = Open();  // both read version 0
+  AppendRequest ra;
+  ra.schema = &schema_;
+  ra.data_files = {FakeFile(*a, 1)};
+  AppendRequest rb;
+  rb.schema = &schema_;
+  rb.data_files = {FakeFile(*b, 2)};
+  // Writer a commits between b's refresh and b's compare-and-swap.
+  bool raced = false;
+  rb.already_landed = [&](const TableMetadata&) {
+    if (!raced) {
+      raced = true;
+      EXPECT_TRUE(a->Append(ra).ok());
+    }
+    return false;
+  };
+  auto r = b->Append(rb);  // loses the first swap, refreshes, retries on top of a's commit
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->attempts, 2);
+  const Json* head = b->metadata().FindSnapshot(*b->metadata().BranchHead("main"));
+  EXPECT_EQ((*head)["summary"]["total-records"], "3");
+}
+
+TEST_F(TableTest, PublishingABranchReplacesMainInOneStep) {
+  auto t = Open();
+  AppendRequest old;
+  old.schema = &schema_;
+  old.data_files = {FakeFile(*t, 1000)};
+  ASSERT_TRUE(t->Append(old).ok());
+  for (int i = 0; i < 2; ++i) {
+    AppendRequest req;
+    req.schema = &schema_;
+    req.branch = "load";
+    req.data_files = {FakeFile(*t, 7)};
+    ASSERT_TRUE(t->Append(req).ok());
+    // main is untouched while the branch loads
+    const Json* main = t->metadata().FindSnapshot(*t->metadata().BranchHead("main"));
+    EXPECT_EQ((*main)["summary"]["total-records"], "1000");
+  }
+  PublishRequest pub;
+  pub.schema = &schema_;
+  pub.branch = "load";
+  ASSERT_TRUE(t->Publish(pub).ok());
+  const TableMetadata& m = t->metadata();
+  const Json* main = m.FindSnapshot(*m.BranchHead("main"));
+  EXPECT_EQ((*main)["summary"]["total-records"], "14");
+  EXPECT_EQ(m.Branches(), std::vector<std::string>{"main"});
+}
+
+TEST_F(TableTest, PublishingAnEmptyLoadEmptiesMain) {
+  auto t = Open();
+  AppendRequest old;
+  old.schema = &schema_;
+  old.data_files = {FakeFile(*t, 10)};
+  ASSERT_TRUE(t->Append(old).ok());
+  PublishRequest pub;
+  pub.schema = &schema_;
+  pub.branch = "load";
+  ASSERT_TRUE(t->Publish(pub).ok());
+  const Json* main = t->metadata().FindSnapshot(*t->metadata().BranchHead("main"));
+  EXPECT_EQ((*main)["summary"]["total-records"], "0");
+  EXPECT_EQ((*main)["summary"]["operation"], "delete");
+  auto manifests = ReadManifestList(t->io(), (*main)["manifest-list"]);
+  ASSERT_TRUE(manifests.ok());
+  EXPECT_TRUE(manifests->empty());
+}
+
+TEST_F(TableTest, FieldIdsAreKeptForUnchangedColumnsAndNewForOthers) {
+  auto t = Open();
+  Schema source;
+  source.fields = {{0, "name", DataType::String(), false, ""},
+                   {0, "id", DataType::Int64(), true, ""},
+                   {0, "added", DataType::Float64(), false, ""}};
+  source.identifier_field_ids = {};
+  Schema with_key = source;
+  with_key.fields[1].id = 99;
+  with_key.identifier_field_ids = {99};
+  Schema s = t->AssignFieldIds(with_key);
+  EXPECT_EQ(s.fields[0].id, 2);
+  EXPECT_EQ(s.fields[1].id, 1);
+  EXPECT_EQ(s.fields[2].id, 3);
+  EXPECT_EQ(s.identifier_field_ids, std::vector<int32_t>{1});
+}
+
+TEST_F(TableTest, MissingTableIsNotFound) {
+  auto t = Table::Load(catalog_.get(), LocalFileIO(), TableIdent{"shop", "nope"});
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace ferry::lake
