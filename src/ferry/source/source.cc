@@ -1,0 +1,42 @@
+#include "ferry/source/source.h"
+
+#include "ferry/source/sqlite/sqlite_source.h"
+
+namespace ferry::source {
+
+Schema StreamInfo::ToSchema() const {
+  Schema s;
+  bool keys_required = !primary_key.empty();
+  for (const auto& c : columns) {
+    if (c.pk_position > 0 && c.nullable) keys_required = false;
+  }
+  int32_t id = 0;
+  std::vector<std::pair<int, int32_t>> keys;
+  for (const auto& c : columns) {
+    Field f;
+    f.id = ++id;
+    f.name = c.name;
+    f.type = c.type;
+    f.required = !c.nullable;
+    s.fields.push_back(f);
+    if (c.pk_position > 0) keys.emplace_back(c.pk_position, f.id);
+  }
+  if (keys_required) {
+    std::sort(keys.begin(), keys.end());
+    for (auto& [pos, fid] : keys) s.identifier_field_ids.push_back(fid);
+  }
+  return s;
+}
+
+std::string Chunk::Id(const std::string& stream) const {
+  return stream + "[" + (lo ? std::to_string(*lo) : "") + "," + (hi ? std::to_string(*hi) : "") +
+         ")";
+}
+
+Result<std::unique_ptr<Source>> OpenSource(config::SourceConfig& cfg) {
+  if (cfg.type == "sqlite") return OpenSqliteSource(cfg);
+  return Status::InvalidArgument("source type '" + cfg.type +
+                                 "' is not known; this build reads: sqlite");
+}
+
+}  // namespace ferry::source

@@ -1,0 +1,78 @@
+// Sources: discover streams (tables), plan a stream's full refresh as chunks with deterministic
+// ids, and read a chunk as columnar batches.
+//
+// Contract for implementations:
+//   - Discover() names every table with its columns, source types, Iceberg types and primary key.
+//     A table whose column types ferry cannot map is still listed, with the problem in `error`,
+//     so that `discover` can show it; syncing it fails with that error.
+//   - PlanChunks() is deterministic for the same table contents: the same bounds give the same ids.
+//     The last chunk is open-ended so that rows added later are not missed on a resumed run.
+//   - ReadChunk() emits batches of at most `batch_rows` rows; `emit` returns false to stop early
+//     (cancellation). A value that cannot be converted losslessly is an error that names the table,
+//     the column, the row and the fix: nothing is rounded or dropped silently.
+//   - BeginSnapshot()/EndSnapshot() bracket a sync: sources that can read every stream at one
+//     consistent point do so between them.
+// Thread-safety: a Source is used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ferry/base/status.h"
+#include "ferry/config/config.h"
+#include "ferry/types/batch.h"
+
+namespace ferry::source {
+
+struct ColumnInfo {
+  std::string name;
+  std::string source_type;  // as declared in the source
+  DataType type;            // the Iceberg type it maps to
+  bool nullable = true;
+  int pk_position = 0;      // 1-based position in the primary key; 0 = not a key column
+};
+
+struct StreamInfo {
+  std::string ns;    // the source's schema ("main" for SQLite)
+  std::string name;  // the table
+  std::vector<ColumnInfo> columns;
+  std::vector<std::string> primary_key;
+  std::vector<std::string> cursor_candidates;
+  int64_t estimated_rows = 0;
+  std::string chunking;  // how full refresh splits it, e.g. "rowid ranges"
+  std::string error;     // why it cannot be synced, if it cannot
+
+  // Schema with ids 1..n in column order; key columns become identifier fields when all are
+  // NOT NULL (Iceberg requires identifier fields to be required).
+  Schema ToSchema() const;
+};
+
+// A chunk of a full refresh: rows whose chunk key k satisfies lo <= k < hi (a missing bound is
+// open). Its id is derived from the stream and the bounds only.
+struct Chunk {
+  std::optional<int64_t> lo;
+  std::optional<int64_t> hi;
+  std::string Id(const std::string& stream) const;
+};
+
+class Source {
+ public:
+  virtual ~Source() = default;
+  virtual Result<std::vector<StreamInfo>> Discover() = 0;
+  virtual Status BeginSnapshot() = 0;
+  virtual Status EndSnapshot() = 0;
+  virtual Result<std::vector<Chunk>> PlanChunks(const StreamInfo& stream, int64_t chunk_rows) = 0;
+  virtual Status ReadChunk(const StreamInfo& stream, const Chunk& chunk, size_t batch_rows,
+                           const std::function<bool(Batch&)>& emit) = 0;
+  // The guarantee this source can give for a full refresh, for `check`.
+  virtual std::string Describe() const = 0;
+};
+
+// Opens the source named by `cfg.type` and validates its type-specific keys.
+Result<std::unique_ptr<Source>> OpenSource(config::SourceConfig& cfg);
+
+}  // namespace ferry::source

@@ -1,0 +1,242 @@
+#include "ferry/source/sqlite/sqlite_source.h"
+
+#include <algorithm>
+#include <map>
+
+#include "ferry/base/fault.h"
+#include "ferry/base/fs.h"
+#include "ferry/base/log.h"
+#include "ferry/source/sqlite/convert.h"
+#include "ferry/sqlite/sqlite.h"
+
+namespace ferry::source {
+namespace {
+
+using ferry::sqlite::Database;
+using ferry::sqlite::QuoteIdentifier;
+using sqlite_src::AppendValue;
+using sqlite_src::MapDeclaredType;
+
+// How a table is split: by a key column (rowid or an integer primary key), or not at all.
+struct ChunkKey {
+  std::string expr;  // quoted column or rowid alias; empty when the table is read whole
+};
+
+class SqliteSource final : public Source {
+ public:
+  SqliteSource(std::unique_ptr<Database> db, std::string path)
+      : db_(std::move(db)), path_(std::move(path)) {}
+
+  Result<std::vector<StreamInfo>> Discover() override {
+    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(
+        "SELECT name, wr FROM pragma_table_list WHERE schema = 'main' AND type = 'table'"
+        " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"));
+    std::vector<std::pair<std::string, bool>> tables;
+    for (;;) {
+      FERRY_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      tables.emplace_back(std::string(st.Text(0)), st.Int64(1) != 0);
+    }
+    std::vector<StreamInfo> out;
+    for (const auto& [name, without_rowid] : tables) {
+      FERRY_ASSIGN_OR_RETURN(StreamInfo info, Describe(name, without_rowid));
+      out.push_back(std::move(info));
+    }
+    return out;
+  }
+
+  Status BeginSnapshot() override {
+    FERRY_ASSIGN_OR_RETURN(auto jm, db_->Prepare("PRAGMA journal_mode"));
+    FERRY_ASSIGN_OR_RETURN(bool row, jm.Step());
+    if (row && jm.Text(0) != "wal") {
+      FERRY_LOG(kInfo) << "SQLite database " << path_ << " is in journal mode '" << jm.Text(0)
+                       << "': writers wait while the sync reads (WAL mode lets them go on)";
+    }
+    FERRY_RETURN_IF_ERROR(db_->Exec("BEGIN"));
+    // A read transaction starts at its first read: take it now, for every stream at once.
+    return db_->Exec("SELECT count(*) FROM sqlite_schema");
+  }
+
+  Status EndSnapshot() override { return db_->Exec("COMMIT"); }
+
+  Result<std::vector<Chunk>> PlanChunks(const StreamInfo& stream, int64_t chunk_rows) override {
+    ChunkKey key = KeyFor(stream);
+    if (key.expr.empty()) return std::vector<Chunk>{Chunk{}};
+    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare("SELECT min(" + key.expr + "), max(" + key.expr +
+                                                 ") FROM main." + QuoteIdentifier(stream.name)));
+    FERRY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row || st.IsNull(0)) return std::vector<Chunk>{Chunk{}};
+    int64_t lo = st.Int64(0), hi = st.Int64(1);
+    std::vector<Chunk> chunks;
+    Chunk c;  // the first chunk is open below, the last open above
+    int64_t next = lo;
+    for (;;) {
+      if (hi - next < chunk_rows) break;  // the rest fits in the last, open-ended chunk
+      next += chunk_rows;
+      c.hi = next;
+      chunks.push_back(c);
+      c.lo = next;
+      c.hi.reset();
+    }
+    chunks.push_back(c);
+    return chunks;
+  }
+
+  Status ReadChunk(const StreamInfo& stream, const Chunk& chunk, size_t batch_rows,
+                   const std::function<bool(Batch&)>& emit) override {
+    if (!stream.error.empty()) return Status::NotSupported(stream.error);
+    ChunkKey key = KeyFor(stream);
+    std::string sql = "SELECT ";
+    for (size_t i = 0; i < stream.columns.size(); ++i) {
+      sql += (i ? ", " : "") + QuoteIdentifier(stream.columns[i].name);
+    }
+    sql += ", " + (key.expr.empty() ? std::string("NULL") : key.expr);
+    sql += " FROM main." + QuoteIdentifier(stream.name);
+    if (!key.expr.empty()) {
+      std::vector<std::string> where;
+      if (chunk.lo) where.push_back(key.expr + " >= ?1");
+      if (chunk.hi) where.push_back(key.expr + " < ?2");
+      for (size_t i = 0; i < where.size(); ++i) sql += (i ? " AND " : " WHERE ") + where[i];
+      sql += " ORDER BY " + key.expr;
+    }
+    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
+    if (chunk.lo) st.Bind(1, *chunk.lo);
+    if (chunk.hi) st.Bind(2, *chunk.hi);
+    auto schema = std::make_shared<const Schema>(stream.ToSchema());
+    Batch batch(schema);
+    const int ncols = static_cast<int>(stream.columns.size());
+    int64_t row_number = 0;
+    for (;;) {
+      auto more = st.Step();
+      if (!more.ok()) return more.status().WithContext("reading table " + stream.name);
+      if (!*more) break;
+      ++row_number;
+      for (int c = 0; c < ncols; ++c) {
+        Status s = AppendValue(st, c, &batch.column(static_cast<size_t>(c)));
+        if (!s.ok()) {
+          std::string where = key.expr.empty() ? "row " + std::to_string(row_number)
+                                                : "rowid " + std::to_string(st.Int64(ncols));
+          return Status::InvalidArgument("table " + stream.name + ", column " +
+                                         stream.columns[static_cast<size_t>(c)].name + ", " +
+                                         where + ": " + s.message());
+        }
+      }
+      if (batch.num_rows() >= batch_rows) {
+        FaultPoint("source.mid_chunk");
+        if (!emit(batch)) return Status::Cancelled("sync stopped");
+        batch.Clear();
+      }
+    }
+    if (batch.num_rows() > 0 && !emit(batch)) return Status::Cancelled("sync stopped");
+    return Status::OK();
+  }
+
+  std::string Describe() const override {
+    return "SQLite database " + path_ +
+           " (full refresh: every table read in one transaction, a consistent point)";
+  }
+
+ private:
+  Result<StreamInfo> Describe(const std::string& table, bool without_rowid) {
+    StreamInfo info;
+    info.ns = "main";
+    info.name = table;
+    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(
+        "SELECT name, type, \"notnull\", pk, hidden FROM pragma_table_xinfo(?1, 'main') ORDER BY cid"));
+    st.Bind(1, table);
+    std::vector<std::pair<int, std::string>> pk;
+    for (;;) {
+      FERRY_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      if (st.Int64(4) == 1) continue;  // hidden column of a virtual table
+      ColumnInfo c;
+      c.name = std::string(st.Text(0));
+      c.source_type = std::string(st.Text(1));
+      c.type = MapDeclaredType(c.source_type);
+      c.nullable = st.Int64(2) == 0;
+      c.pk_position = static_cast<int>(st.Int64(3));
+      if (c.pk_position > 0) pk.emplace_back(c.pk_position, c.name);
+      info.columns.push_back(std::move(c));
+    }
+    std::sort(pk.begin(), pk.end());
+    for (auto& [pos, name] : pk) info.primary_key.push_back(name);
+    // An INTEGER PRIMARY KEY is the rowid: never NULL.
+    if (!without_rowid && pk.size() == 1) {
+      for (auto& c : info.columns) {
+        if (c.pk_position == 1 && (c.source_type == "INTEGER" || c.source_type == "integer")) {
+          c.nullable = false;
+        }
+      }
+    }
+    for (const auto& c : info.columns) {
+      switch (c.type.kind()) {
+        case TypeKind::kInt64:
+        case TypeKind::kDate:
+        case TypeKind::kTimestamp:
+        case TypeKind::kTimestampTz: info.cursor_candidates.push_back(c.name); break;
+        default: break;
+      }
+    }
+    without_rowid_[table] = without_rowid;
+    ChunkKey key = KeyFor(info);
+    info.chunking = key.expr.empty() ? "whole table (no integer key to split on)"
+                                     : "ranges of " + key.expr;
+    if (!key.expr.empty()) {
+      FERRY_ASSIGN_OR_RETURN(auto est, db_->Prepare("SELECT max(" + key.expr + ") - min(" +
+                                                    key.expr + ") + 1 FROM main." +
+                                                    QuoteIdentifier(table)));
+      FERRY_ASSIGN_OR_RETURN(bool row, est.Step());
+      if (row && !est.IsNull(0)) info.estimated_rows = est.Int64(0);
+    }
+    return info;
+  }
+
+  ChunkKey KeyFor(const StreamInfo& info) {
+    auto has_column = [&](const char* n) {
+      for (const auto& c : info.columns) {
+        std::string lower = c.name;
+        std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+        if (lower == n) return true;
+      }
+      return false;
+    };
+    if (!without_rowid_[info.name]) {
+      for (const char* alias : {"rowid", "_rowid_", "oid"}) {
+        if (!has_column(alias)) return ChunkKey{alias};
+      }
+    }
+    // WITHOUT ROWID (or every alias shadowed): split on a single integer primary key.
+    if (info.primary_key.size() == 1) {
+      for (const auto& c : info.columns) {
+        if (c.name == info.primary_key[0] && c.type.kind() == TypeKind::kInt64) {
+          return ChunkKey{QuoteIdentifier(c.name)};
+        }
+      }
+    }
+    return ChunkKey{};
+  }
+
+  std::unique_ptr<Database> db_;
+  std::string path_;
+  std::map<std::string, bool> without_rowid_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Source>> OpenSqliteSource(config::SourceConfig& cfg) {
+  FERRY_ASSIGN_OR_RETURN(std::string path, cfg.options.TakePath("path"));
+  FERRY_RETURN_IF_ERROR(cfg.options.CheckAllUsed({"path"}));
+  if (!FileExists(path)) {
+    return Status::NotFound("SQLite database " + path +
+                            " does not exist; check source.path (relative paths are resolved "
+                            "against the pipeline file's folder)");
+  }
+  auto db = Database::Open(path, Database::Mode::kReadOnly);
+  if (!db.ok()) {
+    return Status(db.status().code(), db.status().message() +
+                                          " (is source.path a SQLite database file you may read?)");
+  }
+  return std::unique_ptr<Source>(new SqliteSource(std::move(*db), path));
+}
+
+}  // namespace ferry::source

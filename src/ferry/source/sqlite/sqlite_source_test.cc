@@ -1,0 +1,139 @@
+#include "ferry/source/sqlite/sqlite_source.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+
+#include "ferry/sqlite/sqlite.h"
+
+namespace ferry::source {
+namespace {
+
+class SqliteSourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("ferry_sqlite_src_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / "src.db").string();
+    auto db = ferry::sqlite::Database::Open(path_, ferry::sqlite::Database::Mode::kReadWriteCreate);
+    ASSERT_TRUE(db.ok());
+    db_ = std::move(*db);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<Source> Open() {
+    config::SourceConfig cfg;
+    cfg.type = "sqlite";
+    cfg.options = config::Options("source", dir_.string());
+    cfg.options.Set("path", "src.db", 1);
+    auto s = OpenSource(cfg);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  std::filesystem::path dir_;
+  std::string path_;
+  std::unique_ptr<ferry::sqlite::Database> db_;
+};
+
+TEST_F(SqliteSourceTest, DiscoversTablesColumnsKeysAndOddNames) {
+  ASSERT_TRUE(db_->Exec(R"(
+    CREATE TABLE "Order Items" ("id" INTEGER PRIMARY KEY, "Qty ""x""" INT NOT NULL, "名前" TEXT);
+    CREATE TABLE kv (k TEXT, v BLOB, PRIMARY KEY (k)) WITHOUT ROWID;
+    CREATE VIEW v1 AS SELECT 1;
+    CREATE INDEX i1 ON kv(v);
+  )").ok());
+  auto src = Open();
+  auto streams = src->Discover();
+  ASSERT_TRUE(streams.ok()) << streams.status().ToString();
+  ASSERT_EQ(streams->size(), 2u);  // views and sqlite_ internals are not streams
+  const StreamInfo& items = (*streams)[0];
+  EXPECT_EQ(items.name, "Order Items");
+  ASSERT_EQ(items.columns.size(), 3u);
+  EXPECT_EQ(items.columns[1].name, "Qty \"x\"");
+  EXPECT_FALSE(items.columns[1].nullable);
+  EXPECT_EQ(items.columns[2].name, "名前");
+  EXPECT_EQ(items.primary_key, std::vector<std::string>{"id"});
+  Schema s = items.ToSchema();
+  EXPECT_TRUE(s.fields[0].required);  // INTEGER PRIMARY KEY is the rowid
+  EXPECT_EQ(s.identifier_field_ids, std::vector<int32_t>{1});
+  const StreamInfo& kv = (*streams)[1];
+  EXPECT_EQ(kv.chunking, "whole table (no integer key to split on)");
+  // WITHOUT ROWID enforces NOT NULL on its key, so the key becomes the identifier field.
+  EXPECT_EQ(kv.ToSchema().identifier_field_ids, std::vector<int32_t>{1});
+}
+
+TEST_F(SqliteSourceTest, ChunksCoverEveryRowExactlyOnce) {
+  ASSERT_TRUE(db_->Exec("CREATE TABLE t (a INTEGER PRIMARY KEY, b TEXT)").ok());
+  ASSERT_TRUE(db_->Exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1050)"
+                        " INSERT INTO t SELECT i * 3, 'v' || i FROM n").ok());
+  auto src = Open();
+  auto streams = src->Discover();
+  ASSERT_TRUE(streams.ok());
+  ASSERT_TRUE(src->BeginSnapshot().ok());
+  auto chunks = src->PlanChunks((*streams)[0], 500);
+  ASSERT_TRUE(chunks.ok());
+  EXPECT_GE(chunks->size(), 6u);
+  EXPECT_FALSE(chunks->front().lo.has_value());
+  EXPECT_FALSE(chunks->back().hi.has_value());
+  std::set<int64_t> seen;
+  size_t batches = 0;
+  for (const auto& c : *chunks) {
+    Status s = src->ReadChunk((*streams)[0], c, 100, [&](Batch& b) {
+      ++batches;
+      EXPECT_LE(b.num_rows(), 100u);
+      for (size_t i = 0; i < b.num_rows(); ++i) {
+        EXPECT_TRUE(seen.insert(b.column(0).values<int64_t>()[i]).second);
+      }
+      return true;
+    });
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  ASSERT_TRUE(src->EndSnapshot().ok());
+  EXPECT_EQ(seen.size(), 1050u);
+  EXPECT_GT(batches, chunks->size());
+  // Same contents, same plan: chunk ids are deterministic.
+  auto again = src->PlanChunks((*streams)[0], 500);
+  ASSERT_EQ(again->size(), chunks->size());
+  for (size_t i = 0; i < chunks->size(); ++i) {
+    EXPECT_EQ((*again)[i].Id("t"), (*chunks)[i].Id("t"));
+  }
+}
+
+TEST_F(SqliteSourceTest, ABadValueNamesTableColumnRowAndFix) {
+  ASSERT_TRUE(db_->Exec("CREATE TABLE t (a INTEGER, d DATETIME); INSERT INTO t VALUES (1, '2024-01-01 00:00:00'), (2, 1700000000)").ok());
+  auto src = Open();
+  auto streams = src->Discover();
+  Status s = src->ReadChunk((*streams)[0], Chunk{}, 100, [](Batch&) { return true; });
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("table t, column d, rowid 2"), std::string::npos) << s.message();
+}
+
+TEST_F(SqliteSourceTest, MissingOrInvalidDatabaseFileIsExplained) {
+  config::SourceConfig cfg;
+  cfg.type = "sqlite";
+  cfg.options = config::Options("source", dir_.string());
+  cfg.options.Set("path", "nope.db", 1);
+  auto s = OpenSource(cfg);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(s.status().message().find("check source.path"), std::string::npos);
+
+  std::filesystem::path junk = dir_ / "junk.db";
+  FILE* f = std::fopen(junk.c_str(), "w");
+  std::fputs("this is not a database, just some text that is long enough to have a header......", f);
+  std::fclose(f);
+  cfg.options = config::Options("source", dir_.string());
+  cfg.options.Set("path", "junk.db", 1);
+  auto j = OpenSource(cfg);
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.status().message().find("not a database"), std::string::npos) << j.status().message();
+}
+
+}  // namespace
+}  // namespace ferry::source
