@@ -244,6 +244,13 @@ Result<CommitOutcome> Table::Publish(const PublishRequest& req) {
         int32_t schema_id = next.AddSchema(*req.schema);
         next.SetCurrentSchema(schema_id);
         for (const auto& [k, v] : req.set_properties) next.SetProperty(k, v);
+        if (!req.remove_branches_with_prefix.empty()) {
+          for (const auto& b : next.Branches()) {
+            if (b != req.branch && b != "main" && b.rfind(req.remove_branches_with_prefix, 0) == 0) {
+              next.RemoveBranch(b);
+            }
+          }
+        }
         std::optional<int64_t> head = next.BranchHead(req.branch);
         if (head) {
           next.SetBranch("main", *head, next.last_updated_ms());

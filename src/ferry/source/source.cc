@@ -33,6 +33,14 @@ std::string Chunk::Id(const std::string& stream) const {
          ")";
 }
 
+Chunk ChunkPlan::At(int64_t i) const {
+  Chunk c;
+  if (!first || count <= 1) return c;
+  if (i > 0) c.lo = *first + i * step;
+  if (i + 1 < count) c.hi = *first + (i + 1) * step;
+  return c;
+}
+
 Result<std::unique_ptr<Source>> OpenSource(config::SourceConfig& cfg) {
   if (cfg.type == "sqlite") return OpenSqliteSource(cfg);
   return Status::InvalidArgument("source type '" + cfg.type +

@@ -59,14 +59,28 @@ struct Chunk {
   std::string Id(const std::string& stream) const;
 };
 
+// A full refresh's chunks as a regular grid over the chunk key: chunk i covers
+// [first + i*step, first + (i+1)*step), except that chunk 0 is open below and the last chunk open
+// above. A table read whole has count 1 and no first. Deterministic: the same plan gives the same
+// chunks and ids, so it can be stored (state file, marker) and rebuilt after a crash.
+struct ChunkPlan {
+  std::optional<int64_t> first;
+  int64_t step = 0;
+  int64_t count = 1;
+  Chunk At(int64_t i) const;
+};
+
 class Source {
  public:
   virtual ~Source() = default;
   virtual Result<std::vector<StreamInfo>> Discover() = 0;
   virtual Status BeginSnapshot() = 0;
   virtual Status EndSnapshot() = 0;
-  virtual Result<std::vector<Chunk>> PlanChunks(const StreamInfo& stream, int64_t chunk_rows) = 0;
-  virtual Status ReadChunk(const StreamInfo& stream, const Chunk& chunk, size_t batch_rows,
+  virtual Result<ChunkPlan> PlanChunks(const StreamInfo& stream, int64_t chunk_rows) = 0;
+  // Batches are built on `schema`: the stream's columns in order, with the destination's field
+  // ids (see StreamInfo::ToSchema for the layout).
+  virtual Status ReadChunk(const StreamInfo& stream, const Chunk& chunk,
+                           std::shared_ptr<const Schema> schema, size_t batch_rows,
                            const std::function<bool(Batch&)>& emit) = 0;
   // The guarantee this source can give for a full refresh, for `check`.
   virtual std::string Describe() const = 0;

@@ -59,30 +59,25 @@ class SqliteSource final : public Source {
 
   Status EndSnapshot() override { return db_->Exec("COMMIT"); }
 
-  Result<std::vector<Chunk>> PlanChunks(const StreamInfo& stream, int64_t chunk_rows) override {
+  Result<ChunkPlan> PlanChunks(const StreamInfo& stream, int64_t chunk_rows) override {
     ChunkKey key = KeyFor(stream);
-    if (key.expr.empty()) return std::vector<Chunk>{Chunk{}};
+    if (key.expr.empty()) return ChunkPlan{};
     FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare("SELECT min(" + key.expr + "), max(" + key.expr +
                                                  ") FROM main." + QuoteIdentifier(stream.name)));
     FERRY_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row || st.IsNull(0)) return std::vector<Chunk>{Chunk{}};
+    if (!row || st.IsNull(0)) return ChunkPlan{};
     int64_t lo = st.Int64(0), hi = st.Int64(1);
-    std::vector<Chunk> chunks;
-    Chunk c;  // the first chunk is open below, the last open above
-    int64_t next = lo;
-    for (;;) {
-      if (hi - next < chunk_rows) break;  // the rest fits in the last, open-ended chunk
-      next += chunk_rows;
-      c.hi = next;
-      chunks.push_back(c);
-      c.lo = next;
-      c.hi.reset();
-    }
-    chunks.push_back(c);
-    return chunks;
+    ChunkPlan plan;
+    plan.first = lo;
+    plan.step = chunk_rows;
+    // Enough chunks that the last one starts at or before the largest key seen now.
+    unsigned __int128 span = static_cast<unsigned __int128>(static_cast<__int128>(hi) - lo);
+    plan.count = static_cast<int64_t>(span / static_cast<unsigned __int128>(chunk_rows)) + 1;
+    return plan;
   }
 
-  Status ReadChunk(const StreamInfo& stream, const Chunk& chunk, size_t batch_rows,
+  Status ReadChunk(const StreamInfo& stream, const Chunk& chunk,
+                   std::shared_ptr<const Schema> schema, size_t batch_rows,
                    const std::function<bool(Batch&)>& emit) override {
     if (!stream.error.empty()) return Status::NotSupported(stream.error);
     ChunkKey key = KeyFor(stream);
@@ -102,8 +97,10 @@ class SqliteSource final : public Source {
     FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
     if (chunk.lo) st.Bind(1, *chunk.lo);
     if (chunk.hi) st.Bind(2, *chunk.hi);
-    auto schema = std::make_shared<const Schema>(stream.ToSchema());
-    Batch batch(schema);
+    if (schema->fields.size() != stream.columns.size()) {
+      return Status::Internal("ReadChunk: schema does not match table " + stream.name);
+    }
+    Batch batch(std::move(schema));
     const int ncols = static_cast<int>(stream.columns.size());
     int64_t row_number = 0;
     for (;;) {

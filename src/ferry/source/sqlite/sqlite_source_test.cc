@@ -76,15 +76,19 @@ TEST_F(SqliteSourceTest, ChunksCoverEveryRowExactlyOnce) {
   auto streams = src->Discover();
   ASSERT_TRUE(streams.ok());
   ASSERT_TRUE(src->BeginSnapshot().ok());
-  auto chunks = src->PlanChunks((*streams)[0], 500);
-  ASSERT_TRUE(chunks.ok());
+  auto plan = src->PlanChunks((*streams)[0], 500);
+  ASSERT_TRUE(plan.ok());
+  std::vector<Chunk> chunks_v;
+  for (int64_t i = 0; i < plan->count; ++i) chunks_v.push_back(plan->At(i));
+  auto* chunks = &chunks_v;
   EXPECT_GE(chunks->size(), 6u);
   EXPECT_FALSE(chunks->front().lo.has_value());
   EXPECT_FALSE(chunks->back().hi.has_value());
   std::set<int64_t> seen;
   size_t batches = 0;
   for (const auto& c : *chunks) {
-    Status s = src->ReadChunk((*streams)[0], c, 100, [&](Batch& b) {
+    auto schema = std::make_shared<const Schema>((*streams)[0].ToSchema());
+    Status s = src->ReadChunk((*streams)[0], c, schema, 100, [&](Batch& b) {
       ++batches;
       EXPECT_LE(b.num_rows(), 100u);
       for (size_t i = 0; i < b.num_rows(); ++i) {
@@ -99,9 +103,9 @@ TEST_F(SqliteSourceTest, ChunksCoverEveryRowExactlyOnce) {
   EXPECT_GT(batches, chunks->size());
   // Same contents, same plan: chunk ids are deterministic.
   auto again = src->PlanChunks((*streams)[0], 500);
-  ASSERT_EQ(again->size(), chunks->size());
-  for (size_t i = 0; i < chunks->size(); ++i) {
-    EXPECT_EQ((*again)[i].Id("t"), (*chunks)[i].Id("t"));
+  ASSERT_EQ(again->count, plan->count);
+  for (int64_t i = 0; i < plan->count; ++i) {
+    EXPECT_EQ(again->At(i).Id("t"), plan->At(i).Id("t"));
   }
 }
 
@@ -109,7 +113,8 @@ TEST_F(SqliteSourceTest, ABadValueNamesTableColumnRowAndFix) {
   ASSERT_TRUE(db_->Exec("CREATE TABLE t (a INTEGER, d DATETIME); INSERT INTO t VALUES (1, '2024-01-01 00:00:00'), (2, 1700000000)").ok());
   auto src = Open();
   auto streams = src->Discover();
-  Status s = src->ReadChunk((*streams)[0], Chunk{}, 100, [](Batch&) { return true; });
+  Status s = src->ReadChunk((*streams)[0], Chunk{}, std::make_shared<const Schema>((*streams)[0].ToSchema()), 100,
+                             [](Batch&) { return true; });
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("table t, column d, rowid 2"), std::string::npos) << s.message();
 }

@@ -1,0 +1,93 @@
+// The dataflow graph: nodes (sources, operators, sinks) joined by bounded channels that carry
+// columnar batches and control events (barriers, end of stream).
+//
+// A source emits a Barrier at a consistent point (a transaction boundary, the end of a chunk) with
+// the position it has reached; a sink that receives a barrier commits what it holds together with
+// its marker, then acknowledges the barrier to the Coordinator, which records the progress in
+// the state file. Memory is bounded: every edge has a capacity, and a full edge blocks its
+// producer (back-pressure).
+//
+// Graph::Run runs every node on its own thread. The first node to fail cancels the graph: every
+// edge closes, blocked sends and receives return, and Run returns that first error.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ferry/base/channel.h"
+#include "ferry/base/named_type.h"
+#include "ferry/base/status.h"
+#include "ferry/types/batch.h"
+
+namespace ferry::graph {
+
+using Json = nlohmann::json;
+using CheckpointId = NamedType<int64_t, struct CheckpointIdTag>;
+
+struct Barrier {
+  CheckpointId id;
+  std::string split;  // what the position belongs to: a stream, a chunk, the log
+  Json position;      // the source position reached at this barrier
+};
+
+struct Message {
+  enum class Kind { kBatch, kBarrier, kEnd };
+  Kind kind = Kind::kEnd;
+  std::unique_ptr<Batch> batch;
+  Barrier barrier;
+
+  static Message Data(std::unique_ptr<Batch> b) {
+    Message m;
+    m.kind = Kind::kBatch;
+    m.batch = std::move(b);
+    return m;
+  }
+  static Message MakeBarrier(Barrier b) {
+    Message m;
+    m.kind = Kind::kBarrier;
+    m.barrier = std::move(b);
+    return m;
+  }
+  static Message End() { return Message(); }
+};
+
+using Edge = Channel<Message>;
+
+class Node {
+ public:
+  virtual ~Node() = default;
+  virtual std::string name() const = 0;
+  virtual Status Run() = 0;
+};
+
+// Set by SIGINT/SIGTERM handlers (or tests): sources stop at the next batch boundary.
+class StopFlag {
+ public:
+  void Request() { stop_.store(true, std::memory_order_release); }
+  bool requested() const { return stop_.load(std::memory_order_acquire); }
+
+ private:
+  std::atomic<bool> stop_{false};
+};
+
+class Graph {
+ public:
+  std::shared_ptr<Edge> AddEdge(size_t capacity);
+  void AddNode(std::unique_ptr<Node> node);
+  // Runs every node to completion; returns the first failure (others are then cancelled).
+  Status Run();
+
+ private:
+  std::vector<std::shared_ptr<Edge>> edges_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+};
+
+}  // namespace ferry::graph

@@ -1,0 +1,244 @@
+#include "ferry/sink/iceberg/iceberg_sink.h"
+
+#include <algorithm>
+
+#include "ferry/base/fault.h"
+#include "ferry/base/fs.h"
+#include "ferry/base/log.h"
+
+namespace ferry::sink {
+namespace {
+
+// A folder name for a table: the name itself when it is plain, else a readable, unique form.
+std::string TableFolder(const std::string& table) {
+  std::string out;
+  bool changed = false;
+  for (unsigned char c : table) {
+    if (std::isalnum(c) || c == '_' || c == '-' || c == '.') {
+      out += static_cast<char>(c);
+    } else {
+      out += '_';
+      changed = true;
+    }
+  }
+  if (out.empty() || out == "." || out == "..") {
+    out = "t" + out;
+    changed = true;
+  }
+  if (changed) {
+    uint32_t h = 2166136261u;  // FNV-1a keeps distinct names apart
+    for (unsigned char c : table) h = (h ^ c) * 16777619u;
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "-%08x", h);
+    out += buf;
+  }
+  return out;
+}
+
+lake::DataFile ToDataFile(const std::string& uri, const parquet::FileMetrics& m) {
+  lake::DataFile f;
+  f.path = uri;
+  f.record_count = static_cast<int64_t>(m.record_count);
+  f.file_size_bytes = static_cast<int64_t>(m.file_size_bytes);
+  for (const auto& c : m.columns) {
+    f.column_sizes[c.field_id] = static_cast<int64_t>(c.compressed_bytes);
+    f.value_counts[c.field_id] = static_cast<int64_t>(c.value_count);
+    f.null_value_counts[c.field_id] = static_cast<int64_t>(c.null_count);
+    if (c.nan_count) f.nan_value_counts[c.field_id] = static_cast<int64_t>(*c.nan_count);
+    if (c.lower_bound) f.lower_bounds[c.field_id] = *c.lower_bound;
+    if (c.upper_bound) f.upper_bounds[c.field_id] = *c.upper_bound;
+  }
+  f.split_offsets = m.split_offsets;
+  return f;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<IcebergSink>> IcebergSink::Open(config::DestinationConfig& cfg,
+                                                       const std::string& pipeline) {
+  if (cfg.type != "iceberg") {
+    return Status::InvalidArgument("destination type '" + cfg.type +
+                                   "' is not known; this build writes: iceberg");
+  }
+  std::unique_ptr<IcebergSink> s(new IcebergSink());
+  s->pipeline_ = pipeline;
+  config::Options& o = cfg.options;
+  FERRY_ASSIGN_OR_RETURN(s->opts_.warehouse, o.TakePath("warehouse"));
+  s->opts_.ns = o.TakeOptionalString("namespace").value_or(pipeline);
+  if (s->opts_.ns.empty()) return Status::InvalidArgument("destination.namespace is empty");
+  if (auto c = o.TakeOptionalString("catalog")) {
+    std::string uri = *c;
+    if (uri.rfind("sqlite:", 0) == 0) {
+      std::string p = uri.substr(7);
+      if (!p.empty() && p[0] != '/') p = AbsolutePath(JoinPath(o.base_dir(), p));
+      uri = "sqlite:" + p;
+    }
+    s->opts_.catalog_uri = uri;
+  } else {
+    s->opts_.catalog_uri = "sqlite:" + JoinPath(s->opts_.warehouse, "catalog.db");
+  }
+  s->opts_.catalog_name = o.TakeOptionalString("catalog_name").value_or("ferry");
+  if (auto comp = o.TakeOptionalString("compression")) {
+    auto c = parquet::ParseCompression(*comp);
+    if (!c.ok()) return c.status().WithContext(o.Where("compression"));
+    s->opts_.parquet.compression = *c;
+  }
+  FERRY_ASSIGN_OR_RETURN(int64_t level, o.TakeInt("zstd_level", 3, 1, 22));
+  s->opts_.parquet.zstd_level = static_cast<int>(level);
+  FERRY_ASSIGN_OR_RETURN(int64_t target, o.TakeBytes("target_file_size", 512ll << 20));
+  FERRY_ASSIGN_OR_RETURN(int64_t rg, o.TakeBytes("row_group_size", 128ll << 20));
+  FERRY_ASSIGN_OR_RETURN(int64_t page, o.TakeBytes("page_size", 1ll << 20));
+  if (page > rg) {
+    return Status::InvalidArgument("destination.page_size (" + std::to_string(page) +
+                                   ") must not exceed row_group_size (" + std::to_string(rg) + ")");
+  }
+  s->opts_.target_file_bytes = static_cast<uint64_t>(target);
+  s->opts_.parquet.row_group_bytes = static_cast<uint64_t>(rg);
+  s->opts_.parquet.page_bytes = static_cast<uint64_t>(page);
+  FERRY_RETURN_IF_ERROR(o.CheckAllUsed({"warehouse", "namespace", "catalog", "catalog_name",
+                                        "compression", "zstd_level", "target_file_size",
+                                        "row_group_size", "page_size"}));
+  auto catalog = lake::OpenSqlCatalog(s->opts_.catalog_uri, s->opts_.catalog_name);
+  if (!catalog.ok()) return catalog.status().WithContext("opening the Iceberg catalog");
+  s->catalog_ = std::move(*catalog);
+  return s;
+}
+
+std::string IcebergSink::Describe() const {
+  return "Iceberg warehouse " + opts_.warehouse + ", namespace " + opts_.ns + ", " +
+         catalog_->Describe();
+}
+
+Result<std::string> IcebergSink::TableLocationOf(const std::string& table) {
+  return lake::ToUri(JoinPath(JoinPath(opts_.warehouse, TableFolder(opts_.ns)), TableFolder(table)));
+}
+
+Result<std::unique_ptr<IcebergStream>> IcebergSink::OpenStream(const std::string& table,
+                                                               const Schema& source_schema) {
+  lake::TableIdent ident{opts_.ns, table};
+  FERRY_ASSIGN_OR_RETURN(std::string location, TableLocationOf(table));
+  std::map<std::string, std::string> props = {
+      {"write.format.default", "parquet"},
+      {"write.parquet.compression-codec",
+       opts_.parquet.compression == parquet::Compression::kZstd     ? "zstd"
+       : opts_.parquet.compression == parquet::Compression::kSnappy ? "snappy"
+                                                                    : "uncompressed"},
+      {"write.metadata.delete-after-commit.enabled", "false"},
+  };
+  auto t = lake::Table::LoadOrCreate(catalog_.get(), lake::LocalFileIO(), ident, location,
+                                     source_schema, props);
+  if (!t.ok()) return t.status().WithContext("opening Iceberg table " + ident.ToString());
+  Schema writer_schema = (*t)->AssignFieldIds(source_schema);
+  auto schema = std::make_shared<const Schema>(std::move(writer_schema));
+  return std::unique_ptr<IcebergStream>(new IcebergStream(this, std::move(*t), std::move(schema)));
+}
+
+Result<Json> IcebergSink::ReadMarker(const std::string& table) {
+  auto t = lake::Table::Load(catalog_.get(), lake::LocalFileIO(), lake::TableIdent{opts_.ns, table});
+  if (!t.ok()) {
+    if (t.status().code() == StatusCode::kNotFound) return Json(nullptr);
+    return t.status();
+  }
+  auto v = (*t)->metadata().Property(MarkerKey());
+  if (!v) return Json(nullptr);
+  Json j = Json::parse(*v, nullptr, false);
+  if (j.is_discarded()) {
+    return Status::Corruption("table " + opts_.ns + "." + table + " has a marker property " +
+                              MarkerKey() + " that is not JSON");
+  }
+  return j;
+}
+
+Json IcebergStream::Marker() const {
+  auto v = table_->metadata().Property(sink_->MarkerKey());
+  if (!v) return nullptr;
+  Json j = Json::parse(*v, nullptr, false);
+  return j.is_discarded() ? Json(nullptr) : j;
+}
+
+Status IcebergStream::Write(const Batch& batch) {
+  if (!writer_) {
+    writer_uri_ = table_->NewDataFileUri("data");
+    FERRY_ASSIGN_OR_RETURN(auto out, table_->io().NewFile(writer_uri_));
+    FERRY_ASSIGN_OR_RETURN(writer_,
+                           parquet::Writer::Open(std::move(out), schema_, sink_->options().parquet));
+  }
+  FERRY_RETURN_IF_ERROR(writer_->Write(batch));
+  if (writer_->EstimatedSize() >= sink_->options().target_file_bytes) {
+    FERRY_RETURN_IF_ERROR(CloseOpenFile());
+  }
+  return Status::OK();
+}
+
+uint64_t IcebergStream::pending_rows() const {
+  uint64_t n = writer_ ? writer_->rows_written() : 0;
+  for (const auto& f : pending_) n += static_cast<uint64_t>(f.record_count);
+  return n;
+}
+
+Status IcebergStream::CloseOpenFile() {
+  if (!writer_) return Status::OK();
+  auto metrics = writer_->Close();
+  writer_.reset();
+  if (!metrics.ok()) return metrics.status().WithContext("closing data file " + writer_uri_);
+  pending_.push_back(ToDataFile(writer_uri_, *metrics));
+  return Status::OK();
+}
+
+std::map<std::string, std::string> IcebergStream::MarkerProperty(const Json& marker) const {
+  return {{sink_->MarkerKey(), marker.dump()}};
+}
+
+Result<lake::CommitOutcome> IcebergStream::Commit(const std::string& branch, const Json& marker,
+                                                  const std::map<std::string, std::string>& summary,
+                                                  const lake::LandedCheck& already_landed) {
+  FERRY_RETURN_IF_ERROR(CloseOpenFile());
+  FaultPoint("sink.data_written");
+  lake::AppendRequest req;
+  req.branch = branch;
+  req.schema = schema_.get();
+  req.data_files = pending_;
+  req.set_properties = MarkerProperty(marker);
+  req.summary = summary;
+  req.already_landed = already_landed;
+  FaultPoint("sink.before_commit");
+  auto r = table_->Append(req);
+  if (!r.ok()) return r;
+  if (r->already_landed) {
+    DiscardPending();  // the same work landed earlier: these files are not referenced
+  } else {
+    for (const auto& f : pending_) {
+      totals_.rows += static_cast<uint64_t>(f.record_count);
+      totals_.bytes += static_cast<uint64_t>(f.file_size_bytes);
+      ++totals_.files;
+    }
+    pending_.clear();
+  }
+  FaultPoint("sink.after_commit");
+  return r;
+}
+
+Result<lake::CommitOutcome> IcebergStream::Publish(const std::string& branch, const Json& marker,
+                                                   const lake::LandedCheck& already_landed) {
+  lake::PublishRequest req;
+  req.branch = branch;
+  req.schema = schema_.get();
+  req.set_properties = MarkerProperty(marker);
+  req.already_landed = already_landed;
+  FaultPoint("sink.before_publish");
+  auto r = table_->Publish(req);
+  if (r.ok()) FaultPoint("sink.after_publish");
+  return r;
+}
+
+void IcebergStream::DiscardPending() {
+  if (writer_) {
+    (void)writer_->Close();
+    writer_.reset();
+    (void)table_->io().Delete(writer_uri_);
+  }
+  for (const auto& f : pending_) (void)table_->io().Delete(f.path);
+  pending_.clear();
+}
+
+}  // namespace ferry::sink

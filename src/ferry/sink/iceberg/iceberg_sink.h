@@ -1,0 +1,113 @@
+// The Iceberg sink: writes a stream's batches as Parquet data files and commits them, together
+// with the pipeline's progress marker, in ONE catalog commit (the marker is a table property,
+// keyed by pipeline, set in the same metadata update, and mirrored in the snapshot summary).
+//
+// Guarantee: exactly-once. A commit either lands with its marker or not at all; on restart the
+// engine compares markers with the state file and skips what landed.
+//
+// Thread-safety: an IcebergSink may be shared by stream writers on several threads (the catalog
+// serializes); each IcebergStream is used by one thread.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ferry/config/config.h"
+#include "ferry/format/parquet/writer.h"
+#include "ferry/lake/table.h"
+
+namespace ferry::sink {
+
+using Json = nlohmann::json;
+
+struct IcebergOptions {
+  std::string warehouse;  // absolute folder
+  std::string ns;
+  std::string catalog_uri;
+  std::string catalog_name = "ferry";
+  parquet::WriterOptions parquet;
+  uint64_t target_file_bytes = 512ull << 20;
+};
+
+class IcebergStream;
+
+class IcebergSink {
+ public:
+  // Reads the destination keys: warehouse, namespace, catalog, catalog_name, compression,
+  // zstd_level, target_file_size, row_group_size, page_size.
+  static Result<std::unique_ptr<IcebergSink>> Open(config::DestinationConfig& cfg,
+                                                   const std::string& pipeline);
+
+  const IcebergOptions& options() const { return opts_; }
+  std::string Describe() const;
+  static std::string Guarantee() {
+    return "exactly-once (data and progress marker in one Iceberg catalog commit)";
+  }
+  lake::Catalog* catalog() { return catalog_.get(); }
+  // The table property holding this pipeline's marker.
+  std::string MarkerKey() const { return "ferry.marker." + pipeline_; }
+
+  // Loads the table for `table` (creating it with `source_schema` when missing) and returns a
+  // writer whose schema carries the table's field ids.
+  Result<std::unique_ptr<IcebergStream>> OpenStream(const std::string& table,
+                                                    const Schema& source_schema);
+  // The marker of this pipeline in `table`, or null when the table or marker does not exist.
+  Result<Json> ReadMarker(const std::string& table);
+  Result<std::string> TableLocationOf(const std::string& table);
+
+ private:
+  IcebergSink() = default;
+  IcebergOptions opts_;
+  std::string pipeline_;
+  std::unique_ptr<lake::Catalog> catalog_;
+};
+
+class IcebergStream {
+ public:
+  const std::shared_ptr<const Schema>& schema() const { return schema_; }
+  lake::Table& table() { return *table_; }
+  // The marker as of the last load of the table.
+  Json Marker() const;
+
+  // Appends rows to the open data file, rolling to a new file at the target size.
+  Status Write(const Batch& batch);
+  uint64_t pending_rows() const;
+
+  // Closes the open files and commits them on `branch` with the marker set to `marker`.
+  // `already_landed` decides from fresh metadata whether this commit is already in the table.
+  Result<lake::CommitOutcome> Commit(const std::string& branch, const Json& marker,
+                                     const std::map<std::string, std::string>& summary,
+                                     const lake::LandedCheck& already_landed);
+  // Makes `branch` the table's main, sets the marker, removes the branch.
+  Result<lake::CommitOutcome> Publish(const std::string& branch, const Json& marker,
+                                      const lake::LandedCheck& already_landed);
+  // Deletes files written but not committed (after a failed commit or a cancelled chunk).
+  void DiscardPending();
+
+  struct Totals {
+    uint64_t rows = 0;
+    uint64_t bytes = 0;
+    uint64_t files = 0;
+  };
+  const Totals& totals() const { return totals_; }
+
+ private:
+  friend class IcebergSink;
+  IcebergStream(IcebergSink* sink, std::unique_ptr<lake::Table> t, std::shared_ptr<const Schema> s)
+      : sink_(sink), table_(std::move(t)), schema_(std::move(s)) {}
+  Status CloseOpenFile();
+  std::map<std::string, std::string> MarkerProperty(const Json& marker) const;
+
+  IcebergSink* sink_;
+  std::unique_ptr<lake::Table> table_;
+  std::shared_ptr<const Schema> schema_;
+  std::unique_ptr<parquet::Writer> writer_;
+  std::string writer_uri_;
+  std::vector<lake::DataFile> pending_;
+  Totals totals_;
+};
+
+}  // namespace ferry::sink
