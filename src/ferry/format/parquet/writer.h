@@ -72,6 +72,10 @@ class Writer {
   // Bytes written so far plus what is buffered: the file's size if closed now (approximately).
   virtual uint64_t EstimatedSize() const = 0;
   virtual uint64_t rows_written() const = 0;
+  // Heap bytes the writer holds for buffers (capacity, not size): stays bounded by about
+  // row_group_bytes + (columns x page_bytes), whatever the number of rows written. For memory
+  // accounting and tests.
+  virtual uint64_t BufferedMemoryBytes() const { return 0; }
   // Flushes the last row group, writes the footer, closes the stream (durably).
   virtual Result<FileMetrics> Close() = 0;
 };

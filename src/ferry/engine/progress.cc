@@ -1,0 +1,169 @@
+#include "ferry/engine/progress.h"
+
+#include <algorithm>
+#include <ctime>
+
+#include "ferry/base/uuid.h"
+
+namespace ferry::engine {
+
+void IndexSet::AddRange(int64_t lo, int64_t hi) {
+  if (lo >= hi) return;
+  std::vector<std::pair<int64_t, int64_t>> out;
+  bool placed = false;
+  for (const auto& r : ranges_) {
+    if (r.second < lo) {
+      out.push_back(r);
+    } else if (hi < r.first) {
+      if (!placed) {
+        out.emplace_back(lo, hi);
+        placed = true;
+      }
+      out.push_back(r);
+    } else {
+      lo = std::min(lo, r.first);
+      hi = std::max(hi, r.second);
+    }
+  }
+  if (!placed) out.emplace_back(lo, hi);
+  std::sort(out.begin(), out.end());
+  ranges_ = std::move(out);
+}
+
+void IndexSet::Add(int64_t i) { AddRange(i, i + 1); }
+
+bool IndexSet::Contains(int64_t i) const {
+  for (const auto& r : ranges_) {
+    if (i >= r.first && i < r.second) return true;
+  }
+  return false;
+}
+
+void IndexSet::Merge(const IndexSet& o) {
+  for (const auto& r : o.ranges_) AddRange(r.first, r.second);
+}
+
+int64_t IndexSet::Count() const {
+  int64_t n = 0;
+  for (const auto& r : ranges_) n += r.second - r.first;
+  return n;
+}
+
+Json IndexSet::ToJson() const {
+  Json a = Json::array();
+  for (const auto& r : ranges_) a.push_back(Json::array({r.first, r.second}));
+  return a;
+}
+
+Result<IndexSet> IndexSet::FromJson(const Json& j) {
+  IndexSet s;
+  if (!j.is_array()) return Status::Corruption("committed chunks are not a list");
+  for (const auto& r : j) {
+    if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() || !r[1].is_number_integer() ||
+        r[0].get<int64_t>() < 0 || r[0].get<int64_t>() >= r[1].get<int64_t>()) {
+      return Status::Corruption("committed chunks hold a bad range " + r.dump());
+    }
+    s.AddRange(r[0].get<int64_t>(), r[1].get<int64_t>());
+  }
+  return s;
+}
+
+Json FullRefreshProgress::ToJson() const {
+  Json plan_j{{"count", plan.count}, {"step", plan.step}};
+  plan_j["first"] = plan.first ? Json(*plan.first) : Json(nullptr);
+  return Json{{"mode", "full_refresh"}, {"stream", stream},      {"run", run},
+              {"plan", plan_j},         {"committed", committed.ToJson()},
+              {"rows", rows},           {"published", published}};
+}
+
+Result<FullRefreshProgress> FullRefreshProgress::FromJson(const Json& j, const std::string& origin) {
+  auto bad = [&](const std::string& what) {
+    return Status::Corruption(origin + " is not a valid full-refresh progress record: " + what);
+  };
+  if (!j.is_object()) return bad("not an object");
+  if (j.value("mode", "") != "full_refresh") return bad("mode is not full_refresh");
+  if (!j.contains("run") || !j["run"].is_string()) return bad("no run id");
+  if (!j.contains("plan") || !j["plan"].is_object()) return bad("no chunk plan");
+  FullRefreshProgress p;
+  p.run = j["run"];
+  p.stream = j.value("stream", "");
+  const Json& plan = j["plan"];
+  if (!plan.contains("count") || !plan["count"].is_number_integer() || plan["count"].get<int64_t>() < 1) {
+    return bad("plan.count must be a positive integer");
+  }
+  p.plan.count = plan["count"];
+  p.plan.step = plan.value("step", int64_t{0});
+  if (plan.contains("first") && !plan["first"].is_null()) p.plan.first = plan["first"].get<int64_t>();
+  if (p.plan.count > 1 && (!p.plan.first || p.plan.step <= 0)) return bad("plan lacks first/step");
+  auto committed = IndexSet::FromJson(j.value("committed", Json::array()));
+  if (!committed.ok()) return bad(committed.status().message());
+  p.committed = *committed;
+  p.rows = j.value("rows", int64_t{0});
+  p.published = j.value("published", false);
+  return p;
+}
+
+Result<Decision> DecideFullRefresh(const Json& state, const Json& marker) {
+  Decision d;
+  std::optional<FullRefreshProgress> st, mk;
+  if (!state.is_null()) {
+    FERRY_ASSIGN_OR_RETURN(st, FullRefreshProgress::FromJson(state, "the state file's entry"));
+  }
+  if (!marker.is_null()) {
+    FERRY_ASSIGN_OR_RETURN(mk, FullRefreshProgress::FromJson(marker, "the table's marker"));
+  }
+  // A state whose load was published is finished: a new sync starts a new load.
+  if (st && st->published) {
+    d.explanation = "the last load (run " + st->run + ") is complete: a new full refresh starts";
+    return d;
+  }
+  if (st) {
+    FullRefreshProgress merged = *st;
+    if (mk && mk->run == st->run) {
+      if (!(mk->committed == st->committed) || mk->published) {
+        IndexSet before = merged.committed;
+        merged.committed.Merge(mk->committed);
+        d.state_behind = !(merged.committed == before) || mk->published;
+        merged.rows = std::max(merged.rows, mk->rows);
+      }
+      merged.published = mk->published;
+    }
+    d.progress = merged;
+    if (merged.published) {
+      d.action = Action::kAlreadyPublished;
+      d.explanation = "run " + merged.run +
+                      " was published in the table but the state file missed it: state repaired "
+                      "from the marker, nothing re-read";
+      return d;
+    }
+    d.action = Action::kResume;
+    d.explanation = "resuming run " + merged.run + ": " + std::to_string(merged.committed.Count()) +
+                    " of " + std::to_string(merged.plan.count) + " chunks already committed" +
+                    (d.state_behind ? " (the marker was ahead of the state; state repaired)" : "");
+    return d;
+  }
+  // No state for this stream.
+  if (mk && !mk->published) {
+    d.action = Action::kResume;
+    d.progress = *mk;
+    d.state_behind = true;
+    d.explanation = "no state, but the table holds an unfinished load (run " + mk->run +
+                    "): resuming it from the marker, " + std::to_string(mk->committed.Count()) +
+                    " of " + std::to_string(mk->plan.count) + " chunks already committed";
+    return d;
+  }
+  d.explanation = mk ? "no state; the table's last load is complete: a new full refresh starts"
+                     : "no state and no marker: a new full refresh starts";
+  return d;
+}
+
+std::string NewRunId() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  return std::string(buf) + "-" + NewUuid().substr(0, 6);
+}
+
+}  // namespace ferry::engine

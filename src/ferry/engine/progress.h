@@ -1,0 +1,72 @@
+// Progress of a full refresh, as kept in the state file and in the destination's marker, and
+// the recovery decision that compares the two (the exactly-once rule, DESIGN.md section 1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ferry/base/status.h"
+#include "ferry/source/source.h"
+
+namespace ferry::engine {
+
+using Json = nlohmann::json;
+
+// A set of chunk indices kept as sorted, disjoint half-open intervals: chunks mostly commit in
+// order, so a load of thousands of chunks stays a handful of numbers in the marker.
+class IndexSet {
+ public:
+  void Add(int64_t i);
+  bool Contains(int64_t i) const;
+  void Merge(const IndexSet& o);
+  int64_t Count() const;
+  bool operator==(const IndexSet& o) const { return ranges_ == o.ranges_; }
+  Json ToJson() const;
+  static Result<IndexSet> FromJson(const Json& j);
+
+ private:
+  void AddRange(int64_t lo, int64_t hi);
+  std::vector<std::pair<int64_t, int64_t>> ranges_;
+};
+
+struct FullRefreshProgress {
+  std::string run;                // the load's id; a new full refresh gets a new run
+  source::ChunkPlan plan;
+  IndexSet committed;             // chunk indices whose rows are committed
+  int64_t rows = 0;               // rows committed by this run
+  bool published = false;         // the load replaced the table's main
+  std::string stream;
+
+  std::string Branch(const std::string& pipeline) const { return BranchPrefix(pipeline) + run; }
+  static std::string BranchPrefix(const std::string& pipeline) { return "ferry-" + pipeline + "-"; }
+  bool AllCommitted() const { return committed.Count() >= plan.count; }
+
+  Json ToJson() const;  // the marker form
+  static Result<FullRefreshProgress> FromJson(const Json& j, const std::string& origin);
+};
+
+enum class Action {
+  kStartNewRun,       // nothing in flight: plan a new load
+  kResume,            // a load is in flight: continue with the chunks not yet committed
+  kAlreadyPublished,  // the load finished in the destination; only the state was behind
+};
+
+struct Decision {
+  Action action = Action::kStartNewRun;
+  FullRefreshProgress progress;  // for kResume / kAlreadyPublished: merged state and marker
+  bool state_behind = false;     // the marker showed work the state did not: state needs repair
+  std::string explanation;       // for logs and `ferry state`
+};
+
+// `state` is the stream's state object (or null); `marker` the table's marker (or null).
+// Corrupt contents are an error, never guessed around.
+Result<Decision> DecideFullRefresh(const Json& state, const Json& marker);
+
+// "20261129T124500Z-3f2a1c"
+std::string NewRunId();
+
+}  // namespace ferry::engine

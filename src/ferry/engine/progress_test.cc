@@ -1,0 +1,108 @@
+#include "ferry/engine/progress.h"
+
+#include <gtest/gtest.h>
+
+namespace ferry::engine {
+namespace {
+
+FullRefreshProgress Load(const std::string& run, std::initializer_list<int64_t> committed,
+                         bool published = false) {
+  FullRefreshProgress p;
+  p.stream = "orders";
+  p.run = run;
+  p.plan.first = 1;
+  p.plan.step = 100;
+  p.plan.count = 5;
+  for (int64_t i : committed) p.committed.Add(i);
+  p.published = published;
+  return p;
+}
+
+TEST(IndexSetTest, MergesNeighboursAndCounts) {
+  IndexSet s;
+  for (int64_t i : {0, 1, 2, 5, 4, 9}) s.Add(i);
+  EXPECT_EQ(s.ToJson().dump(), "[[0,3],[4,6],[9,10]]");
+  EXPECT_EQ(s.Count(), 6);
+  EXPECT_TRUE(s.Contains(4));
+  EXPECT_FALSE(s.Contains(3));
+  s.Add(3);
+  EXPECT_EQ(s.ToJson().dump(), "[[0,6],[9,10]]");
+  auto back = IndexSet::FromJson(s.ToJson());
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(*back == s);
+  EXPECT_FALSE(IndexSet::FromJson(Json::parse("[[3,1]]")).ok());
+}
+
+// The recovery decision table: state x marker -> what the next sync does.
+TEST(DecideFullRefreshTest, NoStateNoMarkerStartsFresh) {
+  auto d = DecideFullRefresh(nullptr, nullptr);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->action, Action::kStartNewRun);
+}
+
+TEST(DecideFullRefreshTest, StateAndMarkerAgreeResumesWithoutRepair) {
+  auto p = Load("r1", {0, 1});
+  auto d = DecideFullRefresh(p.ToJson(), p.ToJson());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->action, Action::kResume);
+  EXPECT_FALSE(d->state_behind);
+  EXPECT_EQ(d->progress.committed.Count(), 2);
+}
+
+TEST(DecideFullRefreshTest, MarkerAheadSkipsCommittedChunksAndRepairsState) {
+  // Crash after the commit of chunk 2, before the state write.
+  auto d = DecideFullRefresh(Load("r1", {0, 1}).ToJson(), Load("r1", {0, 1, 2}).ToJson());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->action, Action::kResume);
+  EXPECT_TRUE(d->state_behind);
+  EXPECT_TRUE(d->progress.committed.Contains(2));
+}
+
+TEST(DecideFullRefreshTest, StateAheadOfMarkerKeepsTheState) {
+  // The marker can never be behind the state for the same run (the state is written after
+  // the commit), but if it were, nothing committed would be re-read.
+  auto d = DecideFullRefresh(Load("r1", {0, 1, 2}).ToJson(), Load("r1", {0}).ToJson());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->progress.committed.Count(), 3);
+  EXPECT_FALSE(d->state_behind);
+}
+
+TEST(DecideFullRefreshTest, PublishedMarkerFinishesTheStreamWithoutWork) {
+  auto d = DecideFullRefresh(Load("r1", {0, 1, 2, 3, 4}).ToJson(),
+                             Load("r1", {0, 1, 2, 3, 4}, true).ToJson());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->action, Action::kAlreadyPublished);
+  EXPECT_TRUE(d->progress.published);
+}
+
+TEST(DecideFullRefreshTest, CompletedStateStartsANewLoad) {
+  auto done = Load("r1", {0, 1, 2, 3, 4}, true);
+  auto d = DecideFullRefresh(done.ToJson(), done.ToJson());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->action, Action::kStartNewRun);
+}
+
+TEST(DecideFullRefreshTest, MarkerOfAnOlderRunDoesNotCountForTheNewOne) {
+  auto d = DecideFullRefresh(Load("r2", {}).ToJson(), Load("r1", {0, 1, 2, 3, 4}, true).ToJson());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->action, Action::kResume);
+  EXPECT_EQ(d->progress.run, "r2");
+  EXPECT_EQ(d->progress.committed.Count(), 0);
+}
+
+TEST(DecideFullRefreshTest, LostStateResumesAnUnfinishedLoadFromTheMarker) {
+  auto d = DecideFullRefresh(nullptr, Load("r1", {0, 3}).ToJson());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->action, Action::kResume);
+  EXPECT_TRUE(d->state_behind);
+  EXPECT_EQ(d->progress.run, "r1");
+}
+
+TEST(DecideFullRefreshTest, CorruptRecordsAreErrorsNotGuesses) {
+  auto d = DecideFullRefresh(Json{{"mode", "full_refresh"}, {"run", 5}}, nullptr);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kCorruption);
+}
+
+}  // namespace
+}  // namespace ferry::engine

@@ -1,0 +1,357 @@
+#include "ferry/engine/sync.h"
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+
+#include "ferry/base/fault.h"
+#include "ferry/base/log.h"
+#include "ferry/engine/progress.h"
+#include "ferry/sink/iceberg/iceberg_sink.h"
+#include "ferry/state/state.h"
+
+namespace ferry::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Selects the configured streams (or every table) and checks their modes.
+Result<std::vector<source::StreamInfo>> SelectStreams(config::SourceConfig& cfg,
+                                                      std::vector<source::StreamInfo> all) {
+  std::vector<source::StreamInfo> out;
+  if (cfg.all_streams) {
+    out = std::move(all);
+    if (cfg.mode != config::SyncMode::kFullRefresh) {
+      return Status::InvalidArgument(
+          "source.mode " + std::string(config::SyncModeName(cfg.mode)) + " is not available for the " +
+          cfg.type + " source in this build; it supports full_refresh");
+    }
+  } else {
+    for (const auto& sc : cfg.streams) {
+      auto it = std::find_if(all.begin(), all.end(),
+                             [&](const source::StreamInfo& s) { return s.name == sc.name; });
+      if (it == all.end()) {
+        std::string names;
+        for (const auto& s : all) names += (names.empty() ? "" : ", ") + s.name;
+        return Status::NotFound("stream '" + sc.name + "' (line " + std::to_string(sc.line) +
+                                ") is not a table of the source; its tables are: " +
+                                (names.empty() ? "(none)" : names));
+      }
+      if (sc.mode != config::SyncMode::kFullRefresh) {
+        return Status::InvalidArgument("stream '" + sc.name + "' (line " + std::to_string(sc.line) +
+                                       "): mode " + std::string(config::SyncModeName(sc.mode)) +
+                                       " is not available for the " + cfg.type +
+                                       " source in this build; it supports full_refresh");
+      }
+      out.push_back(*it);
+    }
+  }
+  for (const auto& s : out) {
+    if (!s.error.empty()) return Status::NotSupported("table " + s.name + ": " + s.error);
+  }
+  return out;
+}
+
+int64_t ChunkRowsFor(const config::SourceConfig& cfg, const std::string& stream) {
+  for (const auto& sc : cfg.streams) {
+    if (sc.name == stream) return sc.chunk_rows;
+  }
+  return cfg.chunk_rows;
+}
+
+// Records acknowledged progress in the state file, one writer at a time.
+class Recorder {
+ public:
+  Recorder(state::StateStore* store, state::PipelineState st) : store_(store), state_(std::move(st)) {}
+  Status Record(const std::string& ns, const std::string& stream, const Json& progress) {
+    std::lock_guard<std::mutex> lock(mu_);
+    state_.SetStream(ns, stream, progress);
+    FERRY_RETURN_IF_ERROR(store_->Save(state_).WithContext("writing the state file"));
+    FaultPoint("state.after_write");
+    return Status::OK();
+  }
+  Json Get(const std::string& ns, const std::string& stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return state_.Stream(ns, stream);
+  }
+
+ private:
+  std::mutex mu_;
+  state::StateStore* store_;
+  state::PipelineState state_;  // guarded by mu_
+};
+
+// One stream's work in this sync.
+struct StreamTask {
+  source::StreamInfo info;
+  std::unique_ptr<sink::IcebergStream> out;
+  FullRefreshProgress progress;
+  std::shared_ptr<graph::Edge> edge;
+  StreamReport* report = nullptr;
+  Clock::time_point start;
+};
+
+class SourceNode : public graph::Node {
+ public:
+  SourceNode(source::Source* src, std::vector<StreamTask*> tasks, const SyncOptions& opts)
+      : src_(src), tasks_(std::move(tasks)), opts_(opts) {}
+  std::string name() const override { return "source"; }
+
+  Status Run() override {
+    for (StreamTask* t : tasks_) {
+      for (int64_t i = 0; i < t->progress.plan.count; ++i) {
+        if (t->progress.committed.Contains(i)) continue;
+        source::Chunk chunk = t->progress.plan.At(i);
+        Status s = src_->ReadChunk(
+            t->info, chunk, t->out->schema(), opts_.batch_rows, [&](Batch& b) {
+              if (opts_.stop && opts_.stop->requested()) return false;
+              auto owned = std::make_unique<Batch>(t->out->schema());
+              std::swap(*owned, b);
+              return t->edge->Send(graph::Message::Data(std::move(owned)));
+            });
+        if (!s.ok()) {
+          if (opts_.stop && opts_.stop->requested()) return Status::Cancelled("stop requested");
+          return s;
+        }
+        graph::Barrier barrier{graph::CheckpointId(i), t->info.name,
+                               Json{{"chunk", i}, {"id", chunk.Id(t->info.name)}}};
+        if (!t->edge->Send(graph::Message::MakeBarrier(std::move(barrier)))) {
+          return Status::Cancelled("sink stopped");
+        }
+      }
+      if (!t->edge->Send(graph::Message::End())) return Status::Cancelled("sink stopped");
+    }
+    return Status::OK();
+  }
+
+ private:
+  source::Source* src_;
+  std::vector<StreamTask*> tasks_;
+  const SyncOptions& opts_;
+};
+
+class SinkNode : public graph::Node {
+ public:
+  SinkNode(StreamTask* task, Recorder* recorder, const std::string& pipeline, const SyncOptions& opts)
+      : t_(task), recorder_(recorder), pipeline_(pipeline), opts_(opts) {}
+  std::string name() const override { return "sink " + t_->info.name; }
+
+  Status Run() override {
+    Status s = Loop();
+    if (!s.ok()) t_->out->DiscardPending();
+    return s;
+  }
+
+ private:
+  Status Loop() {
+    FullRefreshProgress& p = t_->progress;
+    const std::string run = p.run;
+    const std::string key = pipeline_;
+    while (auto m = t_->edge->Receive()) {
+      switch (m->kind) {
+        case graph::Message::Kind::kBatch:
+          FERRY_RETURN_IF_ERROR(t_->out->Write(*m->batch));
+          break;
+        case graph::Message::Kind::kBarrier: {
+          int64_t chunk = m->barrier.position["chunk"].get<int64_t>();
+          FullRefreshProgress next = p;
+          next.committed.Add(chunk);
+          next.rows += static_cast<int64_t>(t_->out->pending_rows());
+          auto landed = [&](const lake::TableMetadata& md) {
+            return ChunkLanded(md, run, chunk);
+          };
+          std::map<std::string, std::string> summary = {
+              {"ferry.pipeline", pipeline_}, {"ferry.run", run},
+              {"ferry.chunk", m->barrier.position["id"].get<std::string>()}};
+          auto r = t_->out->Commit(p.Branch(pipeline_), next.ToJson(), summary, landed);
+          if (!r.ok()) return r.status().WithContext("committing " + m->barrier.position["id"].get<std::string>());
+          p = next;
+          FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, p.ToJson()));
+          if (opts_.print_progress) {
+            FERRY_LOG(kInfo) << t_->info.name << ": chunk " << p.committed.Count() << "/"
+                             << p.plan.count << " committed (" << p.rows << " rows in this load)";
+          }
+          break;
+        }
+        case graph::Message::Kind::kEnd: {
+          FullRefreshProgress done = p;
+          done.published = true;
+          auto landed = [&](const lake::TableMetadata& md) { return PublishLanded(md, run); };
+          auto r = t_->out->Publish(p.Branch(pipeline_), done.ToJson(), landed);
+          if (!r.ok()) return r.status().WithContext("publishing the load of " + t_->info.name);
+          p = done;
+          FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, p.ToJson()));
+          t_->report->seconds = SecondsSince(t_->start);
+          t_->report->rows = t_->out->totals().rows;
+          t_->report->files = t_->out->totals().files;
+          t_->report->bytes = t_->out->totals().bytes;
+          if (opts_.print_progress) {
+            FERRY_LOG(kInfo) << t_->info.name << ": load published, " << p.rows << " rows";
+          }
+          return Status::OK();
+        }
+      }
+    }
+    return Status::Cancelled("the source stopped before the end of " + t_->info.name);
+  }
+
+  std::optional<FullRefreshProgress> MarkerOf(const lake::TableMetadata& md) const {
+    auto v = md.Property("ferry.marker." + pipeline_);
+    if (!v) return std::nullopt;
+    Json j = Json::parse(*v, nullptr, false);
+    if (j.is_discarded()) return std::nullopt;
+    auto p = FullRefreshProgress::FromJson(j, "marker");
+    if (!p.ok()) return std::nullopt;
+    return *p;
+  }
+  bool ChunkLanded(const lake::TableMetadata& md, const std::string& run, int64_t chunk) const {
+    auto m = MarkerOf(md);
+    return m && m->run == run && m->committed.Contains(chunk);
+  }
+  bool PublishLanded(const lake::TableMetadata& md, const std::string& run) const {
+    auto m = MarkerOf(md);
+    return m && m->run == run && m->published;
+  }
+
+  StreamTask* t_;
+  Recorder* recorder_;
+  std::string pipeline_;
+  const SyncOptions& opts_;
+};
+
+std::string ActionName(Action a) {
+  switch (a) {
+    case Action::kStartNewRun: return "new load";
+    case Action::kResume: return "resumed load";
+    case Action::kAlreadyPublished: return "already published (state repaired)";
+  }
+  return "?";
+}
+
+}  // namespace
+
+Result<std::vector<source::StreamInfo>> RunDiscover(config::PipelineConfig& cfg) {
+  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source));
+  return src->Discover();
+}
+
+Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
+  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source));
+  FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
+  FERRY_ASSIGN_OR_RETURN(report->streams, SelectStreams(cfg.source, std::move(all)));
+  auto dst = sink::IcebergSink::Open(cfg.destination, cfg.name);
+  if (!dst.ok()) return dst.status().WithContext("destination");
+  report->source = src->Describe();
+  report->destination = (*dst)->Describe();
+  report->guarantee = sink::IcebergSink::Guarantee();
+  for (const auto& s : report->streams) {
+    report->tables.push_back((*dst)->options().ns + "." + s.name);
+    // A marker that cannot be read would stop the sync: report it now.
+    auto m = (*dst)->ReadMarker(s.name);
+    if (!m.ok()) return m.status();
+  }
+  auto st = state::OpenFileStateStore(cfg.state_path)->Load();
+  if (!st.ok()) return st.status();
+  if (*st && (*st)->pipeline() != cfg.name) {
+    return Status::InvalidArgument("state file " + cfg.state_path + " belongs to pipeline '" +
+                                   (*st)->pipeline() + "', not '" + cfg.name +
+                                   "'; give this pipeline its own state file");
+  }
+  return Status::OK();
+}
+
+Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport* report) {
+  auto t0 = Clock::now();
+  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source));
+  FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
+  FERRY_ASSIGN_OR_RETURN(auto streams, SelectStreams(cfg.source, std::move(all)));
+  auto dst_r = sink::IcebergSink::Open(cfg.destination, cfg.name);
+  if (!dst_r.ok()) return dst_r.status().WithContext("destination");
+  auto dst = std::move(*dst_r);
+
+  auto store = state::OpenFileStateStore(cfg.state_path);
+  FERRY_ASSIGN_OR_RETURN(auto loaded, store->Load());
+  if (loaded && loaded->pipeline() != cfg.name) {
+    return Status::InvalidArgument("state file " + cfg.state_path + " belongs to pipeline '" +
+                                   loaded->pipeline() + "', not '" + cfg.name +
+                                   "'; give this pipeline its own state file");
+  }
+  Recorder recorder(store.get(), loaded ? std::move(*loaded) : state::PipelineState(cfg.name));
+
+  // Compare state and marker for every stream before reading anything.
+  std::vector<std::unique_ptr<StreamTask>> tasks;
+  report->streams.resize(streams.size());
+  FERRY_RETURN_IF_ERROR(src->BeginSnapshot());
+  for (size_t i = 0; i < streams.size(); ++i) {
+    auto t = std::make_unique<StreamTask>();
+    t->info = streams[i];
+    t->report = &report->streams[i];
+    t->report->stream = t->info.name;
+    t->report->table = dst->options().ns + "." + t->info.name;
+    t->start = Clock::now();
+    auto out = dst->OpenStream(t->info.name, t->info.ToSchema());
+    if (!out.ok()) return out.status();
+    t->out = std::move(*out);
+    Json marker = t->out->Marker();
+    Json st = recorder.Get(t->info.ns, t->info.name);
+    auto decision = DecideFullRefresh(st, marker);
+    if (!decision.ok()) {
+      return decision.status().WithContext("stream " + t->info.name +
+                                           " (state file " + cfg.state_path + ")");
+    }
+    FERRY_LOG(kInfo) << t->info.name << ": " << decision->explanation;
+    t->report->action = ActionName(decision->action);
+    if (decision->action == Action::kAlreadyPublished) {
+      FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, decision->progress.ToJson()));
+      t->report->chunks_total = decision->progress.plan.count;
+      t->report->chunks_skipped = decision->progress.plan.count;
+      continue;
+    }
+    if (decision->action == Action::kStartNewRun) {
+      FullRefreshProgress p;
+      p.stream = t->info.name;
+      p.run = NewRunId();
+      FERRY_ASSIGN_OR_RETURN(p.plan, src->PlanChunks(t->info, ChunkRowsFor(cfg.source, t->info.name)));
+      // The plan is durable before the first commit, so a crash resumes this very load.
+      FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, p.ToJson()));
+      t->progress = std::move(p);
+    } else {
+      t->progress = decision->progress;
+      t->progress.stream = t->info.name;
+      if (decision->state_behind) {
+        FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, t->progress.ToJson()));
+      }
+    }
+    t->report->chunks_total = t->progress.plan.count;
+    t->report->chunks_skipped = t->progress.committed.Count();
+    tasks.push_back(std::move(t));
+  }
+
+  // Run the graph in waves of `parallel_streams` sinks fed by one source node.
+  Status result;
+  size_t wave = std::max<size_t>(1, opts.parallel_streams);
+  for (size_t start = 0; start < tasks.size() && result.ok(); start += wave) {
+    graph::Graph g;
+    std::vector<StreamTask*> group;
+    for (size_t i = start; i < std::min(tasks.size(), start + wave); ++i) {
+      StreamTask* t = tasks[i].get();
+      t->edge = g.AddEdge(opts.edge_capacity);
+      t->start = Clock::now();
+      group.push_back(t);
+      g.AddNode(std::make_unique<SinkNode>(t, &recorder, cfg.name, opts));
+    }
+    g.AddNode(std::make_unique<SourceNode>(src.get(), group, opts));
+    result = g.Run();
+  }
+  Status end = src->EndSnapshot();
+  report->seconds = SecondsSince(t0);
+  if (!result.ok()) return result;
+  return end;
+}
+
+}  // namespace ferry::engine

@@ -1,0 +1,55 @@
+// Running a pipeline: open the source and the destination, compare every stream's state with
+// its marker, and run the dataflow graph that moves the rows.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ferry/base/status.h"
+#include "ferry/config/config.h"
+#include "ferry/graph/graph.h"
+#include "ferry/source/source.h"
+
+namespace ferry::engine {
+
+struct StreamReport {
+  std::string stream;
+  std::string table;  // namespace.table in the destination
+  std::string action;
+  uint64_t rows = 0;    // rows written by this run
+  uint64_t files = 0;
+  uint64_t bytes = 0;
+  int64_t chunks_total = 0;
+  int64_t chunks_skipped = 0;  // already committed before this run
+  double seconds = 0;
+};
+
+struct SyncReport {
+  std::vector<StreamReport> streams;
+  double seconds = 0;
+};
+
+struct SyncOptions {
+  graph::StopFlag* stop = nullptr;   // set by a signal handler to stop early
+  size_t batch_rows = 65536;
+  size_t edge_capacity = 4;          // batches buffered between source and each sink
+  size_t parallel_streams = 2;       // sinks running at once
+  bool print_progress = true;
+};
+
+Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport* report);
+
+// What `check` prints: the streams that would sync and the delivery guarantee.
+struct CheckReport {
+  std::string source;
+  std::string destination;
+  std::string guarantee;
+  std::vector<source::StreamInfo> streams;
+  std::vector<std::string> tables;  // destination table per stream
+};
+Status RunCheck(config::PipelineConfig& cfg, CheckReport* report);
+
+Result<std::vector<source::StreamInfo>> RunDiscover(config::PipelineConfig& cfg);
+
+}  // namespace ferry::engine

@@ -1,0 +1,1108 @@
+// Parquet writer: one ColumnWriter per top-level field encodes values straight from the batch's
+// column buffers into the open page, cuts pages at page_bytes (compressing each), and keeps the
+// row group's column chunks in memory until row_group_bytes, when they are appended to the stream
+// in column order. The footer is written with the hand-rolled Thrift compact encoder.
+//
+// Extension point: ColumnWriter::EncodeValues / FlushPageValues are the value encoding (PLAIN
+// today). A dictionary encoder would implement them by appending indices and keep its dictionary,
+// emitted as a dictionary page before the data pages when the chunk is finished (FinishChunk).
+#include "ferry/format/parquet/writer.h"
+
+#include <snappy.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "ferry/format/parquet/encoding.h"
+#include "ferry/format/parquet/thrift_compact.h"
+
+namespace ferry::parquet {
+
+static_assert(std::endian::native == std::endian::little,
+              "the Parquet writer copies little-endian values straight from the batch");
+
+using internal::ByteBuffer;
+using thrift::CompactWriter;
+
+Result<Compression> ParseCompression(const std::string& name) {
+  if (name == "zstd") return Compression::kZstd;
+  if (name == "snappy") return Compression::kSnappy;
+  if (name == "none" || name == "uncompressed") return Compression::kUncompressed;
+  return Status::InvalidArgument("unknown Parquet compression '" + name +
+                                 "': use zstd, snappy or none");
+}
+
+namespace {
+
+constexpr const char* kCreatedBy = "ferry version 0.1.0";
+// Binary/string min/max larger than this stay out of the Parquet statistics (as Arrow's default
+// max_statistics_size): huge footers cost every reader more than the pruning gains. The Iceberg
+// bounds are truncated instead and are always written.
+constexpr size_t kMaxStatisticsBytes = 4096;
+
+// Enumerations of parquet.thrift.
+namespace pq {
+enum Type : int32_t {
+  kBoolean = 0,
+  kInt32 = 1,
+  kInt64 = 2,
+  kFloat = 4,
+  kDouble = 5,
+  kByteArray = 6,
+  kFixedLenByteArray = 7,
+};
+enum ConvertedType : int32_t {
+  kUtf8 = 0,
+  kDecimal = 5,
+  kDate = 6,
+  kTimestampMicros = 10,
+};
+enum Repetition : int32_t { kRequired = 0, kOptional = 1 };
+enum Encoding : int32_t { kPlain = 0, kRle = 3 };
+enum PageType : int32_t { kDataPage = 0 };
+enum Codec : int32_t { kUncompressed = 0, kSnappy = 1, kZstd = 6 };
+// LogicalType union members.
+enum LogicalType : int16_t {
+  kLtString = 1,
+  kLtDecimal = 5,
+  kLtDate = 6,
+  kLtTime = 7,
+  kLtTimestamp = 8,
+  kLtUuid = 14,
+};
+}  // namespace pq
+
+int32_t PhysicalTypeOf(const DataType& t) {
+  switch (t.kind()) {
+    case TypeKind::kBoolean: return pq::kBoolean;
+    case TypeKind::kInt32:
+    case TypeKind::kDate: return pq::kInt32;
+    case TypeKind::kInt64:
+    case TypeKind::kTime:
+    case TypeKind::kTimestamp:
+    case TypeKind::kTimestampTz: return pq::kInt64;
+    case TypeKind::kFloat32: return pq::kFloat;
+    case TypeKind::kFloat64: return pq::kDouble;
+    case TypeKind::kDecimal:
+      if (t.precision() <= 9) return pq::kInt32;
+      if (t.precision() <= 18) return pq::kInt64;
+      return pq::kFixedLenByteArray;
+    case TypeKind::kString:
+    case TypeKind::kBinary: return pq::kByteArray;
+    case TypeKind::kUuid: return pq::kFixedLenByteArray;
+  }
+  return pq::kByteArray;
+}
+
+int32_t CodecOf(Compression c) {
+  switch (c) {
+    case Compression::kUncompressed: return pq::kUncompressed;
+    case Compression::kSnappy: return pq::kSnappy;
+    case Compression::kZstd: return pq::kZstd;
+  }
+  return pq::kUncompressed;
+}
+
+template <typename T>
+std::string LittleEndianBytes(T v) {
+  std::string s(sizeof(T), '\0');
+  std::memcpy(s.data(), &v, sizeof(T));
+  return s;
+}
+
+// One compression context shared by the columns of a writer (single-threaded).
+class Compressor {
+ public:
+  Compressor(Compression codec, int level) : codec_(codec), level_(level) {
+    if (codec_ == Compression::kZstd) cctx_ = ZSTD_createCCtx();
+  }
+  ~Compressor() {
+    if (cctx_ != nullptr) ZSTD_freeCCtx(cctx_);
+  }
+  Compressor(const Compressor&) = delete;
+  Compressor& operator=(const Compressor&) = delete;
+
+  bool enabled() const { return codec_ != Compression::kUncompressed; }
+
+  // Replaces out's contents with the compressed form of [data, data + n).
+  Status Compress(const char* data, size_t n, ByteBuffer* out) {
+    out->clear();
+    switch (codec_) {
+      case Compression::kZstd: {
+        if (cctx_ == nullptr) return Status::Internal("zstd: could not create a context");
+        size_t bound = ZSTD_compressBound(n);
+        char* dst = out->AppendUninit(bound);
+        size_t r = ZSTD_compressCCtx(cctx_, dst, bound, data, n, level_);
+        if (ZSTD_isError(r)) {
+          return Status::Internal(std::string("zstd compression failed: ") + ZSTD_getErrorName(r));
+        }
+        out->Truncate(r);
+        return Status::OK();
+      }
+      case Compression::kSnappy: {
+        size_t bound = snappy::MaxCompressedLength(n);
+        char* dst = out->AppendUninit(bound);
+        size_t len = 0;
+        snappy::RawCompress(data, n, dst, &len);
+        out->Truncate(len);
+        return Status::OK();
+      }
+      case Compression::kUncompressed: break;
+    }
+    out->Append(data, n);
+    return Status::OK();
+  }
+
+ private:
+  Compression codec_;
+  int level_;
+  ZSTD_CCtx* cctx_ = nullptr;
+};
+
+// What the footer needs about one column chunk.
+struct ChunkMeta {
+  int64_t file_offset = 0;  // first (data) page
+  int64_t num_values = 0;   // including NULLs
+  int64_t uncompressed_bytes = 0;
+  int64_t compressed_bytes = 0;
+  int64_t null_count = 0;
+  bool has_min_max = false;
+  std::string min, max;  // PLAIN-encoded values
+};
+
+struct RowGroupMeta {
+  int64_t file_offset = 0;
+  int64_t num_rows = 0;
+  int64_t uncompressed_bytes = 0;
+  int64_t compressed_bytes = 0;
+  std::vector<ChunkMeta> columns;
+};
+
+// Encodes one column: pages, compression, the row group's chunk buffer, and statistics.
+class ColumnWriter {
+ public:
+  ColumnWriter(const Field& field, Compressor* compressor, uint64_t page_bytes)
+      : field_(field),
+        optional_(!field.required),
+        physical_type_(PhysicalTypeOf(field.type)),
+        compressor_(compressor),
+        page_bytes_(std::max<uint64_t>(page_bytes, 1)) {}
+  virtual ~ColumnWriter() = default;
+
+  const Field& field() const { return field_; }
+  int32_t physical_type() const { return physical_type_; }
+  bool optional() const { return optional_; }
+
+  // Appends rows [begin, end) of col, cutting pages as they fill.
+  Status Append(const Column& col, size_t begin, size_t end) {
+    while (begin < end) {
+      uint64_t used = PageBytes();
+      if (used >= page_bytes_) {
+        FERRY_RETURN_IF_ERROR(CutPage());
+        used = 0;
+      }
+      size_t taken = EncodeValues(col, begin, end, static_cast<size_t>(page_bytes_ - used));
+      if (optional_) {
+        levels_.Append(col.validity() + begin, taken);
+        if (col.null_count() > 0) {
+          const uint8_t* v = col.validity() + begin;
+          size_t valid = 0;
+          for (size_t i = 0; i < taken; ++i) valid += v[i];
+          page_nulls_ += taken - valid;
+        }
+      }
+      page_rows_ += taken;
+      begin += taken;
+    }
+    return Status::OK();
+  }
+
+  // Bytes of the row group held for this column: finished pages plus the open page.
+  uint64_t BufferedBytes() const { return chunk_.size() + values_.size() + levels_.size(); }
+  uint64_t MemoryBytes() const {
+    return chunk_.capacity() + values_.capacity() + levels_.capacity() + page_.capacity() +
+           compressed_.capacity() + header_.capacity();
+  }
+
+  // Closes the open page and describes the chunk (everything but its file offset); the
+  // chunk's bytes are then in chunk().
+  Status FinishChunk(ChunkMeta* meta) {
+    FERRY_RETURN_IF_ERROR(CutPage());
+    meta->num_values = chunk_values_;
+    meta->null_count = chunk_nulls_;
+    meta->uncompressed_bytes = chunk_uncompressed_;
+    meta->compressed_bytes = chunk_compressed_;
+    TakeChunkStats(meta);
+    file_values_ += static_cast<uint64_t>(chunk_values_);
+    file_nulls_ += static_cast<uint64_t>(chunk_nulls_);
+    file_compressed_ += static_cast<uint64_t>(chunk_compressed_);
+    return Status::OK();
+  }
+  std::string_view chunk() const { return chunk_.view(); }
+  void ResetChunk() {
+    chunk_.clear();
+    chunk_values_ = chunk_nulls_ = chunk_uncompressed_ = chunk_compressed_ = 0;
+  }
+
+  void FillMetrics(ColumnMetrics* m) const {
+    m->field_id = field_.id;
+    m->value_count = file_values_;
+    m->null_count = file_nulls_;
+    m->compressed_bytes = file_compressed_;
+    FillBounds(m);
+  }
+
+ protected:
+  // Encodes the non-NULL values among rows [begin, end) of col into values_ and folds them into
+  // the chunk statistics. Takes at least one row and stops once the page would exceed `budget`
+  // bytes (values plus one level byte per row for optional columns); returns the rows taken.
+  virtual size_t EncodeValues(const Column& col, size_t begin, size_t end, size_t budget) = 0;
+  // Completes the page's value bytes (e.g. a partial byte of bit-packed booleans).
+  virtual void FlushPageValues() {}
+  virtual size_t PendingValueBytes() const { return 0; }
+  // Writes the chunk's min/max into meta, merges them into the file's, resets the chunk's.
+  virtual void TakeChunkStats(ChunkMeta* meta) = 0;
+  // Iceberg bounds (and NaN count) over the whole file.
+  virtual void FillBounds(ColumnMetrics* m) const = 0;
+
+  // Rows per page budget for fixed-width values of `width` bytes.
+  size_t FixedRows(size_t begin, size_t end, size_t budget, size_t width) const {
+    size_t cost = width + (optional_ ? 1 : 0);
+    return std::min(end - begin, std::max<size_t>(1, (budget + cost - 1) / cost));
+  }
+
+  const Field field_;
+  const bool optional_;
+  ByteBuffer values_;  // the open page's encoded values
+
+ private:
+  uint64_t PageBytes() const { return values_.size() + PendingValueBytes() + levels_.size(); }
+
+  Status CutPage() {
+    if (page_rows_ == 0) return Status::OK();
+    FlushPageValues();
+    const ByteBuffer* body = &values_;
+    if (optional_) {
+      page_.clear();
+      page_.PutLE32(0);  // length of the levels, patched below
+      internal::EncodeLevelsBitWidth1(reinterpret_cast<const uint8_t*>(levels_.data()), page_rows_,
+                                      page_nulls_, &page_);
+      auto levels_len = static_cast<uint32_t>(page_.size() - 4);
+      std::memcpy(page_.data(), &levels_len, 4);
+      page_.Append(values_.data(), values_.size());
+      body = &page_;
+    }
+    size_t uncompressed = body->size();
+    if (uncompressed > static_cast<size_t>(std::numeric_limits<int32_t>::max()) ||
+        page_rows_ > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+      return Status::NotSupported("column '" + field_.name + "': a single Parquet page would hold " +
+                                  std::to_string(uncompressed) +
+                                  " bytes; values over 2 GiB cannot be written");
+    }
+    const char* payload = body->data();
+    size_t payload_size = uncompressed;
+    if (compressor_->enabled()) {
+      FERRY_RETURN_IF_ERROR(compressor_->Compress(body->data(), uncompressed, &compressed_));
+      payload = compressed_.data();
+      payload_size = compressed_.size();
+    }
+    header_.clear();
+    CompactWriter w(&header_);
+    w.BeginStruct();  // PageHeader
+    w.I32Field(1, pq::kDataPage);
+    w.I32Field(2, static_cast<int32_t>(uncompressed));
+    w.I32Field(3, static_cast<int32_t>(payload_size));
+    w.StructField(5);  // DataPageHeader
+    w.I32Field(1, static_cast<int32_t>(page_rows_));
+    w.I32Field(2, pq::kPlain);
+    w.I32Field(3, pq::kRle);
+    w.I32Field(4, pq::kRle);
+    w.EndStruct();
+    w.EndStruct();
+    chunk_.Append(header_);
+    chunk_.Append(payload, payload_size);
+    chunk_uncompressed_ += static_cast<int64_t>(header_.size() + uncompressed);
+    chunk_compressed_ += static_cast<int64_t>(header_.size() + payload_size);
+    chunk_values_ += static_cast<int64_t>(page_rows_);
+    chunk_nulls_ += static_cast<int64_t>(page_nulls_);
+    values_.clear();
+    levels_.clear();
+    page_rows_ = 0;
+    page_nulls_ = 0;
+    return Status::OK();
+  }
+
+  const int32_t physical_type_;
+  Compressor* compressor_;
+  const uint64_t page_bytes_;
+
+  ByteBuffer levels_;      // the open page's definition levels, one byte per row
+  ByteBuffer page_;        // levels + values of an optional column's page, uncompressed
+  ByteBuffer compressed_;  // the compressed page
+  ByteBuffer chunk_;       // headers + pages of the row group's chunk
+  std::string header_;
+  size_t page_rows_ = 0;
+  size_t page_nulls_ = 0;
+  int64_t chunk_values_ = 0, chunk_nulls_ = 0, chunk_uncompressed_ = 0, chunk_compressed_ = 0;
+  uint64_t file_values_ = 0, file_nulls_ = 0, file_compressed_ = 0;
+};
+
+// BOOLEAN: PLAIN is bit-packed, LSB first.
+class BoolWriter final : public ColumnWriter {
+ public:
+  using ColumnWriter::ColumnWriter;
+
+ protected:
+  size_t EncodeValues(const Column& col, size_t begin, size_t end, size_t budget) override {
+    size_t n = FixedRows(begin, end, budget * 8, 1);
+    const uint8_t* in = col.fixed_data() + begin;
+    const uint8_t* valid = col.validity() + begin;
+    bool all_valid = col.null_count() == 0;
+    values_.Reserve(values_.size() + n / 8 + 1);
+    for (size_t i = 0; i < n; ++i) {
+      if (!all_valid && !valid[i]) continue;
+      uint8_t v = in[i] != 0 ? 1 : 0;
+      seen_[v] = true;
+      bits_ = static_cast<uint8_t>(bits_ | (v << nbits_));
+      if (++nbits_ == 8) {
+        values_.PushBack(bits_);
+        bits_ = 0;
+        nbits_ = 0;
+      }
+    }
+    return n;
+  }
+  void FlushPageValues() override {
+    if (nbits_ > 0) values_.PushBack(bits_);
+    bits_ = 0;
+    nbits_ = 0;
+  }
+  size_t PendingValueBytes() const override { return nbits_ > 0 ? 1 : 0; }
+  void TakeChunkStats(ChunkMeta* meta) override {
+    if (seen_[0] || seen_[1]) {
+      meta->has_min_max = true;
+      meta->min = std::string(1, seen_[0] ? '\0' : '\1');
+      meta->max = std::string(1, seen_[1] ? '\1' : '\0');
+    }
+    file_seen_[0] |= seen_[0];
+    file_seen_[1] |= seen_[1];
+    seen_[0] = seen_[1] = false;
+  }
+  void FillBounds(ColumnMetrics* m) const override {
+    if (!file_seen_[0] && !file_seen_[1]) return;
+    m->lower_bound = std::string(1, file_seen_[0] ? '\0' : '\1');
+    m->upper_bound = std::string(1, file_seen_[1] ? '\1' : '\0');
+  }
+
+ private:
+  uint8_t bits_ = 0;
+  int nbits_ = 0;
+  bool seen_[2] = {false, false};
+  bool file_seen_[2] = {false, false};
+};
+
+// INT32/INT64 values stored as In in the batch: ints, dates, times, timestamps and decimals of
+// precision <= 18 (In = int128, narrowed). Signed order.
+template <typename In, typename Out>
+class IntWriter final : public ColumnWriter {
+ public:
+  IntWriter(const Field& field, Compressor* compressor, uint64_t page_bytes)
+      : ColumnWriter(field, compressor, page_bytes),
+        decimal_(field.type.kind() == TypeKind::kDecimal) {}
+
+ protected:
+  size_t EncodeValues(const Column& col, size_t begin, size_t end, size_t budget) override {
+    size_t n = FixedRows(begin, end, budget, sizeof(Out));
+    const In* in = col.values<In>() + begin;
+    char* dst = values_.AppendUninit(n * sizeof(Out));
+    Out mn = std::numeric_limits<Out>::max();
+    Out mx = std::numeric_limits<Out>::min();
+    size_t k = 0;
+    if (col.null_count() == 0) {
+      if constexpr (std::is_same_v<In, Out>) {
+        std::memcpy(dst, in, n * sizeof(Out));
+        for (size_t i = 0; i < n; ++i) {
+          mn = in[i] < mn ? in[i] : mn;
+          mx = in[i] > mx ? in[i] : mx;
+        }
+      } else {
+        for (size_t i = 0; i < n; ++i) {
+          auto v = static_cast<Out>(in[i]);
+          std::memcpy(dst + i * sizeof(Out), &v, sizeof(Out));
+          mn = v < mn ? v : mn;
+          mx = v > mx ? v : mx;
+        }
+      }
+      k = n;
+    } else {
+      const uint8_t* valid = col.validity() + begin;
+      for (size_t i = 0; i < n; ++i) {
+        if (!valid[i]) continue;
+        auto v = static_cast<Out>(in[i]);
+        std::memcpy(dst + k * sizeof(Out), &v, sizeof(Out));
+        ++k;
+        mn = v < mn ? v : mn;
+        mx = v > mx ? v : mx;
+      }
+      values_.Truncate(values_.size() - (n - k) * sizeof(Out));
+    }
+    if (k > 0) {
+      if (!has_ || mn < min_) min_ = mn;
+      if (!has_ || mx > max_) max_ = mx;
+      has_ = true;
+    }
+    return n;
+  }
+  void TakeChunkStats(ChunkMeta* meta) override {
+    if (!has_) return;
+    meta->has_min_max = true;
+    meta->min = LittleEndianBytes(min_);
+    meta->max = LittleEndianBytes(max_);
+    if (!file_has_ || min_ < file_min_) file_min_ = min_;
+    if (!file_has_ || max_ > file_max_) file_max_ = max_;
+    file_has_ = true;
+    has_ = false;
+  }
+  void FillBounds(ColumnMetrics* m) const override {
+    if (!file_has_) return;
+    if (decimal_) {
+      m->lower_bound = internal::MinimalBigEndian(file_min_);
+      m->upper_bound = internal::MinimalBigEndian(file_max_);
+    } else {
+      m->lower_bound = LittleEndianBytes(file_min_);
+      m->upper_bound = LittleEndianBytes(file_max_);
+    }
+  }
+
+ private:
+  const bool decimal_;
+  bool has_ = false, file_has_ = false;
+  Out min_{}, max_{}, file_min_{}, file_max_{};
+};
+
+// FLOAT/DOUBLE. NaN never enters min/max (it is counted); zeros follow the Parquet rule in the
+// chunk statistics (min -0.0, max +0.0) and Iceberg's order (-0.0 < +0.0) in the bounds.
+template <typename F>
+class FloatWriter final : public ColumnWriter {
+ public:
+  using ColumnWriter::ColumnWriter;
+
+ protected:
+  size_t EncodeValues(const Column& col, size_t begin, size_t end, size_t budget) override {
+    size_t n = FixedRows(begin, end, budget, sizeof(F));
+    const F* in = col.values<F>() + begin;
+    char* dst = values_.AppendUninit(n * sizeof(F));
+    F mn = std::numeric_limits<F>::infinity();
+    F mx = -std::numeric_limits<F>::infinity();
+    size_t nan = 0, k = 0;
+    bool neg_zero = false, pos_zero = false;
+    auto fold = [&](F v) {
+      nan += v != v;
+      mn = v < mn ? v : mn;  // false for NaN: NaN never becomes a bound
+      mx = v > mx ? v : mx;
+      if (v == 0) [[unlikely]] {
+        (std::signbit(v) ? neg_zero : pos_zero) = true;
+      }
+    };
+    if (col.null_count() == 0) {
+      std::memcpy(dst, in, n * sizeof(F));
+      for (size_t i = 0; i < n; ++i) fold(in[i]);
+      k = n;
+    } else {
+      const uint8_t* valid = col.validity() + begin;
+      for (size_t i = 0; i < n; ++i) {
+        if (!valid[i]) continue;
+        std::memcpy(dst + k * sizeof(F), &in[i], sizeof(F));
+        ++k;
+        fold(in[i]);
+      }
+      values_.Truncate(values_.size() - (n - k) * sizeof(F));
+    }
+    nan_count_ += nan;
+    if (k > nan) {
+      if (!has_ || mn < min_) min_ = mn;
+      if (!has_ || mx > max_) max_ = mx;
+      has_ = true;
+      neg_zero_ |= neg_zero;
+      pos_zero_ |= pos_zero;
+    }
+    return n;
+  }
+  void TakeChunkStats(ChunkMeta* meta) override {
+    if (!has_) return;
+    meta->has_min_max = true;
+    meta->min = LittleEndianBytes(min_ == 0 ? -F(0) : min_);
+    meta->max = LittleEndianBytes(max_ == 0 ? F(0) : max_);
+    if (!file_has_ || min_ < file_min_) file_min_ = min_;
+    if (!file_has_ || max_ > file_max_) file_max_ = max_;
+    file_has_ = true;
+    file_neg_zero_ |= neg_zero_;
+    file_pos_zero_ |= pos_zero_;
+    has_ = neg_zero_ = pos_zero_ = false;
+  }
+  void FillBounds(ColumnMetrics* m) const override {
+    m->nan_count = nan_count_;
+    if (!file_has_) return;
+    F lo = file_min_ == 0 ? (file_neg_zero_ ? -F(0) : F(0)) : file_min_;
+    F hi = file_max_ == 0 ? (file_pos_zero_ ? F(0) : -F(0)) : file_max_;
+    m->lower_bound = LittleEndianBytes(lo);
+    m->upper_bound = LittleEndianBytes(hi);
+  }
+
+ private:
+  uint64_t nan_count_ = 0;
+  bool has_ = false, neg_zero_ = false, pos_zero_ = false;
+  bool file_has_ = false, file_neg_zero_ = false, file_pos_zero_ = false;
+  F min_{}, max_{}, file_min_{}, file_max_{};
+};
+
+// BYTE_ARRAY (strings, binaries): PLAIN is a 4-byte little-endian length then the bytes;
+// unsigned lexicographic order.
+class ByteArrayWriter final : public ColumnWriter {
+ public:
+  ByteArrayWriter(const Field& field, Compressor* compressor, uint64_t page_bytes)
+      : ColumnWriter(field, compressor, page_bytes),
+        string_(field.type.kind() == TypeKind::kString) {}
+
+ protected:
+  size_t EncodeValues(const Column& col, size_t begin, size_t end, size_t budget) override {
+    const uint32_t* off = col.offsets();
+    const char* bytes = col.bytes().data();
+    const uint8_t* valid = col.validity();
+    const bool all_valid = col.null_count() == 0;
+    const size_t level_cost = optional_ ? 1 : 0;
+    size_t i = begin, cost = 0, value_bytes = 0;
+    while (i < end && cost < budget) {
+      if (all_valid || valid[i]) {
+        size_t len = off[i + 1] - off[i];
+        value_bytes += 4 + len;
+        cost += 4 + len;
+      }
+      cost += level_cost;
+      ++i;
+    }
+    const size_t stop = i;
+    char* dst = values_.AppendUninit(value_bytes);
+    std::string_view mn, mx;
+    bool has = false;
+    for (i = begin; i < stop; ++i) {
+      if (!all_valid && !valid[i]) continue;
+      uint32_t len = off[i + 1] - off[i];
+      std::memcpy(dst, &len, 4);
+      std::memcpy(dst + 4, bytes + off[i], len);
+      dst += 4 + static_cast<size_t>(len);
+      std::string_view v(bytes + off[i], len);
+      if (!has) {
+        mn = mx = v;
+        has = true;
+      } else if (v < mn) {
+        mn = v;
+      } else if (v > mx) {
+        mx = v;
+      }
+    }
+    if (has) {
+      if (!has_ || mn < std::string_view(min_)) min_.assign(mn);
+      if (!has_ || mx > std::string_view(max_)) max_.assign(mx);
+      has_ = true;
+    }
+    return stop - begin;
+  }
+  void TakeChunkStats(ChunkMeta* meta) override {
+    if (!has_) return;
+    meta->has_min_max = min_.size() <= kMaxStatisticsBytes && max_.size() <= kMaxStatisticsBytes;
+    if (!file_has_ || min_ < file_min_) file_min_ = min_;
+    if (!file_has_ || max_ > file_max_) file_max_ = max_;
+    file_has_ = true;
+    has_ = false;
+    meta->min = std::move(min_);
+    meta->max = std::move(max_);
+    min_.clear();
+    max_.clear();
+  }
+  void FillBounds(ColumnMetrics* m) const override {
+    if (!file_has_) return;
+    constexpr size_t kTruncate = 16;
+    if (string_) {
+      m->lower_bound = internal::TruncateUtf8Lower(file_min_, kTruncate);
+      m->upper_bound = internal::TruncateUtf8Upper(file_max_, kTruncate);
+    } else {
+      m->lower_bound = internal::TruncateBinaryLower(file_min_, kTruncate);
+      m->upper_bound = internal::TruncateBinaryUpper(file_max_, kTruncate);
+    }
+  }
+
+ private:
+  const bool string_;
+  bool has_ = false, file_has_ = false;
+  std::string min_, max_, file_min_, file_max_;
+};
+
+// UUID: FIXED_LEN_BYTE_ARRAY(16), the batch's big-endian bytes as they are; unsigned order.
+class UuidWriter final : public ColumnWriter {
+ public:
+  using ColumnWriter::ColumnWriter;
+
+ protected:
+  using Bytes16 = std::array<uint8_t, 16>;
+  static bool Less(const uint8_t* a, const uint8_t* b) { return std::memcmp(a, b, 16) < 0; }
+
+  size_t EncodeValues(const Column& col, size_t begin, size_t end, size_t budget) override {
+    size_t n = FixedRows(begin, end, budget, 16);
+    const uint8_t* in = col.fixed_data() + begin * 16;
+    const uint8_t* valid = col.validity() + begin;
+    const bool all_valid = col.null_count() == 0;
+    char* dst = values_.AppendUninit(n * 16);
+    size_t k = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (!all_valid && !valid[i]) continue;
+      const uint8_t* v = in + i * 16;
+      std::memcpy(dst + k * 16, v, 16);
+      ++k;
+      if (!has_ || Less(v, min_.data())) std::memcpy(min_.data(), v, 16);
+      if (!has_ || Less(max_.data(), v)) std::memcpy(max_.data(), v, 16);
+      has_ = true;
+    }
+    values_.Truncate(values_.size() - (n - k) * 16);
+    return n;
+  }
+  void TakeChunkStats(ChunkMeta* meta) override {
+    if (!has_) return;
+    meta->has_min_max = true;
+    meta->min.assign(reinterpret_cast<const char*>(min_.data()), 16);
+    meta->max.assign(reinterpret_cast<const char*>(max_.data()), 16);
+    if (!file_has_ || Less(min_.data(), file_min_.data())) file_min_ = min_;
+    if (!file_has_ || Less(file_max_.data(), max_.data())) file_max_ = max_;
+    file_has_ = true;
+    has_ = false;
+  }
+  void FillBounds(ColumnMetrics* m) const override {
+    if (!file_has_) return;
+    m->lower_bound = std::string(reinterpret_cast<const char*>(file_min_.data()), 16);
+    m->upper_bound = std::string(reinterpret_cast<const char*>(file_max_.data()), 16);
+  }
+
+ private:
+  bool has_ = false, file_has_ = false;
+  Bytes16 min_{}, max_{}, file_min_{}, file_max_{};
+};
+
+// Decimals of precision > 18: FIXED_LEN_BYTE_ARRAY of the minimal width for the precision,
+// big-endian two's complement; signed order.
+class DecimalFlbaWriter final : public ColumnWriter {
+ public:
+  DecimalFlbaWriter(const Field& field, Compressor* compressor, uint64_t page_bytes)
+      : ColumnWriter(field, compressor, page_bytes),
+        width_(internal::DecimalBytesForPrecision(field.type.precision())) {}
+  int width() const { return width_; }
+
+ protected:
+  size_t EncodeValues(const Column& col, size_t begin, size_t end, size_t budget) override {
+    const auto w = static_cast<size_t>(width_);
+    size_t n = FixedRows(begin, end, budget, w);
+    const int128_t* in = col.values<int128_t>() + begin;
+    const uint8_t* valid = col.validity() + begin;
+    const bool all_valid = col.null_count() == 0;
+    auto* dst = reinterpret_cast<uint8_t*>(values_.AppendUninit(n * w));
+    size_t k = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (!all_valid && !valid[i]) continue;
+      int128_t v = in[i];
+      internal::BigEndianBytes(v, width_, dst + k * w);
+      ++k;
+      if (!has_ || v < min_) min_ = v;
+      if (!has_ || v > max_) max_ = v;
+      has_ = true;
+    }
+    values_.Truncate(values_.size() - (n - k) * w);
+    return n;
+  }
+  void TakeChunkStats(ChunkMeta* meta) override {
+    if (!has_) return;
+    meta->has_min_max = true;
+    meta->min.resize(static_cast<size_t>(width_));
+    meta->max.resize(static_cast<size_t>(width_));
+    internal::BigEndianBytes(min_, width_, reinterpret_cast<uint8_t*>(meta->min.data()));
+    internal::BigEndianBytes(max_, width_, reinterpret_cast<uint8_t*>(meta->max.data()));
+    if (!file_has_ || min_ < file_min_) file_min_ = min_;
+    if (!file_has_ || max_ > file_max_) file_max_ = max_;
+    file_has_ = true;
+    has_ = false;
+  }
+  void FillBounds(ColumnMetrics* m) const override {
+    if (!file_has_) return;
+    m->lower_bound = internal::MinimalBigEndian(file_min_);
+    m->upper_bound = internal::MinimalBigEndian(file_max_);
+  }
+
+ private:
+  const int width_;
+  bool has_ = false, file_has_ = false;
+  int128_t min_ = 0, max_ = 0, file_min_ = 0, file_max_ = 0;
+};
+
+std::unique_ptr<ColumnWriter> MakeColumnWriter(const Field& f, Compressor* c, uint64_t page_bytes) {
+  switch (f.type.kind()) {
+    case TypeKind::kBoolean: return std::make_unique<BoolWriter>(f, c, page_bytes);
+    case TypeKind::kInt32:
+    case TypeKind::kDate: return std::make_unique<IntWriter<int32_t, int32_t>>(f, c, page_bytes);
+    case TypeKind::kInt64:
+    case TypeKind::kTime:
+    case TypeKind::kTimestamp:
+    case TypeKind::kTimestampTz:
+      return std::make_unique<IntWriter<int64_t, int64_t>>(f, c, page_bytes);
+    case TypeKind::kFloat32: return std::make_unique<FloatWriter<float>>(f, c, page_bytes);
+    case TypeKind::kFloat64: return std::make_unique<FloatWriter<double>>(f, c, page_bytes);
+    case TypeKind::kDecimal:
+      if (f.type.precision() <= 9) {
+        return std::make_unique<IntWriter<int128_t, int32_t>>(f, c, page_bytes);
+      }
+      if (f.type.precision() <= 18) {
+        return std::make_unique<IntWriter<int128_t, int64_t>>(f, c, page_bytes);
+      }
+      return std::make_unique<DecimalFlbaWriter>(f, c, page_bytes);
+    case TypeKind::kString:
+    case TypeKind::kBinary: return std::make_unique<ByteArrayWriter>(f, c, page_bytes);
+    case TypeKind::kUuid: return std::make_unique<UuidWriter>(f, c, page_bytes);
+  }
+  return nullptr;
+}
+
+void WriteSchemaElement(CompactWriter& w, const Field& f) {
+  const DataType& t = f.type;
+  const int32_t physical = PhysicalTypeOf(t);
+  w.BeginStruct();
+  w.I32Field(1, physical);
+  if (physical == pq::kFixedLenByteArray) {
+    w.I32Field(2, t.kind() == TypeKind::kUuid ? 16 : internal::DecimalBytesForPrecision(t.precision()));
+  }
+  w.I32Field(3, f.required ? pq::kRequired : pq::kOptional);
+  w.BinaryField(4, f.name);
+  // Legacy converted types only where their meaning matches: TIME_MICROS and TIMESTAMP_MICROS
+  // imply isAdjustedToUTC=true, so only timestamptz gets one.
+  switch (t.kind()) {
+    case TypeKind::kString: w.I32Field(6, pq::kUtf8); break;
+    case TypeKind::kDecimal:
+      w.I32Field(6, pq::kDecimal);
+      w.I32Field(7, t.scale());
+      w.I32Field(8, t.precision());
+      break;
+    case TypeKind::kDate: w.I32Field(6, pq::kDate); break;
+    case TypeKind::kTimestampTz: w.I32Field(6, pq::kTimestampMicros); break;
+    default: break;
+  }
+  w.I32Field(9, f.id);
+  auto empty = [&](int16_t id) {
+    w.StructField(id);
+    w.EndStruct();
+  };
+  auto time_like = [&](int16_t id, bool utc) {
+    w.StructField(id);
+    w.BoolField(1, utc);
+    w.StructField(2);  // TimeUnit
+    empty(2);          // MICROS
+    w.EndStruct();
+    w.EndStruct();
+  };
+  switch (t.kind()) {
+    case TypeKind::kString:
+      w.StructField(10);
+      empty(pq::kLtString);
+      w.EndStruct();
+      break;
+    case TypeKind::kDecimal:
+      w.StructField(10);
+      w.StructField(pq::kLtDecimal);
+      w.I32Field(1, t.scale());
+      w.I32Field(2, t.precision());
+      w.EndStruct();
+      w.EndStruct();
+      break;
+    case TypeKind::kDate:
+      w.StructField(10);
+      empty(pq::kLtDate);
+      w.EndStruct();
+      break;
+    case TypeKind::kTime:
+      w.StructField(10);
+      time_like(pq::kLtTime, false);
+      w.EndStruct();
+      break;
+    case TypeKind::kTimestamp:
+    case TypeKind::kTimestampTz:
+      w.StructField(10);
+      time_like(pq::kLtTimestamp, t.kind() == TypeKind::kTimestampTz);
+      w.EndStruct();
+      break;
+    case TypeKind::kUuid:
+      w.StructField(10);
+      empty(pq::kLtUuid);
+      w.EndStruct();
+      break;
+    default: break;
+  }
+  w.EndStruct();
+}
+
+class WriterImpl final : public Writer {
+ public:
+  WriterImpl(std::unique_ptr<OutputStream> out, std::shared_ptr<const Schema> schema,
+             WriterOptions options)
+      : out_(std::move(out)),
+        schema_(std::move(schema)),
+        options_(std::move(options)),
+        compressor_(options_.compression, options_.zstd_level) {
+    columns_.reserve(schema_->fields.size());
+    for (const auto& f : schema_->fields) {
+      columns_.push_back(MakeColumnWriter(f, &compressor_, options_.page_bytes));
+    }
+  }
+
+  Status Start() { return out_->Append("PAR1"); }
+
+  Status Write(const Batch& batch) override {
+    if (closed_) return Status::Internal("Parquet writer: Write after Close");
+    if (!failed_.ok()) return failed_;
+    if (batch.schema() != schema_ && !batch.schema()->SameStructure(*schema_)) {
+      return Status::InvalidArgument(
+          "Parquet writer: the batch's schema differs from the file's schema");
+    }
+    const size_t rows = batch.num_rows();
+    if (rows == 0) return Status::OK();
+    uint64_t row_bytes = 1;  // estimated encoded bytes per row, before compression
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const Column& col = batch.column(c);
+      const Field& f = schema_->fields[c];
+      if (col.size() != rows) {
+        return Status::InvalidArgument("Parquet writer: column '" + f.name + "' has " +
+                                       std::to_string(col.size()) + " rows, the batch " +
+                                       std::to_string(rows));
+      }
+      if (f.required && col.null_count() > 0) {
+        return Status::InvalidArgument("column '" + f.name + "' (field id " +
+                                       std::to_string(f.id) + ") is required but the batch holds " +
+                                       std::to_string(col.null_count()) +
+                                       " NULLs: make the field optional or fix the source");
+      }
+      int width = f.type.FixedWidth();
+      row_bytes += width > 0 ? static_cast<uint64_t>(width) : 4 + col.bytes().size() / rows;
+      if (!f.required) row_bytes += 1;
+    }
+    Status st = WriteRows(batch, rows, row_bytes);
+    if (!st.ok()) failed_ = st;
+    return st;
+  }
+
+  uint64_t EstimatedSize() const override { return out_->Tell() + BufferedBytes(); }
+  uint64_t rows_written() const override { return rows_written_; }
+  uint64_t BufferedMemoryBytes() const override {
+    uint64_t n = 0;
+    for (const auto& c : columns_) n += c->MemoryBytes();
+    return n + footer_.capacity();
+  }
+
+  Result<FileMetrics> Close() override {
+    if (closed_) return Status::Internal("Parquet writer: Close called twice");
+    if (!failed_.ok()) return failed_;
+    closed_ = true;
+    FERRY_RETURN_IF_ERROR(FlushRowGroup());
+    footer_.clear();
+    WriteFooter(&footer_);
+    auto footer_len = static_cast<uint32_t>(footer_.size());
+    char tail[8];
+    std::memcpy(tail, &footer_len, 4);
+    std::memcpy(tail + 4, "PAR1", 4);
+    footer_.append(tail, 8);
+    FERRY_RETURN_IF_ERROR(out_->Append(footer_));
+    FERRY_RETURN_IF_ERROR(out_->Close());
+
+    FileMetrics m;
+    m.record_count = rows_written_;
+    m.file_size_bytes = out_->Tell();
+    m.columns.resize(columns_.size());
+    for (size_t c = 0; c < columns_.size(); ++c) columns_[c]->FillMetrics(&m.columns[c]);
+    m.split_offsets.reserve(row_groups_.size());
+    for (const auto& rg : row_groups_) m.split_offsets.push_back(rg.file_offset);
+    return m;
+  }
+
+ private:
+  uint64_t BufferedBytes() const {
+    uint64_t n = 0;
+    for (const auto& c : columns_) n += c->BufferedBytes();
+    return n;
+  }
+
+  // Appends rows in slices sized so that the row group stops near row_group_bytes.
+  Status WriteRows(const Batch& batch, size_t rows, uint64_t row_bytes) {
+    size_t row = 0;
+    while (row < rows) {
+      uint64_t buffered = BufferedBytes();
+      if (buffered >= options_.row_group_bytes && rows_in_group_ > 0) {
+        FERRY_RETURN_IF_ERROR(FlushRowGroup());
+        continue;
+      }
+      uint64_t room = options_.row_group_bytes > buffered ? options_.row_group_bytes - buffered : 0;
+      size_t take = static_cast<size_t>(std::min<uint64_t>(rows - row, room / row_bytes + 1));
+      for (size_t c = 0; c < columns_.size(); ++c) {
+        FERRY_RETURN_IF_ERROR(columns_[c]->Append(batch.column(c), row, row + take));
+      }
+      row += take;
+      rows_in_group_ += take;
+      rows_written_ += take;
+    }
+    if (BufferedBytes() >= options_.row_group_bytes) FERRY_RETURN_IF_ERROR(FlushRowGroup());
+    return Status::OK();
+  }
+
+  Status FlushRowGroup() {
+    if (rows_in_group_ == 0) return Status::OK();
+    RowGroupMeta rg;
+    rg.num_rows = static_cast<int64_t>(rows_in_group_);
+    rg.columns.resize(columns_.size());
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      ColumnWriter& cw = *columns_[c];
+      ChunkMeta& meta = rg.columns[c];
+      FERRY_RETURN_IF_ERROR(cw.FinishChunk(&meta));
+      meta.file_offset = static_cast<int64_t>(out_->Tell());
+      FERRY_RETURN_IF_ERROR(out_->Append(cw.chunk()));
+      cw.ResetChunk();
+      if (c == 0) rg.file_offset = meta.file_offset;
+      rg.uncompressed_bytes += meta.uncompressed_bytes;
+      rg.compressed_bytes += meta.compressed_bytes;
+    }
+    row_groups_.push_back(std::move(rg));
+    rows_in_group_ = 0;
+    return Status::OK();
+  }
+
+  void WriteFooter(std::string* out) const {
+    CompactWriter w(out);
+    const auto& fields = schema_->fields;
+    w.BeginStruct();  // FileMetaData
+    w.I32Field(1, 2);  // version
+    w.ListField(2, thrift::kStruct, static_cast<uint32_t>(fields.size() + 1));
+    w.BeginStruct();  // root
+    w.BinaryField(4, "table");
+    w.I32Field(5, static_cast<int32_t>(fields.size()));
+    w.EndStruct();
+    for (const auto& f : fields) WriteSchemaElement(w, f);
+    w.I64Field(3, static_cast<int64_t>(rows_written_));
+    w.ListField(4, thrift::kStruct, static_cast<uint32_t>(row_groups_.size()));
+    for (size_t g = 0; g < row_groups_.size(); ++g) WriteRowGroup(w, row_groups_[g], g);
+    if (!options_.key_value_metadata.empty()) {
+      w.ListField(5, thrift::kStruct, static_cast<uint32_t>(options_.key_value_metadata.size()));
+      for (const auto& [k, v] : options_.key_value_metadata) {
+        w.BeginStruct();
+        w.BinaryField(1, k);
+        w.BinaryField(2, v);
+        w.EndStruct();
+      }
+    }
+    w.BinaryField(6, kCreatedBy);
+    // column_orders: TYPE_ORDER for every column, so readers trust min_value/max_value.
+    w.ListField(7, thrift::kStruct, static_cast<uint32_t>(fields.size()));
+    for (size_t i = 0; i < fields.size(); ++i) {
+      w.BeginStruct();
+      w.StructField(1);
+      w.EndStruct();
+      w.EndStruct();
+    }
+    w.EndStruct();
+  }
+
+  void WriteRowGroup(CompactWriter& w, const RowGroupMeta& rg, size_t ordinal) const {
+    const int32_t codec = CodecOf(options_.compression);
+    w.BeginStruct();  // RowGroup
+    w.ListField(1, thrift::kStruct, static_cast<uint32_t>(rg.columns.size()));
+    for (size_t c = 0; c < rg.columns.size(); ++c) {
+      const ChunkMeta& m = rg.columns[c];
+      const ColumnWriter& cw = *columns_[c];
+      w.BeginStruct();  // ColumnChunk
+      w.I64Field(2, m.file_offset);
+      w.StructField(3);  // ColumnMetaData
+      w.I32Field(1, cw.physical_type());
+      if (cw.optional()) {
+        w.ListField(2, thrift::kI32, 2);
+        w.I32(pq::kPlain);
+        w.I32(pq::kRle);
+      } else {
+        w.ListField(2, thrift::kI32, 1);
+        w.I32(pq::kPlain);
+      }
+      w.ListField(3, thrift::kBinary, 1);
+      w.Binary(cw.field().name);
+      w.I32Field(4, codec);
+      w.I64Field(5, m.num_values);
+      w.I64Field(6, m.uncompressed_bytes);
+      w.I64Field(7, m.compressed_bytes);
+      w.I64Field(9, m.file_offset);
+      w.StructField(12);  // Statistics
+      w.I64Field(3, m.null_count);
+      if (m.has_min_max) {
+        w.BinaryField(5, m.max);
+        w.BinaryField(6, m.min);
+        w.BoolField(7, true);
+        w.BoolField(8, true);
+      }
+      w.EndStruct();
+      w.EndStruct();
+      w.EndStruct();
+    }
+    w.I64Field(2, rg.uncompressed_bytes);
+    w.I64Field(3, rg.num_rows);
+    w.I64Field(5, rg.file_offset);
+    w.I64Field(6, rg.compressed_bytes);
+    if (ordinal <= static_cast<size_t>(std::numeric_limits<int16_t>::max())) {
+      w.I16Field(7, static_cast<int16_t>(ordinal));
+    }
+    w.EndStruct();
+  }
+
+  std::unique_ptr<OutputStream> out_;
+  std::shared_ptr<const Schema> schema_;
+  WriterOptions options_;
+  Compressor compressor_;
+  std::vector<std::unique_ptr<ColumnWriter>> columns_;
+  std::vector<RowGroupMeta> row_groups_;
+  std::string footer_;
+  uint64_t rows_in_group_ = 0;
+  uint64_t rows_written_ = 0;
+  Status failed_;  // sticky: after a failed Write the file is unusable
+  bool closed_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Writer>> Writer::Open(std::unique_ptr<OutputStream> out,
+                                             std::shared_ptr<const Schema> schema,
+                                             WriterOptions options) {
+  if (out == nullptr || schema == nullptr) {
+    return Status::InvalidArgument("Parquet writer: an output stream and a schema are required");
+  }
+  if (options.compression == Compression::kZstd &&
+      (options.zstd_level < ZSTD_minCLevel() || options.zstd_level > ZSTD_maxCLevel())) {
+    return Status::InvalidArgument("zstd level " + std::to_string(options.zstd_level) +
+                                   " is out of range: use " + std::to_string(ZSTD_minCLevel()) +
+                                   ".." + std::to_string(ZSTD_maxCLevel()));
+  }
+  for (const auto& f : schema->fields) {
+    if (f.type.kind() == TypeKind::kDecimal &&
+        (f.type.precision() < 1 || f.type.precision() > 38 || f.type.scale() < 0 ||
+         f.type.scale() > f.type.precision())) {
+      return Status::InvalidArgument("column '" + f.name + "': " + f.type.ToIceberg() +
+                                     " is not a valid decimal (precision 1..38, scale 0..precision)");
+    }
+  }
+  auto w = std::make_unique<WriterImpl>(std::move(out), std::move(schema), std::move(options));
+  FERRY_RETURN_IF_ERROR(w->Start());
+  return std::unique_ptr<Writer>(std::move(w));
+}
+
+}  // namespace ferry::parquet

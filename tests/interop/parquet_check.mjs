@@ -1,0 +1,435 @@
+// Checks a Parquet file written by ferry with three independent readers: DuckDB, hyparquet and
+// parquet-wasm (arrow-rs, read through apache-arrow). Exits 0 with a one-line summary when all
+// three agree with the expectation, 1 (printing every difference) otherwise, 2 on usage errors.
+//
+// Usage: node parquet_check.mjs <file.parquet> <expected.json>
+//
+// expected.json:
+//   {
+//     "columns": [{"name": "l", "field_id": 3, "type": "long", "required": false}, ...],
+//     "rows": [[...one JSON value per column...], ...],
+//     "codec": "ZSTD" | "SNAPPY" | "UNCOMPRESSED",   (optional)
+//     "row_groups": 3                                (optional)
+//   }
+// "type" is the Iceberg type string (boolean, int, long, float, double, decimal(P,S), date, time,
+// timestamp, timestamptz, string, binary, uuid). Value encoding in "rows" (null is NULL):
+//   boolean                       true / false
+//   int                           JSON number
+//   long                          decimal string ("-9223372036854775808"): beyond 2^53
+//   float, double                 JSON number, or "NaN", "Infinity", "-Infinity", "-0"
+//   decimal(P,S)                  the unscaled integer as a decimal string ("-12345" = -123.45 at S=2)
+//   date                          JSON number: days since 1970-01-01
+//   time                          decimal string: microseconds since midnight
+//   timestamp, timestamptz        decimal string: microseconds since 1970-01-01 00:00 (UTC)
+//   string                        JSON string
+//   binary                        lowercase hex string
+//   uuid                          lowercase hex string of the 16 bytes, no dashes
+//
+// What is checked:
+//   DuckDB       read_parquet values and column types; parquet_schema() field ids, repetition and
+//                logical types; parquet_metadata() codec, per-chunk null counts, num_values and
+//                min/max statistics (ints, dates, times, timestamps, decimals, strings, booleans);
+//                parquet_file_metadata() row count and created_by.
+//   hyparquet    values, field ids, repetition, num_rows, float/double min/max statistics (DuckDB
+//                does not show infinite ones).
+//   parquet-wasm values through Arrow IPC, Arrow types and PARQUET:field_id metadata.
+import fs from 'node:fs';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { parquetMetadata, parquetReadObjects } from 'hyparquet';
+import { compressors } from 'hyparquet-compressors';
+import { readParquet } from 'parquet-wasm/node';
+import { tableFromIPC } from 'apache-arrow';
+
+if (process.argv.length !== 4) {
+  console.error('usage: node parquet_check.mjs <file.parquet> <expected.json>');
+  process.exit(2);
+}
+const [file, expectedPath] = process.argv.slice(2);
+const expected = JSON.parse(fs.readFileSync(expectedPath, 'utf8'));
+const columns = expected.columns;
+const rows = expected.rows;
+const fileBytes = fs.readFileSync(file);
+
+const problems = [];
+const MAX_PROBLEMS = 60;
+function problem(msg) {
+  if (problems.length < MAX_PROBLEMS) problems.push(msg);
+  else if (problems.length === MAX_PROBLEMS) problems.push('... more differences omitted');
+}
+
+// ---- canonical form: every value becomes a string (or null) so that readers compare exactly ----
+function decimalScale(type) {
+  const m = /^decimal\((\d+),\s*(\d+)\)$/.exec(type);
+  return m ? { precision: Number(m[1]), scale: Number(m[2]) } : null;
+}
+function floatCanon(x, single) {
+  if (x === null || x === undefined) return null;
+  let n;
+  if (typeof x === 'string') {
+    n = x === 'NaN' ? NaN : x === 'Infinity' ? Infinity : x === '-Infinity' ? -Infinity : x === '-0' ? -0 : Number(x);
+  } else {
+    n = Number(x);
+  }
+  if (single) n = Math.fround(n);
+  if (Number.isNaN(n)) return 'NaN';
+  if (Object.is(n, -0)) return '-0';
+  return String(n);
+}
+function hex(bytes) {
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+function shorten(v) {
+  if (v === null || v === undefined) return String(v);
+  const s = String(v);
+  return s.length > 80 ? `${s.slice(0, 60)}...(${s.length} chars)` : s;
+}
+// Expected JSON value -> canonical string.
+function canonExpected(type, v) {
+  if (v === null) return null;
+  if (type === 'float') return floatCanon(v, true);
+  if (type === 'double') return floatCanon(v, false);
+  if (type === 'boolean') return String(v);
+  return String(v);
+}
+// "-123.45" (DuckDB's decimal text) -> unscaled "-12345".
+function decimalTextToUnscaled(text, scale) {
+  let s = String(text);
+  const neg = s.startsWith('-');
+  if (neg) s = s.slice(1);
+  let [int, frac = ''] = s.split('.');
+  frac = frac.padEnd(scale, '0');
+  const v = BigInt(int + frac);
+  return String(neg ? -v : v);
+}
+function int128FromWords(words) {
+  let v = 0n;
+  for (let k = 3; k >= 0; k--) v = (v << 32n) | BigInt(words[k] >>> 0);
+  if (v >= 1n << 127n) v -= 1n << 128n;
+  return v;
+}
+
+// ---- compare one reader's column-major values with the expectation ----
+function compareValues(reader, got) {
+  let diffs = 0;
+  for (let c = 0; c < columns.length; c++) {
+    const col = columns[c];
+    const values = got[c];
+    if (!values) {
+      problem(`${reader}: column ${col.name} missing`);
+      continue;
+    }
+    if (values.length !== rows.length) {
+      problem(`${reader}: column ${col.name} has ${values.length} values, expected ${rows.length}`);
+      continue;
+    }
+    for (let r = 0; r < rows.length; r++) {
+      const want = canonExpected(col.type, rows[r][c]);
+      const have = values[r];
+      if (want !== have) {
+        diffs++;
+        problem(`${reader}: row ${r} column ${col.name} (${col.type}): got ${shorten(have)}, expected ${shorten(want)}`);
+      }
+    }
+  }
+  return diffs;
+}
+
+// ---- DuckDB ----
+const duckTypes = {
+  boolean: 'BOOLEAN', int: 'INTEGER', long: 'BIGINT', float: 'FLOAT', double: 'DOUBLE', date: 'DATE',
+  time: 'TIME', timestamp: 'TIMESTAMP', timestamptz: 'TIMESTAMP WITH TIME ZONE', string: 'VARCHAR',
+  binary: 'BLOB', uuid: 'UUID',
+};
+function duckType(type) {
+  const d = decimalScale(type);
+  return d ? `DECIMAL(${d.precision},${d.scale})` : duckTypes[type];
+}
+function quoteIdent(name) {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+function duckProjection(col) {
+  const q = quoteIdent(col.name);
+  if (decimalScale(col.type)) return `CAST(${q} AS VARCHAR)`;
+  switch (col.type) {
+    case 'long': return `CAST(${q} AS VARCHAR)`;
+    case 'date': return `CAST(datediff('day', DATE '1970-01-01', ${q}) AS VARCHAR)`;
+    case 'time': return `CAST(datediff('microsecond', TIME '00:00:00', ${q}) AS VARCHAR)`;
+    case 'timestamp':
+    case 'timestamptz': return `CAST(epoch_us(${q}) AS VARCHAR)`;
+    case 'binary': return `lower(hex(${q}))`;
+    case 'uuid': return `replace(CAST(${q} AS VARCHAR), '-', '')`;
+    default: return q;
+  }
+}
+function duckCanon(col, v) {
+  if (v === null || v === undefined) return null;
+  const d = decimalScale(col.type);
+  if (d) return decimalTextToUnscaled(v, d.scale);
+  if (col.type === 'float') return floatCanon(v, true);
+  if (col.type === 'double') return floatCanon(v, false);
+  return String(v);
+}
+// DuckDB's stats text -> canonical, for the types whose stats we check there.
+function duckStatCanon(col, text) {
+  if (text === null || text === undefined) return null;
+  const d = decimalScale(col.type);
+  if (d) return decimalTextToUnscaled(text, d.scale);
+  return String(text);
+}
+
+async function checkDuckDB() {
+  const instance = await DuckDBInstance.create(':memory:');
+  const conn = await instance.connect();
+  await conn.run('SET autoinstall_known_extensions=false; SET autoload_known_extensions=false;');
+  const path = file.replaceAll("'", "''");
+  const before = problems.length;
+
+  // Column types.
+  const described = (await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet('${path}')`)).getRowObjectsJS();
+  if (described.length !== columns.length) problem(`duckdb: ${described.length} columns, expected ${columns.length}`);
+  columns.forEach((col, c) => {
+    const d = described[c];
+    if (!d) return;
+    if (d.column_name !== col.name) problem(`duckdb: column ${c} is named ${d.column_name}, expected ${col.name}`);
+    if (d.column_type !== duckType(col.type)) problem(`duckdb: column ${col.name} has type ${d.column_type}, expected ${duckType(col.type)}`);
+  });
+
+  // Values, converted to canonical text in SQL where JS numbers would lose precision.
+  const sql = `SELECT ${columns.map(duckProjection).join(', ')} FROM read_parquet('${path}')`;
+  const valueRows = (await conn.runAndReadAll(sql)).getRowsJS();
+  const got = columns.map((col, c) => valueRows.map((row) => duckCanon(col, row[c])));
+  compareValues('duckdb', got);
+
+  // Schema: field ids, repetition, logical types.
+  const schema = (await conn.runAndReadAll(
+    `SELECT name, type, type_length, repetition_type, converted_type, field_id, logical_type FROM parquet_schema('${path}')`)).getRowObjectsJS();
+  const leaves = schema.slice(1);
+  columns.forEach((col, c) => {
+    const s = leaves[c];
+    if (!s) return problem(`duckdb: parquet_schema has no element for ${col.name}`);
+    if (s.name !== col.name) problem(`duckdb: schema element ${c} is ${s.name}, expected ${col.name}`);
+    if (Number(s.field_id) !== col.field_id) problem(`duckdb: ${col.name} field_id ${s.field_id}, expected ${col.field_id}`);
+    const rep = col.required ? 'REQUIRED' : 'OPTIONAL';
+    if (s.repetition_type !== rep) problem(`duckdb: ${col.name} repetition ${s.repetition_type}, expected ${rep}`);
+    const lt = String(s.logical_type ?? '');
+    const needs = {
+      string: 'StringType', date: 'DateType', uuid: 'UUIDType', time: 'TimeType(isAdjustedToUTC=0',
+      timestamp: 'TimestampType(isAdjustedToUTC=0', timestamptz: 'TimestampType(isAdjustedToUTC=1',
+    }[col.type];
+    if (needs && !lt.includes(needs)) problem(`duckdb: ${col.name} logical type '${lt}', expected ${needs}`);
+    if ((col.type === 'time' || col.type.startsWith('timestamp')) && !lt.includes('MICROS=MicroSeconds()')) {
+      problem(`duckdb: ${col.name} logical type '${lt}' is not MICROS`);
+    }
+    const d = decimalScale(col.type);
+    if (d && !lt.includes(`DecimalType(scale=${d.scale}, precision=${d.precision})`)) {
+      problem(`duckdb: ${col.name} logical type '${lt}', expected decimal(${d.precision},${d.scale})`);
+    }
+  });
+
+  // Row groups: codec, counts, statistics.
+  const meta = (await conn.runAndReadAll(
+    `SELECT row_group_id, row_group_num_rows, column_id, path_in_schema, num_values, compression,
+            stats_null_count, stats_min_value, stats_max_value
+       FROM parquet_metadata('${path}') ORDER BY row_group_id, column_id`)).getRowObjectsJS();
+  const groups = new Set(meta.map((m) => Number(m.row_group_id)));
+  if (expected.row_groups !== undefined && groups.size !== expected.row_groups) {
+    problem(`duckdb: ${groups.size} row groups, expected ${expected.row_groups}`);
+  }
+  // Row ranges of the row groups, in order.
+  const groupRows = [];
+  for (const m of meta) if (Number(m.column_id) === 0) groupRows.push(Number(m.row_group_num_rows));
+  const totalRows = groupRows.reduce((a, b) => a + b, 0);
+  if (totalRows !== rows.length) problem(`duckdb: row groups hold ${totalRows} rows, expected ${rows.length}`);
+  const statTypes = new Set(['boolean', 'int', 'long', 'date', 'time', 'timestamp', 'timestamptz', 'string']);
+  for (const m of meta) {
+    const c = Number(m.column_id);
+    const col = columns[c];
+    if (!col) continue;
+    const g = Number(m.row_group_id);
+    if (expected.codec && m.compression !== expected.codec) {
+      problem(`duckdb: row group ${g} column ${col.name} codec ${m.compression}, expected ${expected.codec}`);
+    }
+    const first = groupRows.slice(0, g).reduce((a, b) => a + b, 0);
+    const slice = rows.slice(first, first + groupRows[g]).map((r) => r[c]);
+    if (Number(m.num_values) !== slice.length) problem(`duckdb: rg ${g} ${col.name} num_values ${m.num_values}, expected ${slice.length}`);
+    const nulls = slice.filter((v) => v === null).length;
+    if (Number(m.stats_null_count) !== nulls) problem(`duckdb: rg ${g} ${col.name} null_count ${m.stats_null_count}, expected ${nulls}`);
+    if (!statTypes.has(col.type) && !decimalScale(col.type)) continue;
+    const present = slice.filter((v) => v !== null);
+    let want = [null, null];
+    if (present.length > 0) {
+      if (col.type === 'string') {
+        const sorted = present.map((s) => Buffer.from(s, 'utf8')).sort(Buffer.compare);
+        want = [sorted[0].toString('utf8'), sorted[sorted.length - 1].toString('utf8')];
+      } else if (col.type === 'boolean') {
+        want = [String(!present.includes(false)), String(present.includes(true))];
+      } else {
+        const big = present.map((v) => BigInt(v));
+        const mn = big.reduce((a, b) => (b < a ? b : a));
+        const mx = big.reduce((a, b) => (b > a ? b : a));
+        want = [String(mn), String(mx)];
+      }
+    }
+    let have = [duckStatCanon(col, m.stats_min_value), duckStatCanon(col, m.stats_max_value)];
+    if (want[0] !== null && have[0] !== null && ['date', 'time', 'timestamp', 'timestamptz'].includes(col.type)) {
+      // DuckDB renders these as text: compare through DuckDB itself.
+      const fmt = (x) => ({
+        date: `CAST(DATE '1970-01-01' + INTERVAL (${x}) DAY AS DATE)`,
+        time: `CAST(make_time(0,0,0) + INTERVAL (${x}) MICROSECOND AS TIME)`,
+        timestamp: `make_timestamp(${x}::BIGINT)`,
+        timestamptz: `make_timestamp(${x}::BIGINT)`,
+      })[col.type];
+      const r = (await conn.runAndReadAll(`SELECT CAST(${fmt(want[0])} AS VARCHAR), CAST(${fmt(want[1])} AS VARCHAR)`)).getRowsJS()[0];
+      want = col.type === 'timestamptz' ? [`${r[0]}+00`, `${r[1]}+00`] : [r[0], r[1]];
+    }
+    if (col.type === 'string' && present.some((s) => Buffer.byteLength(s) > 4096)) {
+      // Large values may be left out of the statistics; if present they must be exact.
+      if (have[0] === null && have[1] === null) continue;
+    }
+    if (have[0] !== want[0] || have[1] !== want[1]) {
+      problem(`duckdb: rg ${g} ${col.name} stats [${shorten(have[0])}, ${shorten(have[1])}], expected [${shorten(want[0])}, ${shorten(want[1])}]`);
+    }
+  }
+
+  const fm = (await conn.runAndReadAll(`SELECT num_rows, created_by FROM parquet_file_metadata('${path}')`)).getRowObjectsJS()[0];
+  if (Number(fm.num_rows) !== rows.length) problem(`duckdb: num_rows ${fm.num_rows}, expected ${rows.length}`);
+  if (!String(fm.created_by).startsWith('ferry version')) problem(`duckdb: created_by '${fm.created_by}'`);
+  return problems.length === before;
+}
+
+// ---- hyparquet ----
+async function checkHyparquet() {
+  const before = problems.length;
+  const ab = fileBytes.buffer.slice(fileBytes.byteOffset, fileBytes.byteOffset + fileBytes.byteLength);
+  const metadata = parquetMetadata(ab);
+  if (Number(metadata.num_rows) !== rows.length) problem(`hyparquet: num_rows ${metadata.num_rows}, expected ${rows.length}`);
+  const leaves = metadata.schema.slice(1);
+  columns.forEach((col, c) => {
+    const s = leaves[c];
+    if (!s) return problem(`hyparquet: no schema element for ${col.name}`);
+    if (s.field_id !== col.field_id) problem(`hyparquet: ${col.name} field_id ${s.field_id}, expected ${col.field_id}`);
+    const rep = col.required ? 'REQUIRED' : 'OPTIONAL';
+    if (s.repetition_type !== rep) problem(`hyparquet: ${col.name} repetition ${s.repetition_type}, expected ${rep}`);
+  });
+  // Float statistics (DuckDB hides infinite ones): NaN excluded, -0.0 as min zero, +0.0 as max zero.
+  let first = 0;
+  metadata.row_groups.forEach((rg, g) => {
+    const n = Number(rg.num_rows);
+    columns.forEach((col, c) => {
+      if (col.type !== 'float' && col.type !== 'double') return;
+      const single = col.type === 'float';
+      const vals = rows.slice(first, first + n).map((r) => r[c]).filter((v) => v !== null)
+        .map((v) => Number(floatCanon(v, single) === '-0' ? -0 : floatCanon(v, single)))
+        .filter((v) => !Number.isNaN(v));
+      const st = rg.columns[c].meta_data.statistics ?? {};
+      let want = [undefined, undefined];
+      if (vals.length > 0) {
+        let mn = Math.min(...vals);
+        let mx = Math.max(...vals);
+        if (mn === 0) mn = -0;
+        if (mx === 0) mx = 0;
+        want = [floatCanon(mn, single), floatCanon(mx, single)];
+      }
+      const have = [st.min_value === undefined ? undefined : floatCanon(st.min_value, single),
+        st.max_value === undefined ? undefined : floatCanon(st.max_value, single)];
+      if (have[0] !== want[0] || have[1] !== want[1]) {
+        problem(`hyparquet: rg ${g} ${col.name} stats [${have}], expected [${want}]`);
+      }
+    });
+    first += n;
+  });
+
+  const data = await parquetReadObjects({
+    file: ab,
+    compressors,
+    utf8: false,
+    parsers: {
+      timestampFromMilliseconds: (v) => v,
+      timestampFromMicroseconds: (v) => v,
+      timestampFromNanoseconds: (v) => v,
+      dateFromDays: (v) => v,
+      uuidFromBytes: (b) => b && hex(b),
+    },
+  });
+  const got = columns.map((col) => data.map((row) => {
+    const v = row[col.name];
+    if (v === null || v === undefined) return null;
+    const d = decimalScale(col.type);
+    if (col.type === 'float') return floatCanon(v, true);
+    if (col.type === 'double') return floatCanon(v, false);
+    if (col.type === 'binary') return hex(v);
+    if (d) return `~${v}`;  // hyparquet yields decimals as JS numbers: compared approximately
+    return String(v);
+  }));
+  // Decimals: hyparquet computes Number(unscaled) / 10^scale; do the same with the expectation.
+  const rowsForHy = rows.map((r) => r.map((v, c) => {
+    const d = decimalScale(columns[c].type);
+    return d && v !== null ? `~${Number(BigInt(v)) / 10 ** d.scale}` : v;
+  }));
+  const saved = rows.slice();
+  rows.splice(0, rows.length, ...rowsForHy);
+  compareValues('hyparquet', got);
+  rows.splice(0, rows.length, ...saved);
+  return problems.length === before;
+}
+
+// ---- parquet-wasm (arrow-rs) ----
+const arrowTypes = {
+  boolean: 'Bool', int: 'Int32', long: 'Int64', float: 'Float32', double: 'Float64', date: 'Date32<DAY>',
+  time: 'Time64<MICROSECOND>', timestamp: 'Timestamp<MICROSECOND>', timestamptz: 'Timestamp<MICROSECOND, UTC>',
+  string: 'Utf8', binary: 'Binary', uuid: 'FixedSizeBinary[16]',
+};
+function checkParquetWasm() {
+  const before = problems.length;
+  const table = tableFromIPC(readParquet(new Uint8Array(fileBytes)).intoIPCStream());
+  if (table.numRows !== rows.length) problem(`parquet-wasm: ${table.numRows} rows, expected ${rows.length}`);
+  const got = columns.map((col) => {
+    const field = table.schema.fields.find((f) => f.name === col.name);
+    if (!field) return null;
+    const id = field.metadata.get('PARQUET:field_id');
+    if (Number(id) !== col.field_id) problem(`parquet-wasm: ${col.name} field_id ${id}, expected ${col.field_id}`);
+    const d = decimalScale(col.type);
+    const wantType = d ? `Decimal[${d.precision}e${d.scale > 0 ? '+' : ''}${d.scale}]` : arrowTypes[col.type];
+    if (String(field.type) !== wantType) problem(`parquet-wasm: ${col.name} Arrow type ${field.type}, expected ${wantType}`);
+    if (field.nullable === col.required && col.required) problem(`parquet-wasm: ${col.name} nullable for a required column`);
+    const vector = table.getChild(col.name);
+    const out = [];
+    for (const chunk of vector.data) {
+      for (let j = 0; j < chunk.length; j++) {
+        if (!chunk.getValid(j)) { out.push(null); continue; }
+        const at = chunk.offset + j;
+        switch (col.type) {
+          case 'float': out.push(floatCanon(chunk.values[at], true)); break;
+          case 'double': out.push(floatCanon(chunk.values[at], false)); break;
+          case 'boolean': out.push(String(((chunk.values[at >> 3] >> (at & 7)) & 1) === 1)); break;
+          case 'string': out.push(new TextDecoder().decode(chunk.values.subarray(chunk.valueOffsets[at], chunk.valueOffsets[at + 1]))); break;
+          case 'binary': out.push(hex(chunk.values.subarray(chunk.valueOffsets[at], chunk.valueOffsets[at + 1]))); break;
+          case 'uuid': out.push(hex(chunk.values.subarray(at * 16, at * 16 + 16))); break;
+          default:
+            if (d) out.push(String(int128FromWords(chunk.values.subarray(at * 4, at * 4 + 4))));
+            else out.push(String(chunk.values[at]));
+        }
+      }
+    }
+    return out;
+  });
+  compareValues('parquet-wasm', got);
+  return problems.length === before;
+}
+
+const results = {};
+for (const [name, fn] of [['duckdb', checkDuckDB], ['hyparquet', checkHyparquet], ['parquet-wasm', checkParquetWasm]]) {
+  try {
+    results[name] = await fn();
+  } catch (e) {
+    problem(`${name}: failed to read ${file}: ${e && e.stack ? e.stack : e}`);
+    results[name] = false;
+  }
+}
+if (problems.length > 0) {
+  for (const p of problems) console.log(p);
+  console.log(`FAIL ${file}: ${Object.entries(results).map(([k, v]) => `${k} ${v ? 'ok' : 'differs'}`).join(', ')}`);
+  process.exit(1);
+}
+console.log(`OK ${file}: ${rows.length} rows x ${columns.length} columns agree in duckdb, hyparquet, parquet-wasm`);
+process.exit(0);
