@@ -33,7 +33,7 @@ class Encoder {
   void WriteLong(int64_t v);  // zig-zag varint
   void WriteFloat(float v);
   void WriteDouble(double v);
-  void WriteBytes(std::string_view v);   // long length + bytes
+  void WriteBytes(std::string_view v);  // long length + bytes
   void WriteString(std::string_view v) { WriteBytes(v); }
   void WriteFixed(std::string_view v) { buf_.append(v); }
   void WriteUnionIndex(int64_t branch) { WriteLong(branch); }
@@ -51,7 +51,10 @@ enum class Codec { kNull, kDeflate };
 
 class ContainerWriter {
  public:
-  // `schema_json` is the writer schema; `metadata` adds user keys (avro.schema/avro.codec are set here).
+  // `schema_json` is the writer schema; `metadata` adds user keys (avro.schema/avro.codec are set
+  // here). Writes the header at once. kInvalidArgument: the schema is not JSON or not a schema
+  // ReadContainer could decode, or a user key starts with "avro." (reserved); errors of `out`
+  // (kIOError) pass through.
   static Result<std::unique_ptr<ContainerWriter>> Open(
       std::unique_ptr<OutputStream> out, const std::string& schema_json,
       const std::map<std::string, std::string>& metadata, Codec codec = Codec::kDeflate);
@@ -59,7 +62,9 @@ class ContainerWriter {
   // Encode one datum into datum(), then call EndDatum().
   Encoder& datum() { return datum_; }
   Status EndDatum();
-  // Flushes the last block and closes the stream; returns the file's length in bytes.
+  // Flushes the last block and closes the stream; returns the file's length in bytes. The stream
+  // stays alive until the writer is destroyed, so a caller holding a raw pointer to a
+  // StringOutputStream can take the bytes after Close().
   Result<uint64_t> Close();
 
  private:
@@ -72,6 +77,7 @@ class ContainerWriter {
   Encoder datum_;
   std::string block_;
   int64_t block_count_ = 0;
+  bool closed_ = false;
 };
 
 struct ContainerFile {
@@ -81,7 +87,11 @@ struct ContainerFile {
 };
 
 // Parses a whole container file. kCorruption names what is wrong (bad magic, truncated block,
-// sync marker mismatch, unknown codec, datum that does not match the schema).
+// sync marker mismatch, unknown codec, datum that does not match the schema); kNotSupported means
+// a valid file whose codec ferry does not read (snappy, zstandard, bzip2, xz). Bytes and fixed
+// values are JSON strings holding the raw bytes (not necessarily UTF-8: dump such a json with
+// error_handler_t::replace or read the std::string back). Field order within a record object is
+// not kept (nlohmann::json sorts keys); the schema says the order.
 Result<ContainerFile> ReadContainer(std::string_view bytes);
 
 }  // namespace ferry::avro

@@ -1,0 +1,257 @@
+// The ferry command line.
+//
+//   ferry check    -c pipeline.yaml          validate, open source and destination, show the plan
+//   ferry discover -c pipeline.yaml [--json] list tables, columns, types, keys
+//   ferry sync     -c pipeline.yaml          run the sync
+//   ferry faults                             list the fault points (for crash testing)
+//   ferry version
+//
+// Exit codes: 0 success (also after a requested stop), 1 the work failed, 2 bad usage or config.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ferry/base/fault.h"
+#include "ferry/base/log.h"
+#include "ferry/config/config.h"
+#include "ferry/engine/sync.h"
+#include "ferry/state/state.h"
+
+namespace ferry::cli {
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+graph::StopFlag g_stop;
+
+void OnSignal(int) { g_stop.Request(); }
+
+const char* kUsage = R"(ferry — replicate databases into Apache Iceberg, exactly once
+
+usage: ferry <command> [options]
+
+commands:
+  check     -c FILE          validate the pipeline file, open the source and the destination,
+                             print the streams that will sync and the delivery guarantee
+  discover  -c FILE [--json] list the source's tables, columns, types, keys and cursor candidates
+  sync      -c FILE          run the sync; a stopped or crashed sync resumes where it left off
+  faults                     list the named fault points (FERRY_FAULT=<point>[:<n>])
+  version                    print the version
+
+options:
+  -c, --config FILE   the pipeline file (YAML)
+  -v, --verbose       debug logging
+  -q, --quiet         warnings and errors only
+)";
+
+struct Args {
+  std::string command;
+  std::string config;
+  bool json = false;
+};
+
+int Usage(const std::string& error) {
+  if (!error.empty()) std::fprintf(stderr, "ferry: %s\n\n", error.c_str());
+  std::fputs(kUsage, error.empty() ? stdout : stderr);
+  return error.empty() ? 0 : 2;
+}
+
+int Fail(const Status& s, int code = 1) {
+  std::fprintf(stderr, "ferry: error: %s\n", s.message().c_str());
+  return code;
+}
+
+// Configuration mistakes exit 2, failures of the work exit 1.
+int ExitCodeFor(const Status& s) {
+  return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound ? 2 : 1;
+}
+
+std::string HumanBytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+Result<config::PipelineConfig> LoadConfig(const Args& a) {
+  if (a.config.empty()) {
+    return Status::InvalidArgument("'" + a.command + "' needs the pipeline file: -c FILE");
+  }
+  return config::LoadPipelineFile(a.config);
+}
+
+int CmdCheck(const Args& a) {
+  auto cfg = LoadConfig(a);
+  if (!cfg.ok()) return Fail(cfg.status(), 2);
+  engine::CheckReport r;
+  Status s = engine::RunCheck(*cfg, &r);
+  if (!s.ok()) return Fail(s, ExitCodeFor(s));
+  std::printf("pipeline:     %s (%s)\n", cfg->name.c_str(), cfg->file.c_str());
+  std::printf("source:       %s\n", r.source.c_str());
+  std::printf("destination:  %s\n", r.destination.c_str());
+  std::printf("guarantee:    %s\n", r.guarantee.c_str());
+  std::printf("state:        %s\n", cfg->state_path.c_str());
+  std::printf("streams:      %zu\n", r.streams.size());
+  for (size_t i = 0; i < r.streams.size(); ++i) {
+    const auto& s2 = r.streams[i];
+    std::printf("  %-28s -> %-32s full_refresh, %zu columns, key %s, split by %s\n",
+                s2.name.c_str(), r.tables[i].c_str(), s2.columns.size(),
+                s2.primary_key.empty() ? "(none)" : [&] {
+                  std::string k;
+                  for (const auto& c : s2.primary_key) k += (k.empty() ? "" : ",") + c;
+                  return k;
+                }().c_str(),
+                s2.chunking.c_str());
+  }
+  std::printf("OK\n");
+  return 0;
+}
+
+int CmdDiscover(const Args& a) {
+  auto cfg = LoadConfig(a);
+  if (!cfg.ok()) return Fail(cfg.status(), 2);
+  auto streams = engine::RunDiscover(*cfg);
+  if (!streams.ok()) return Fail(streams.status(), ExitCodeFor(streams.status()));
+  if (a.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& s : *streams) {
+      nlohmann::json cols = nlohmann::json::array();
+      for (const auto& c : s.columns) {
+        cols.push_back({{"name", c.name},
+                        {"source_type", c.source_type},
+                        {"iceberg_type", c.type.ToIceberg()},
+                        {"nullable", c.nullable},
+                        {"primary_key_position", c.pk_position}});
+      }
+      out.push_back({{"namespace", s.ns},
+                     {"name", s.name},
+                     {"columns", cols},
+                     {"primary_key", s.primary_key},
+                     {"cursor_candidates", s.cursor_candidates},
+                     {"estimated_rows", s.estimated_rows},
+                     {"chunking", s.chunking}});
+    }
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  for (const auto& s : *streams) {
+    std::printf("%s.%s  (about %lld rows; full refresh split by %s)\n", s.ns.c_str(), s.name.c_str(),
+                static_cast<long long>(s.estimated_rows), s.chunking.c_str());
+    std::printf("  %-24s %-20s %-16s %-9s %s\n", "column", "source type", "iceberg type",
+                "nullable", "key");
+    for (const auto& c : s.columns) {
+      std::printf("  %-24s %-20s %-16s %-9s %s\n", c.name.c_str(),
+                  c.source_type.empty() ? "(none)" : c.source_type.c_str(),
+                  c.type.ToIceberg().c_str(), c.nullable ? "yes" : "no",
+                  c.pk_position ? std::to_string(c.pk_position).c_str() : "");
+    }
+    std::string cands;
+    for (const auto& c : s.cursor_candidates) cands += (cands.empty() ? "" : ", ") + c;
+    std::printf("  cursor candidates: %s\n\n", cands.empty() ? "(none)" : cands.c_str());
+  }
+  return 0;
+}
+
+int CmdSync(const Args& a) {
+  auto cfg = LoadConfig(a);
+  if (!cfg.ok()) return Fail(cfg.status(), 2);
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  engine::SyncOptions opts;
+  opts.stop = &g_stop;
+  opts.print_progress = GetLogLevel() <= LogLevel::kInfo;
+  engine::SyncReport report;
+  Status s = engine::RunSync(*cfg, opts, &report);
+  if (!s.ok()) {
+    if (g_stop.requested() && s.code() == StatusCode::kCancelled) {
+      std::fprintf(stderr,
+                   "ferry: stopped on request; what was committed stays, and the next sync "
+                   "resumes from there\n");
+      return 0;
+    }
+    return Fail(s, ExitCodeFor(s));
+  }
+  std::printf("%-24s %-32s %-36s %12s %6s %11s %8s\n", "stream", "table", "action", "rows",
+              "files", "bytes", "seconds");
+  uint64_t rows = 0, files = 0, bytes = 0;
+  for (const auto& r : report.streams) {
+    std::printf("%-24s %-32s %-36s %12llu %6llu %11s %8.2f\n", r.stream.c_str(), r.table.c_str(),
+                r.action.c_str(), static_cast<unsigned long long>(r.rows),
+                static_cast<unsigned long long>(r.files), HumanBytes(r.bytes).c_str(), r.seconds);
+    rows += r.rows;
+    files += r.files;
+    bytes += r.bytes;
+  }
+  std::printf("%-24s %-32s %-36s %12llu %6llu %11s %8.2f\n", "total", "", "",
+              static_cast<unsigned long long>(rows), static_cast<unsigned long long>(files),
+              HumanBytes(bytes).c_str(), report.seconds);
+  return 0;
+}
+
+int CmdFaults() {
+  for (const auto& p : AllFaultPoints()) {
+    std::printf("%-32s %s\n", std::string(p.name).c_str(), std::string(p.description).c_str());
+  }
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  Args a;
+  std::vector<std::string> rest(argv + 1, argv + argc);
+  for (size_t i = 0; i < rest.size(); ++i) {
+    const std::string& w = rest[i];
+    if (w == "-c" || w == "--config") {
+      if (i + 1 >= rest.size()) return Usage(w + " needs a file");
+      a.config = rest[++i];
+    } else if (w.rfind("--config=", 0) == 0) {
+      a.config = w.substr(9);
+    } else if (w == "--json") {
+      a.json = true;
+    } else if (w == "-v" || w == "--verbose") {
+      SetLogLevel(LogLevel::kDebug);
+    } else if (w == "-q" || w == "--quiet") {
+      SetLogLevel(LogLevel::kWarn);
+    } else if (w == "-h" || w == "--help" || w == "help") {
+      return Usage("");
+    } else if (!w.empty() && w[0] == '-') {
+      return Usage("unknown option '" + w + "'");
+    } else if (a.command.empty()) {
+      a.command = w;
+    } else {
+      return Usage("unexpected argument '" + w + "'");
+    }
+  }
+  std::string_view fault_error = ArmFaultsFromEnvironment();
+  if (!fault_error.empty()) return Fail(Status::InvalidArgument(std::string(fault_error)), 2);
+  if (a.command.empty()) return Usage("no command given");
+  if (a.json && a.command != "discover") return Usage("--json goes with discover");
+  if (a.command == "check") return CmdCheck(a);
+  if (a.command == "discover") return CmdDiscover(a);
+  if (a.command == "sync") return CmdSync(a);
+  if (a.command == "faults") return CmdFaults();
+  if (a.command == "version") {
+    std::printf("ferry %s\n", kVersion);
+    return 0;
+  }
+  return Usage("unknown command '" + a.command + "'");
+}
+
+}  // namespace
+}  // namespace ferry::cli
+
+int main(int argc, char** argv) { return ferry::cli::Main(argc, argv); }
