@@ -1,3 +1,5 @@
+#include <cstdio>
+#include <vector>
 #include "ferry/format/parquet/encoding.h"
 
 namespace ferry::parquet::internal {
@@ -171,6 +173,63 @@ std::optional<std::string> TruncateBinaryUpper(std::string_view v, size_t n) {
     out.pop_back();
   }
   return std::nullopt;
+}
+
+std::string ParquetColumnName(std::string_view name) {
+  // Decode UTF-8 into UTF-16 code units (invalid bytes are taken as Latin-1, one unit each).
+  std::vector<uint16_t> units;
+  for (size_t i = 0; i < name.size();) {
+    unsigned char c = static_cast<unsigned char>(name[i]);
+    uint32_t cp = c;
+    size_t len = 1;
+    if (c >= 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else if (c >= 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if (c >= 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    }
+    if (len > 1) {
+      bool ok = i + len <= name.size();
+      for (size_t k = 1; ok && k < len; ++k) {
+        unsigned char cc = static_cast<unsigned char>(name[i + k]);
+        if ((cc & 0xC0) != 0x80) ok = false;
+        cp = (cp << 6) | (cc & 0x3F);
+      }
+      if (!ok) {
+        len = 1;
+        cp = c;
+      }
+    }
+    if (cp >= 0x10000) {
+      cp -= 0x10000;
+      units.push_back(static_cast<uint16_t>(0xD800 + (cp >> 10)));
+      units.push_back(static_cast<uint16_t>(0xDC00 + (cp & 0x3FF)));
+    } else {
+      units.push_back(static_cast<uint16_t>(cp));
+    }
+    i += len;
+  }
+  std::string out;
+  for (size_t i = 0; i < units.size(); ++i) {
+    uint16_t u = units[i];
+    bool letter = (u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z');
+    bool digit = u >= '0' && u <= '9';
+    if (letter || u == '_' || (digit && i > 0)) {
+      out += static_cast<char>(u);
+    } else if (digit) {
+      out += '_';
+      out += static_cast<char>(u);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "_x%X", static_cast<unsigned>(u));
+      out += buf;
+    }
+  }
+  return out;
 }
 
 }  // namespace ferry::parquet::internal

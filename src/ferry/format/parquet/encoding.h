@@ -85,6 +85,12 @@ void EncodeLevelsBitWidth1(const uint8_t* levels, size_t n, size_t zeros, ByteBu
 // Two's-complement big-endian bytes of v using the fewest bytes (at least one), as Java's
 // BigInteger.toByteArray: Iceberg's decimal single-value serialization.
 std::string MinimalBigEndian(__int128 v);
+
+// The Parquet column name for an Iceberg field name, made the way Java Iceberg makes it (Avro's
+// compatible-name rule): letters, digits and '_' stay; a leading digit gets a '_' before it; any
+// other UTF-16 code unit becomes "_x" + its upper-case hex. Readers resolve columns by field id,
+// but some (icebird) look columns up by this name.
+std::string ParquetColumnName(std::string_view iceberg_name);
 // Two's-complement big-endian bytes of v in exactly `width` bytes (1..16): Parquet FLBA decimals.
 void BigEndianBytes(__int128 v, int width, uint8_t* out);
 // Bytes needed to hold any unscaled value of a decimal with `precision` digits (1..38).

@@ -169,3 +169,19 @@ TEST(ByteBufferTest, GrowsAndKeepsContents) {
 
 }  // namespace
 }  // namespace ferry::parquet::internal
+
+namespace ferry::parquet::internal {
+namespace {
+
+TEST(ParquetColumnNameTest, MatchesJavaIcebergSanitizing) {
+  EXPECT_EQ(ParquetColumnName("order_id"), "order_id");
+  EXPECT_EQ(ParquetColumnName("Qty x"), "Qty_x20x");
+  EXPECT_EQ(ParquetColumnName("1st"), "_1st");
+  EXPECT_EQ(ParquetColumnName("a\"b"), "a_x22b");
+  EXPECT_EQ(ParquetColumnName("名"), "_x540D");
+  EXPECT_EQ(ParquetColumnName("é"), "_xE9");
+  EXPECT_EQ(ParquetColumnName("x😀"), "x_xD83D_xDE00");  // UTF-16 surrogates, as Java sees them
+}
+
+}  // namespace
+}  // namespace ferry::parquet::internal

@@ -783,7 +783,7 @@ void WriteSchemaElement(CompactWriter& w, const Field& f) {
     w.I32Field(2, t.kind() == TypeKind::kUuid ? 16 : internal::DecimalBytesForPrecision(t.precision()));
   }
   w.I32Field(3, f.required ? pq::kRequired : pq::kOptional);
-  w.BinaryField(4, f.name);
+  w.BinaryField(4, internal::ParquetColumnName(f.name));
   // Legacy converted types only where their meaning matches: TIME_MICROS and TIMESTAMP_MICROS
   // imply isAdjustedToUTC=true, so only timestamptz gets one.
   switch (t.kind()) {
@@ -1037,7 +1037,7 @@ class WriterImpl final : public Writer {
         w.I32(pq::kPlain);
       }
       w.ListField(3, thrift::kBinary, 1);
-      w.Binary(cw.field().name);
+      w.Binary(internal::ParquetColumnName(cw.field().name));
       w.I32Field(4, codec);
       w.I64Field(5, m.num_values);
       w.I64Field(6, m.uncompressed_bytes);

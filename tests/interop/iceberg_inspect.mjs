@@ -1,0 +1,258 @@
+// Reads an Iceberg table written by ferry with readers nobody here wrote, and prints what they
+// see as one JSON document on stdout:
+//   icebird  the table's current rows (metadata -> manifest list -> manifests -> Parquet, with
+//            delete files applied), and its view of the manifests;
+//   DuckDB   every data file of the current snapshot: rows, Parquet field ids, row counts and
+//            null-count statistics;
+//   avsc     the manifest list and every manifest: decodes them and checks that every field of
+//            their embedded schemas carries "field-id".
+// Problems found on the way (a missing field id, a row count that disagrees with the manifest,
+// ...) are listed in "problems"; the caller compares the rows with its source.
+//
+// Usage: node iceberg_inspect.mjs <path of the table's current metadata.json>
+//
+// Canonical values (so that callers compare exactly, whatever each reader returns):
+//   null -> null; boolean -> "true"/"false"; int, long -> decimal string;
+//   float, double -> "f:" + the 16 hex digits of the IEEE 754 double;
+//   decimal -> DuckDB: its text ("12.34"); icebird: "~" + the number with the scale's digits
+//             (icebird returns decimals as JS numbers);
+//   date -> days since 1970-01-01 as a decimal string;
+//   timestamp, timestamptz -> DuckDB: microseconds since the epoch; icebird: "ms:" + milliseconds
+//   string -> itself; binary, uuid -> "hex:" + lowercase hex.
+import fs from 'node:fs';
+import path from 'node:path';
+import avro from 'avsc';
+import { icebergRead } from 'icebird';
+import { DuckDBInstance } from '@duckdb/node-api';
+
+// ---- file:// only: icebird fetches everything; nothing may leave this machine ----
+globalThis.fetch = async (input, init = {}) => {
+  const url = typeof input === 'string' ? input : input.url;
+  if (!url.startsWith('file://')) throw new Error(`blocked a non-local URL: ${url}`);
+  const file = url.slice('file://'.length);
+  const size = fs.statSync(file).size;
+  const method = (init.method || 'GET').toUpperCase();
+  if (method === 'HEAD') return new Response(null, { status: 200, headers: { 'Content-Length': String(size) } });
+  let range = null;
+  const h = init.headers;
+  if (h) range = typeof h.get === 'function' ? h.get('Range') || h.get('range') : h.Range || h.range;
+  if (range) {
+    const m = /bytes=(\d+)-(\d*)/.exec(range);
+    const start = Number(m[1]);
+    const end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+    const fd = fs.openSync(file, 'r');
+    const buf = Buffer.alloc(end - start + 1);
+    fs.readSync(fd, buf, 0, buf.length, start);
+    fs.closeSync(fd);
+    return new Response(buf, {
+      status: 206,
+      headers: { 'Content-Length': String(buf.length), 'Content-Range': `bytes ${start}-${end}/${size}` },
+    });
+  }
+  return new Response(fs.readFileSync(file), { status: 200, headers: { 'Content-Length': String(size) } });
+};
+
+const metadataPath = process.argv[2];
+if (!metadataPath) {
+  console.error('usage: node iceberg_inspect.mjs <metadata.json>');
+  process.exit(2);
+}
+const problems = [];
+const metadata = JSON.parse(fs.readFileSync(metadataPath, 'utf8'));
+const schema = metadata.schemas.find((s) => s['schema-id'] === metadata['current-schema-id']);
+const localPath = (uri) => (uri.startsWith('file://') ? uri.slice(7) : uri);
+
+function hexBytes(u8) {
+  return 'hex:' + Buffer.from(u8.buffer ? new Uint8Array(u8.buffer, u8.byteOffset, u8.byteLength) : u8).toString('hex');
+}
+function doubleBits(x) {
+  const dv = new DataView(new ArrayBuffer(8));
+  dv.setFloat64(0, Number(x));
+  return 'f:' + dv.getBigUint64(0).toString(16).padStart(16, '0');
+}
+
+function canonIcebird(type, v) {
+  if (v === null || v === undefined) return null;
+  if (type === 'boolean') return v ? 'true' : 'false';
+  if (type === 'int' || type === 'long') return BigInt(v).toString();
+  if (type === 'float' || type === 'double') return doubleBits(v);
+  if (type.startsWith('decimal')) {
+    const scale = Number(/decimal\(\d+,\s*(\d+)\)/.exec(type)[1]);
+    return '~' + Number(v).toFixed(scale);
+  }
+  if (type === 'date') return v instanceof Date ? String(Math.round(v.getTime() / 86400000)) : String(v);
+  if (type === 'timestamp' || type === 'timestamptz') return v instanceof Date ? 'ms:' + v.getTime() : 'ms:' + String(v);
+  if (type === 'binary' || type === 'uuid' || type.startsWith('fixed')) return hexBytes(v);
+  return String(v);
+}
+
+function canonDuck(type, v) {
+  if (v === null || v === undefined) return null;
+  if (type === 'float' || type === 'double') return doubleBits(v);
+  return String(v);
+}
+
+// The DuckDB select expression giving a column's canonical text.
+function duckExpr(name, type) {
+  const c = '"' + name.replaceAll('"', '""') + '"';
+  if (type === 'boolean') return `CASE WHEN ${c} IS NULL THEN NULL WHEN ${c} THEN 'true' ELSE 'false' END`;
+  if (type === 'float' || type === 'double') return `CAST(${c} AS DOUBLE)`;
+  if (type === 'date') return `CAST(${c} - DATE '1970-01-01' AS VARCHAR)`;
+  if (type === 'timestamp') return `CAST(epoch_us(${c}) AS VARCHAR)`;
+  if (type === 'timestamptz') return `CAST(epoch_us(${c}) AS VARCHAR)`;
+  if (type === 'binary' || type === 'uuid') return `'hex:' || lower(hex(${c}))`;
+  return `CAST(${c} AS VARCHAR)`;
+}
+
+// Java-style Parquet column name (what ferry writes; readers match columns by field id).
+function parquetName(name) {
+  let out = '';
+  for (let i = 0; i < name.length; i++) {
+    const ch = name.charAt(i);
+    if (/[A-Za-z_]/.test(ch) || (i > 0 && /[0-9]/.test(ch))) out += ch;
+    else if (/[0-9]/.test(ch)) out += '_' + ch;
+    else out += '_x' + ch.charCodeAt(0).toString(16).toUpperCase();
+  }
+  return out;
+}
+
+// ---- avsc: manifest list and manifests ----
+function fieldsWithoutId(schemaJson) {
+  const missing = [];
+  const walk = (t, where) => {
+    if (Array.isArray(t)) return t.forEach((b) => walk(b, where));
+    if (!t || typeof t !== 'object') return;
+    if (t.type === 'record') {
+      for (const f of t.fields) {
+        if (f['field-id'] === undefined) missing.push(`${where}.${f.name}`);
+        walk(f.type, `${where}.${f.name}`);
+      }
+    } else if (t.type === 'array') walk(t.items, where);
+    else if (t.type === 'map') walk(t.values, where);
+  };
+  walk(schemaJson, schemaJson.name || 'record');
+  return missing;
+}
+
+// Longs as BigInt: snapshot ids use all 63 bits.
+const bigLong = avro.types.LongType.__with({
+  fromBuffer: (buf) => buf.readBigInt64LE(),
+  toBuffer: (n) => {
+    const buf = Buffer.alloc(8);
+    buf.writeBigInt64LE(BigInt(n));
+    return buf;
+  },
+  fromJSON: (v) => BigInt(v),
+  toJSON: (n) => Number(n),
+  isValid: (n) => typeof n === 'bigint',
+  compare: (a, b) => (a < b ? -1 : a > b ? 1 : 0),
+});
+
+function readAvro(file) {
+  return new Promise((resolve, reject) => {
+    const records = [];
+    let header = null;
+    avro.createFileDecoder(file, {
+      parseHook: (schema) => avro.Type.forSchema(schema, { registry: { long: bigLong }, wrapUnions: 'never' }),
+    })
+      .on('metadata', (type, codec, h) => { header = h; })
+      .on('data', (r) => records.push(r))
+      .on('error', reject)
+      .on('end', () => resolve({ header, records }));
+  });
+}
+
+async function inspectAvro(file, what) {
+  try {
+    const { header, records } = await readAvro(file);
+    const schemaJson = JSON.parse(header.meta['avro.schema'].toString('utf8'));
+    for (const m of fieldsWithoutId(schemaJson)) problems.push(`avsc: ${what} field ${m} has no field-id`);
+    return records;
+  } catch (e) {
+    problems.push(`avsc: cannot read ${what} ${file}: ${e.message}`);
+    return [];
+  }
+}
+
+const out = {
+  table_uuid: metadata['table-uuid'],
+  current_snapshot_id: String(metadata['current-snapshot-id']),
+  schema,
+  properties: metadata.properties || {},
+  refs: Object.keys(metadata.refs || {}),
+  snapshot_count: (metadata.snapshots || []).length,
+  summary: null,
+  data_files: [],
+  manifests: 0,
+  icebird_rows: [],
+  duckdb_rows: [],
+  problems,
+};
+
+const current = (metadata.snapshots || []).find((s) => String(s['snapshot-id']) === String(metadata['current-snapshot-id']));
+if (current) {
+  out.summary = current.summary;
+  const list = await inspectAvro(localPath(current['manifest-list']), 'manifest list');
+  out.manifests = list.length;
+  for (const m of list) {
+    const entries = await inspectAvro(localPath(m.manifest_path), 'manifest');
+    for (const e of entries) {
+      if (e.status === 2) continue;
+      out.data_files.push({
+        path: e.data_file.file_path,
+        content: e.data_file.content,
+        record_count: Number(e.data_file.record_count),
+        file_size_in_bytes: Number(e.data_file.file_size_in_bytes),
+      });
+    }
+  }
+}
+
+// ---- icebird: the table's rows ----
+const types = schema.fields.map((f) => (typeof f.type === 'string' ? f.type : JSON.stringify(f.type)));
+if (out.data_files.length > 0) {
+  try {
+    const rows = await icebergRead({
+      tableUrl: metadata.location,
+      metadataFileName: path.basename(metadataPath),
+    });
+    out.icebird_rows = rows.map((r) => schema.fields.map((f, i) => canonIcebird(types[i], r[f.name])));
+  } catch (e) {
+    problems.push(`icebird: ${e.message}`);
+  }
+}
+
+// ---- DuckDB: every data file ----
+const instance = await DuckDBInstance.create(':memory:');
+const conn = await instance.connect();
+await conn.run('SET autoinstall_known_extensions=false; SET autoload_known_extensions=false;');
+const q = async (sql) => (await conn.runAndReadAll(sql)).getRowObjects();
+const lit = (s) => "'" + s.replaceAll("'", "''") + "'";
+for (const f of out.data_files.filter((d) => d.content === 0)) {
+  const p = localPath(f.path);
+  try {
+    const actual = fs.statSync(p).size;
+    if (actual !== f.file_size_in_bytes) problems.push(`data file ${p}: manifest says ${f.file_size_in_bytes} bytes, file has ${actual}`);
+    const meta = await q(`SELECT num_rows FROM parquet_file_metadata(${lit(p)})`);
+    if (Number(meta[0].num_rows) !== f.record_count) problems.push(`data file ${p}: manifest says ${f.record_count} rows, Parquet footer ${meta[0].num_rows}`);
+    const sch = await q(`SELECT name, field_id FROM parquet_schema(${lit(p)})`);
+    for (const field of schema.fields) {
+      const el = sch.find((s) => s.name === parquetName(field.name));
+      if (!el) problems.push(`duckdb: ${p} has no column for field ${field.name}`);
+      else if (Number(el.field_id) !== field.id) problems.push(`duckdb: ${p} column ${field.name} has field_id ${el.field_id}, expected ${field.id}`);
+    }
+    const nulls = await q(`SELECT path_in_schema, sum(stats_null_count) AS n FROM parquet_metadata(${lit(p)}) GROUP BY path_in_schema`);
+    const exprs = schema.fields.map((field, i) => duckExpr(parquetName(field.name), types[i])).join(', ');
+    const rows = await q(`SELECT ${exprs} FROM read_parquet(${lit(p)})`);
+    for (const r of rows) out.duckdb_rows.push(Object.values(r).map((v, i) => canonDuck(types[i], v)));
+    schema.fields.forEach((field, i) => {
+      const counted = rows.filter((r) => Object.values(r)[i] === null).length;
+      const stat = nulls.find((n) => n.path_in_schema === parquetName(field.name));
+      if (stat && Number(stat.n) !== counted) problems.push(`duckdb: ${p} column ${field.name} null_count statistic ${stat.n}, rows have ${counted}`);
+    });
+  } catch (e) {
+    problems.push(`duckdb: ${p}: ${e.message}`);
+  }
+}
+
+process.stdout.write(JSON.stringify(out, (k, v) => (typeof v === 'bigint' ? v.toString() : v)) + '\n');
