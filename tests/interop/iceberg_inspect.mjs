@@ -18,7 +18,8 @@
 //             (icebird returns decimals as JS numbers);
 //   date -> days since 1970-01-01 as a decimal string;
 //   timestamp, timestamptz -> DuckDB: microseconds since the epoch; icebird: "ms:" + milliseconds
-//   string -> itself; binary, uuid -> "hex:" + lowercase hex.
+//   string -> itself; binary, uuid -> "hex:" + lowercase hex (icebird: "utf8:" + the hex of the
+//   UTF-8 string it decoded the bytes into, as it does not return raw bytes).
 import fs from 'node:fs';
 import path from 'node:path';
 import avro from 'avsc';
@@ -82,7 +83,11 @@ function canonIcebird(type, v) {
   }
   if (type === 'date') return v instanceof Date ? String(Math.round(v.getTime() / 86400000)) : String(v);
   if (type === 'timestamp' || type === 'timestamptz') return v instanceof Date ? 'ms:' + v.getTime() : 'ms:' + String(v);
-  if (type === 'binary' || type === 'uuid' || type.startsWith('fixed')) return hexBytes(v);
+  if (type === 'binary' || type === 'uuid' || type.startsWith('fixed')) {
+    // icebird (hyparquet) hands un-annotated byte arrays back as UTF-8-decoded strings, replacing
+    // invalid sequences: keep what it returned so callers can mirror that; DuckDB checks the bytes.
+    return typeof v === 'string' ? 'utf8:' + Buffer.from(v, 'utf8').toString('hex') : hexBytes(v);
+  }
   return String(v);
 }
 

@@ -29,7 +29,7 @@ std::string g_error;
 
 const std::vector<FaultPointInfo>& AllFaultPoints() {
   static const std::vector<FaultPointInfo> kPoints = {
-      {"source.mid_chunk", "the source has emitted part of a chunk's rows"},
+      {"source.mid_chunk", "the source has read part of a chunk (hit every 1024 rows)"},
       {"sink.data_written", "a chunk's data files are written, nothing committed"},
       {"sink.before_commit", "the catalog commit (data + marker) is about to be sent"},
       {"catalog.after_metadata_write", "the new metadata file is written, the catalog row not yet swapped"},

@@ -12,7 +12,7 @@ namespace ferry::lake {
 namespace {
 
 std::string NewMetadataUri(const std::string& table_location, int64_t version) {
-  char buf[16];
+  char buf[24];
   std::snprintf(buf, sizeof buf, "%05lld", static_cast<long long>(version));
   return table_location + "/metadata/" + buf + "-" + NewUuid() + ".metadata.json";
 }

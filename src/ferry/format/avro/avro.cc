@@ -368,13 +368,13 @@ class Decoder {
         return Status::OK();
       }
       case Kind::kFloat: {
-        uint32_t bits;
+        uint32_t bits = 0;
         FERRY_RETURN_IF_ERROR(c.ReadLittleEndian(&bits));
         *out = static_cast<double>(std::bit_cast<float>(bits));
         return Status::OK();
       }
       case Kind::kDouble: {
-        uint64_t bits;
+        uint64_t bits = 0;
         FERRY_RETURN_IF_ERROR(c.ReadLittleEndian(&bits));
         *out = std::bit_cast<double>(bits);
         return Status::OK();

@@ -118,8 +118,8 @@ class SqliteSource final : public Source {
                                          where + ": " + s.message());
         }
       }
+      if ((row_number & 1023) == 0) FaultPoint("source.mid_chunk");
       if (batch.num_rows() >= batch_rows) {
-        FaultPoint("source.mid_chunk");
         if (!emit(batch)) return Status::Cancelled("sync stopped");
         batch.Clear();
       }
