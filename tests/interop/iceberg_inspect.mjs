@@ -203,11 +203,18 @@ if (current) {
     const entries = await inspectAvro(localPath(m.manifest_path), 'manifest');
     for (const e of entries) {
       if (e.status === 2) continue;
+      const mapOf = (arr) => new Map((arr || []).map((kv) => [Number(kv.key), kv.value]));
       out.data_files.push({
         path: e.data_file.file_path,
         content: e.data_file.content,
         record_count: Number(e.data_file.record_count),
         file_size_in_bytes: Number(e.data_file.file_size_in_bytes),
+        bounds: {
+          lower: mapOf(e.data_file.lower_bounds),
+          upper: mapOf(e.data_file.upper_bounds),
+          nulls: mapOf(e.data_file.null_value_counts),
+          values: mapOf(e.data_file.value_counts),
+        },
       });
     }
   }
@@ -225,6 +232,63 @@ if (out.data_files.length > 0) {
   } catch (e) {
     problems.push(`icebird: ${e.message}`);
   }
+}
+
+// Decodes an Iceberg single-value bound (binary form) to the canonical text DuckDB rows use.
+function boundValue(type, buf) {
+  const b = Buffer.from(buf);
+  if (type === 'int' || type === 'date') return String(b.readInt32LE(0));
+  if (type === 'long' || type === 'timestamp' || type === 'timestamptz' || type === 'time') return b.readBigInt64LE(0).toString();
+  if (type === 'double') return doubleBits(b.readDoubleLE(0));
+  if (type === 'float') return doubleBits(b.readFloatLE(0));
+  if (type === 'boolean') return b[0] ? 'true' : 'false';
+  if (type === 'string') return b.toString('utf8');
+  return null;  // decimals, binary: checked by parquet_check.mjs on generated files
+}
+
+// Compares a data file's manifest metrics with what DuckDB reads from the file: null and value
+// counts, and bounds. Wrong bounds make engines skip files that hold matching rows.
+function checkMetrics(file, rows) {
+  const { lower, upper, nulls, values } = file.bounds;
+  schema.fields.forEach((field, i) => {
+    const type = types[i];
+    const vals = rows.map((r) => Object.values(r)[i]).filter((v) => v !== null && v !== undefined);
+    const nullCount = rows.length - vals.length;
+    if (nulls.has(field.id) && Number(nulls.get(field.id)) !== nullCount) problems.push(`metrics: ${file.path} ${field.name} null_value_count ${nulls.get(field.id)}, file has ${nullCount}`);
+    if (values.has(field.id) && Number(values.get(field.id)) !== rows.length) problems.push(`metrics: ${file.path} ${field.name} value_count ${values.get(field.id)}, file has ${rows.length}`);
+    if (vals.length === 0) return;
+    const lo = lower.has(field.id) ? boundValue(type, lower.get(field.id)) : undefined;
+    const hi = upper.has(field.id) ? boundValue(type, upper.get(field.id)) : undefined;
+    if (lo === null || hi === null) return;
+    if (type === 'string') {
+      const bytes = vals.map((v) => Buffer.from(String(v), 'utf8'));
+      const min = bytes.reduce((a, b) => (Buffer.compare(a, b) <= 0 ? a : b));
+      const max = bytes.reduce((a, b) => (Buffer.compare(a, b) >= 0 ? a : b));
+      if (lo === undefined) problems.push(`metrics: ${file.path} ${field.name} has no lower bound`);
+      else if (Buffer.compare(Buffer.from(lo, 'utf8'), min) > 0) problems.push(`metrics: ${file.path} ${field.name} lower bound ${JSON.stringify(lo)} is above the minimum`);
+      if (hi !== undefined && Buffer.compare(Buffer.from(hi, 'utf8'), max) < 0) problems.push(`metrics: ${file.path} ${field.name} upper bound ${JSON.stringify(hi)} is below the maximum`);
+      return;
+    }
+    const canon = vals.map((v) => canonDuck(type, v));
+    const num = (c) => (c.startsWith('f:') ? new DataView(new BigUint64Array([BigInt('0x' + c.slice(2))]).buffer).getFloat64(0, true) : Number(c));
+    let min, max;
+    if (type === 'double' || type === 'float') {
+      const finite = canon.map(num).filter((x) => !Number.isNaN(x));
+      if (finite.length === 0) return;
+      min = doubleBits(Math.min(...finite));
+      max = doubleBits(Math.max(...finite));
+      if (min === doubleBits(0) && finite.some((x) => Object.is(x, -0))) min = doubleBits(-0);
+    } else if (type === 'boolean') {
+      min = canon.includes('false') ? 'false' : 'true';
+      max = canon.includes('true') ? 'true' : 'false';
+    } else {
+      const big = canon.map((c) => BigInt(c));
+      min = big.reduce((a, b) => (a < b ? a : b)).toString();
+      max = big.reduce((a, b) => (a > b ? a : b)).toString();
+    }
+    if (lo !== min) problems.push(`metrics: ${file.path} ${field.name} lower bound ${lo}, file minimum ${min}`);
+    if (hi !== max) problems.push(`metrics: ${file.path} ${field.name} upper bound ${hi}, file maximum ${max}`);
+  });
 }
 
 // ---- DuckDB: every data file ----
@@ -250,6 +314,7 @@ for (const f of out.data_files.filter((d) => d.content === 0)) {
     const exprs = schema.fields.map((field, i) => duckExpr(parquetName(field.name), types[i])).join(', ');
     const rows = await q(`SELECT ${exprs} FROM read_parquet(${lit(p)})`);
     for (const r of rows) out.duckdb_rows.push(Object.values(r).map((v, i) => canonDuck(types[i], v)));
+    checkMetrics(f, rows);
     schema.fields.forEach((field, i) => {
       const counted = rows.filter((r) => Object.values(r)[i] === null).length;
       const stat = nulls.find((n) => n.path_in_schema === parquetName(field.name));
@@ -260,4 +325,5 @@ for (const f of out.data_files.filter((d) => d.content === 0)) {
   }
 }
 
+for (const f of out.data_files) delete f.bounds;
 process.stdout.write(JSON.stringify(out, (k, v) => (typeof v === 'bigint' ? v.toString() : v)) + '\n');

@@ -6,22 +6,16 @@
 #include <filesystem>
 
 #include "ferry/base/io.h"
+#include "ferry/base/testing/temp_dir.h"
 
 namespace ferry {
 namespace {
 
 class FsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ferry_fs_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    ASSERT_TRUE(MakeDirs(dir_.string()).ok());
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string Path(const char* name) { return (dir_ / name).string(); }
-  std::filesystem::path dir_;
+  std::string Path(const char* name) { return tmp_.File(name); }
+  testing::TempDir tmp_;
+  const std::filesystem::path& dir_ = tmp_.path();
 };
 
 TEST_F(FsTest, AtomicWriteReplacesAndLeavesNoTemporaryFile) {

@@ -154,15 +154,12 @@ Result<CommitOutcome> Table::Commit(
 }
 
 Status Table::AddSnapshotOnBranch(TableMetadata& next, const std::string& branch,
-                                  int64_t snapshot_id, int attempt,
-                                  const std::vector<ManifestFile>& new_manifests,
-                                  int32_t schema_id, std::map<std::string, std::string> summary,
-                                  int64_t added_files, int64_t added_records,
-                                  int64_t added_bytes) {
+                                  int64_t snapshot_id, int attempt, int32_t schema_id,
+                                  const SnapshotChange& change) {
   std::optional<int64_t> parent = next.BranchHead(branch);
   const Json* parent_snap = parent ? next.FindSnapshot(*parent) : nullptr;
-  std::vector<ManifestFile> manifests = new_manifests;
-  if (parent_snap != nullptr) {
+  std::vector<ManifestFile> manifests = change.new_manifests;
+  if (parent_snap != nullptr && change.keep_parent_manifests) {
     FERRY_ASSIGN_OR_RETURN(auto old, ReadManifestList(*io_, (*parent_snap)["manifest-list"]));
     manifests.insert(manifests.end(), old.begin(), old.end());
   }
@@ -172,23 +169,32 @@ Status Table::AddSnapshotOnBranch(TableMetadata& next, const std::string& branch
   FERRY_RETURN_IF_ERROR(
       WriteManifestList(*io_, list_uri, snapshot_id, parent, seq, manifests).status());
 
+  // Totals continue the parent's, or restart from zero when the snapshot replaces everything.
+  const Json* base = change.keep_parent_manifests ? parent_snap : nullptr;
   auto total = [&](const char* key, int64_t added) {
-    return std::to_string(SummaryLong(parent_snap, key) + added);
+    return std::to_string(SummaryLong(base, key) + added);
   };
-  summary["added-data-files"] = std::to_string(added_files);
-  summary["added-records"] = std::to_string(added_records);
-  summary["added-files-size"] = std::to_string(added_bytes);
-  summary["changed-partition-count"] = added_files > 0 ? "1" : "0";
-  summary["total-data-files"] = total("total-data-files", added_files);
-  summary["total-records"] = total("total-records", added_records);
-  summary["total-files-size"] = total("total-files-size", added_bytes);
+  std::map<std::string, std::string> summary = change.summary;
+  summary["added-data-files"] = std::to_string(change.added_files);
+  summary["added-records"] = std::to_string(change.added_records);
+  summary["added-files-size"] = std::to_string(change.added_bytes);
+  summary["changed-partition-count"] = change.added_files > 0 ? "1" : "0";
+  summary["total-data-files"] = total("total-data-files", change.added_files);
+  summary["total-records"] = total("total-records", change.added_records);
+  summary["total-files-size"] = total("total-files-size", change.added_bytes);
   summary["total-delete-files"] = total("total-delete-files", 0);
   summary["total-position-deletes"] = total("total-position-deletes", 0);
   summary["total-equality-deletes"] = total("total-equality-deletes", 0);
-  summary["manifests-created"] = std::to_string(new_manifests.size());
-  summary["manifests-kept"] = std::to_string(manifests.size() - new_manifests.size());
+  summary["manifests-created"] = std::to_string(change.new_manifests.size());
+  summary["manifests-kept"] = std::to_string(manifests.size() - change.new_manifests.size());
   summary["engine-name"] = "ferry";
   summary["engine-version"] = "0.1.0";
+  if (!change.keep_parent_manifests && parent_snap != nullptr) {
+    summary["deleted-data-files"] = std::to_string(SummaryLong(parent_snap, "total-data-files"));
+    summary["deleted-records"] = std::to_string(SummaryLong(parent_snap, "total-records"));
+    summary["removed-files-size"] = std::to_string(SummaryLong(parent_snap, "total-files-size"));
+    if (!summary.count("operation")) summary["operation"] = "delete";
+  }
   if (!summary.count("operation")) summary["operation"] = "append";
 
   Json snap{{"snapshot-id", snapshot_id},
@@ -228,9 +234,13 @@ Result<CommitOutcome> Table::Append(const AppendRequest& req) {
       [&](TableMetadata& next, int attempt) -> Status {
         int32_t schema_id = next.AddSchema(*req.schema);
         for (const auto& [k, v] : req.set_properties) next.SetProperty(k, v);
-        return AddSnapshotOnBranch(next, req.branch, snapshot_id, attempt, new_manifests,
-                                   schema_id, req.summary,
-                                   static_cast<int64_t>(req.data_files.size()), records, bytes);
+        SnapshotChange change;
+        change.new_manifests = new_manifests;
+        change.added_files = static_cast<int64_t>(req.data_files.size());
+        change.added_records = records;
+        change.added_bytes = bytes;
+        change.summary = req.summary;
+        return AddSnapshotOnBranch(next, req.branch, snapshot_id, attempt, schema_id, change);
       },
       &sid);
 }
@@ -260,32 +270,10 @@ Result<CommitOutcome> Table::Publish(const PublishRequest& req) {
         }
         // Nothing was loaded: main becomes an empty snapshot that deletes what it had.
         int64_t id = NewPositiveId();
-        std::optional<int64_t> old_main = next.BranchHead("main");
-        const Json* old = old_main ? next.FindSnapshot(*old_main) : nullptr;
-        std::map<std::string, std::string> summary = req.summary;
-        summary["operation"] = old ? "delete" : "append";
-        summary["deleted-data-files"] = std::to_string(SummaryLong(old, "total-data-files"));
-        summary["deleted-records"] = std::to_string(SummaryLong(old, "total-records"));
-        summary["removed-files-size"] = std::to_string(SummaryLong(old, "total-files-size"));
-        std::string list_uri = next.location() + "/metadata/snap-" + std::to_string(id) + "-" +
-                               std::to_string(attempt) + "-" + NewUuid() + ".avro";
-        int64_t seq = next.last_sequence_number() + 1;
-        FERRY_RETURN_IF_ERROR(WriteManifestList(*io_, list_uri, id, old_main, seq, {}).status());
-        for (const char* k : {"total-data-files", "total-records", "total-files-size",
-                              "total-delete-files", "total-position-deletes",
-                              "total-equality-deletes", "added-data-files", "added-records",
-                              "added-files-size"}) {
-          summary[k] = "0";
-        }
-        summary["engine-name"] = "ferry";
-        summary["engine-version"] = "0.1.0";
-        Json snap{{"snapshot-id", id},
-                  {"timestamp-ms", next.last_updated_ms()},
-                  {"manifest-list", list_uri},
-                  {"schema-id", schema_id},
-                  {"summary", summary}};
-        if (old_main) snap["parent-snapshot-id"] = *old_main;
-        next.AddSnapshot(std::move(snap), "main");
+        SnapshotChange change;
+        change.keep_parent_manifests = false;
+        change.summary = req.summary;
+        FERRY_RETURN_IF_ERROR(AddSnapshotOnBranch(next, "main", id, attempt, schema_id, change));
         if (next.doc()["refs"].contains(req.branch)) next.RemoveBranch(req.branch);
         sid = id;
         return Status::OK();

@@ -99,11 +99,18 @@ class Table {
   Result<CommitOutcome> Commit(const LandedCheck& already_landed,
                                const std::function<Status(TableMetadata&, int attempt)>& mutate,
                                std::optional<int64_t>* snapshot_id);
-  // Builds a snapshot on `branch` holding the branch's manifests plus `new_manifests`.
+  // What a new snapshot changes relative to its branch's head.
+  struct SnapshotChange {
+    std::vector<ManifestFile> new_manifests;
+    bool keep_parent_manifests = true;  // false: the snapshot replaces everything (empty load)
+    int64_t added_files = 0;
+    int64_t added_records = 0;
+    int64_t added_bytes = 0;
+    std::map<std::string, std::string> summary;
+  };
+  // Adds a snapshot on `branch` (main: also the current snapshot) with its manifest list.
   Status AddSnapshotOnBranch(TableMetadata& next, const std::string& branch, int64_t snapshot_id,
-                             int attempt, const std::vector<ManifestFile>& new_manifests,
-                             int32_t schema_id, std::map<std::string, std::string> summary,
-                             int64_t added_files, int64_t added_records, int64_t added_bytes);
+                             int attempt, int32_t schema_id, const SnapshotChange& change);
 
   Catalog* catalog_;
   std::shared_ptr<FileIO> io_;

@@ -5,17 +5,14 @@
 
 #include <filesystem>
 
+#include "ferry/base/testing/temp_dir.h"
+
 namespace ferry::lake {
 namespace {
 
 class TableTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ferry_table_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
     auto c = OpenSqlCatalog("sqlite:" + (dir_ / "catalog.db").string(), "test");
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     catalog_ = std::move(*c);
@@ -23,8 +20,6 @@ class TableTest : public ::testing::Test {
                       {2, "name", DataType::String(), false, ""}};
     schema_.identifier_field_ids = {1};
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::unique_ptr<Table> Open() {
     auto t = Table::LoadOrCreate(catalog_.get(), LocalFileIO(), ident_,
                                  ToUri((dir_ / "shop" / "orders").string()), schema_, {});
@@ -41,7 +36,8 @@ class TableTest : public ::testing::Test {
     return f;
   }
 
-  std::filesystem::path dir_;
+  ferry::testing::TempDir tmp_;
+  const std::filesystem::path& dir_ = tmp_.path();
   std::unique_ptr<Catalog> catalog_;
   TableIdent ident_{"shop", "orders"};
   Schema schema_;

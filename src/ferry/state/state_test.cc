@@ -6,23 +6,15 @@
 #include <filesystem>
 
 #include "ferry/base/fs.h"
+#include "ferry/base/testing/temp_dir.h"
 
 namespace ferry::state {
 namespace {
 
 class StateTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ferry_state_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    path_ = (dir_ / "state.json").string();
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::filesystem::path dir_;
-  std::string path_;
+  ferry::testing::TempDir tmp_;
+  std::string path_ = tmp_.File("state.json");
 };
 
 TEST_F(StateTest, MissingFileMeansNoState) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "ferry/base/testing/temp_dir.h"
 #include "ferry/sqlite/sqlite.h"
 
 namespace ferry::source {
@@ -14,18 +15,11 @@ namespace {
 class SqliteSourceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ferry_sqlite_src_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
     path_ = (dir_ / "src.db").string();
     auto db = ferry::sqlite::Database::Open(path_, ferry::sqlite::Database::Mode::kReadWriteCreate);
     ASSERT_TRUE(db.ok());
     db_ = std::move(*db);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::unique_ptr<Source> Open() {
     config::SourceConfig cfg;
     cfg.type = "sqlite";
@@ -36,7 +30,8 @@ class SqliteSourceTest : public ::testing::Test {
     return s.ok() ? std::move(*s) : nullptr;
   }
 
-  std::filesystem::path dir_;
+  ferry::testing::TempDir tmp_;
+  const std::filesystem::path& dir_ = tmp_.path();
   std::string path_;
   std::unique_ptr<ferry::sqlite::Database> db_;
 };
