@@ -2,8 +2,8 @@
 // see as one JSON document on stdout:
 //   icebird  the table's current rows (metadata -> manifest list -> manifests -> Parquet, with
 //            delete files applied), and its view of the manifests;
-//   DuckDB   every data file of the current snapshot: rows, Parquet field ids, row counts and
-//            null-count statistics;
+//   DuckDB   every data and delete file of the current snapshot: rows (with the delete files
+//            applied as the spec says), Parquet field ids, row counts, null counts and bounds;
 //   avsc     the manifest list and every manifest: decodes them and checks that every field of
 //            their embedded schemas carries "field-id".
 // Problems found on the way (a missing field id, a row count that disagrees with the manifest,
@@ -207,6 +207,8 @@ if (current) {
       out.data_files.push({
         path: e.data_file.file_path,
         content: e.data_file.content,
+        sequence_number: String(e.sequence_number ?? m.sequence_number),
+        equality_ids: e.data_file.equality_ids || null,
         record_count: Number(e.data_file.record_count),
         file_size_in_bytes: Number(e.data_file.file_size_in_bytes),
         bounds: {
@@ -297,6 +299,30 @@ const conn = await instance.connect();
 await conn.run('SET autoinstall_known_extensions=false; SET autoload_known_extensions=false;');
 const q = async (sql) => (await conn.runAndReadAll(sql)).getRowObjects();
 const lit = (s) => "'" + s.replaceAll("'", "''") + "'";
+// Delete files, applied by hand the way the spec says: an equality delete removes rows with the
+// same key values from data files with a smaller data sequence number; a position delete removes
+// the row at (file, pos) from data files with a sequence number up to its own.
+const equalityDeletes = [];
+const positionDeletes = [];
+for (const f of out.data_files.filter((d) => d.content !== 0)) {
+  const p = localPath(f.path);
+  try {
+    if (f.content === 2) {
+      const fields = f.equality_ids.map((id) => schema.fields.find((x) => x.id === Number(id)));
+      const exprs = fields.map((field) => duckExpr(parquetName(field.name), types[schema.fields.indexOf(field)])).join(', ');
+      const rows = await q(`SELECT ${exprs} FROM read_parquet(${lit(p)})`);
+      const keys = new Set(rows.map((r) => JSON.stringify(Object.values(r).map((v, i) => canonDuck(types[schema.fields.indexOf(fields[i])], v)))));
+      equalityDeletes.push({ seq: BigInt(f.sequence_number), idx: fields.map((x) => schema.fields.indexOf(x)), keys });
+    } else {
+      const rows = await q(`SELECT file_path, pos FROM read_parquet(${lit(p)})`);
+      positionDeletes.push({ seq: BigInt(f.sequence_number), rows: new Set(rows.map((r) => r.file_path + '#' + r.pos)) });
+    }
+  } catch (e) {
+    problems.push(`duckdb: delete file ${p}: ${e.message}`);
+  }
+}
+out.deleted_rows = 0;
+
 for (const f of out.data_files.filter((d) => d.content === 0)) {
   const p = localPath(f.path);
   try {
@@ -312,8 +338,19 @@ for (const f of out.data_files.filter((d) => d.content === 0)) {
     }
     const nulls = await q(`SELECT path_in_schema, sum(stats_null_count) AS n FROM parquet_metadata(${lit(p)}) GROUP BY path_in_schema`);
     const exprs = schema.fields.map((field, i) => duckExpr(parquetName(field.name), types[i])).join(', ');
-    const rows = await q(`SELECT ${exprs} FROM read_parquet(${lit(p)})`);
-    for (const r of rows) out.duckdb_rows.push(Object.values(r).map((v, i) => canonDuck(types[i], v)));
+    const withPos = await q(`SELECT ${exprs}, file_row_number AS __pos FROM read_parquet(${lit(p)}, file_row_number = true)`);
+    const rows = withPos.map((r) => {
+      const { __pos, ...rest } = r;
+      return rest;
+    });
+    const seq = BigInt(f.sequence_number);
+    withPos.forEach((r, n) => {
+      const values = Object.values(rows[n]).map((v, i) => canonDuck(types[i], v));
+      const pos = String(r.__pos);
+      if (positionDeletes.some((d) => d.seq >= seq && d.rows.has(f.path + '#' + pos))) return out.deleted_rows++;
+      if (equalityDeletes.some((d) => d.seq > seq && d.keys.has(JSON.stringify(d.idx.map((i) => values[i]))))) return out.deleted_rows++;
+      out.duckdb_rows.push(values);
+    });
     checkMetrics(f, rows);
     schema.fields.forEach((field, i) => {
       const counted = rows.filter((r) => Object.values(r)[i] === null).length;

@@ -157,6 +157,65 @@ Result<Decision> DecideFullRefresh(const Json& state, const Json& marker) {
   return d;
 }
 
+Json IncrementalProgress::ToJson() const {
+  return Json{{"mode", "incremental"}, {"stream", stream}, {"cursor_column", cursor_column},
+              {"cursor", cursor},      {"window", window}, {"from", from}};
+}
+
+Result<IncrementalProgress> IncrementalProgress::FromJson(const Json& j, const std::string& origin) {
+  if (!j.is_object() || j.value("mode", "") != "incremental" || !j.contains("cursor_column") ||
+      !j["cursor_column"].is_string() || !j.contains("cursor")) {
+    return Status::Corruption(origin + " is not a valid incremental progress record");
+  }
+  IncrementalProgress p;
+  p.stream = j.value("stream", "");
+  p.cursor_column = j["cursor_column"];
+  p.cursor = j["cursor"];
+  p.window = j.value("window", "");
+  p.from = j.contains("from") ? j["from"] : Json(nullptr);
+  return p;
+}
+
+Result<IncrementalDecision> DecideIncremental(const std::string& stream, const std::string& cursor,
+                                              const Json& state, const Json& marker) {
+  IncrementalDecision d;
+  d.start.stream = stream;
+  d.start.cursor_column = cursor;
+  // A state or marker left by a full refresh (or nothing) starts the cursor from the beginning.
+  bool state_incremental = state.is_object() && state.value("mode", "") == "incremental";
+  bool marker_incremental = marker.is_object() && marker.value("mode", "") == "incremental";
+  if (state_incremental) {
+    FERRY_ASSIGN_OR_RETURN(IncrementalProgress st,
+                           IncrementalProgress::FromJson(state, "the state file's entry"));
+    if (st.cursor_column != cursor) {
+      return Status::InvalidArgument(
+          "stream " + stream + ": the cursor was '" + st.cursor_column + "' and is now '" +
+          cursor + "'; values of two columns cannot be compared. Put the old cursor back, or "
+          "run a full_refresh of the stream to start over");
+    }
+    d.start.cursor = st.cursor;
+  }
+  if (marker_incremental) {
+    FERRY_ASSIGN_OR_RETURN(IncrementalProgress mk,
+                           IncrementalProgress::FromJson(marker, "the table's marker"));
+    if (mk.cursor_column == cursor &&
+        mk.window == IncrementalProgress::WindowId(stream, d.start.cursor)) {
+      // The window starting at the state's cursor committed; the state write was lost.
+      d.start.cursor = mk.cursor;
+      d.start.window = mk.window;
+      d.start.from = mk.from;
+      d.state_behind = true;
+      d.explanation = "the window from " + mk.from.dump() + " to " + mk.cursor.dump() +
+                      " is already in the table: state repaired from the marker, nothing re-read";
+      return d;
+    }
+  }
+  d.explanation = d.start.cursor.is_null()
+                      ? "no cursor yet: reading every row up to the current maximum"
+                      : "reading rows after " + d.start.cursor.dump();
+  return d;
+}
+
 std::string NewRunId() {
   std::time_t t = std::time(nullptr);
   std::tm tm{};

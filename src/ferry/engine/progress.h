@@ -66,6 +66,33 @@ struct Decision {
 // Corrupt contents are an error, never guessed around.
 Result<Decision> DecideFullRefresh(const Json& state, const Json& marker);
 
+// Progress of an incremental stream. A window reads rows with from < cursor <= to, where `to`
+// is the cursor's maximum captured before reading; its id is derived from the stream and its
+// starting cursor only, so a restart recognises a window that already landed.
+struct IncrementalProgress {
+  std::string stream;
+  std::string cursor_column;
+  Json cursor;         // state: the end of the last committed window (null: nothing yet)
+  std::string window;  // marker: the id of the window this commit completed
+  Json from;           // marker: where that window started
+
+  static std::string WindowId(const std::string& stream, const Json& from) {
+    return stream + "@" + from.dump();
+  }
+  Json ToJson() const;
+  static Result<IncrementalProgress> FromJson(const Json& j, const std::string& origin);
+};
+
+struct IncrementalDecision {
+  IncrementalProgress start;  // where the next window starts (state repaired if needed)
+  bool state_behind = false;  // the marker showed a window the state missed
+  std::string explanation;
+};
+
+// `state`, `marker`: the stream's state entry and the table's marker (null when absent).
+Result<IncrementalDecision> DecideIncremental(const std::string& stream, const std::string& cursor,
+                                              const Json& state, const Json& marker);
+
 // "20261129T124500Z-3f2a1c"
 std::string NewRunId();
 

@@ -106,3 +106,66 @@ TEST(DecideFullRefreshTest, CorruptRecordsAreErrorsNotGuesses) {
 
 }  // namespace
 }  // namespace ferry::engine
+
+namespace ferry::engine {
+namespace {
+
+IncrementalProgress Window(const Json& from, const Json& to) {
+  IncrementalProgress p;
+  p.stream = "items";
+  p.cursor_column = "updated_at";
+  p.from = from;
+  p.cursor = to;
+  p.window = IncrementalProgress::WindowId("items", from);
+  return p;
+}
+
+TEST(DecideIncrementalTest, FirstRunReadsEverything) {
+  auto d = DecideIncremental("items", "updated_at", nullptr, nullptr);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->start.cursor.is_null());
+  EXPECT_FALSE(d->state_behind);
+}
+
+TEST(DecideIncrementalTest, StateAndMarkerAgreeContinuesFromTheState) {
+  auto w = Window(10, 20);
+  auto d = DecideIncremental("items", "updated_at", w.ToJson(), w.ToJson());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->start.cursor, 20);
+  EXPECT_FALSE(d->state_behind);
+}
+
+TEST(DecideIncrementalTest, MarkerOfTheWindowStartingAtTheStateFinishesItFromTheMarker) {
+  // The window (20, 35] committed; the crash came before the state write.
+  auto d = DecideIncremental("items", "updated_at", Window(10, 20).ToJson(), Window(20, 35).ToJson());
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->state_behind);
+  EXPECT_EQ(d->start.cursor, 35);
+  EXPECT_NE(d->explanation.find("nothing re-read"), std::string::npos);
+}
+
+TEST(DecideIncrementalTest, LostStateAndAFirstWindowInTheTableResumesAfterIt) {
+  auto d = DecideIncremental("items", "updated_at", nullptr, Window(nullptr, 50).ToJson());
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->state_behind);
+  EXPECT_EQ(d->start.cursor, 50);
+}
+
+TEST(DecideIncrementalTest, AChangedCursorColumnIsRefused) {
+  auto d = DecideIncremental("items", "id", Window(1, 2).ToJson(), nullptr);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("was 'updated_at' and is now 'id'"), std::string::npos);
+}
+
+TEST(DecideIncrementalTest, AFullRefreshRecordIsNotACursor) {
+  FullRefreshProgress fr;
+  fr.run = "r";
+  fr.plan.count = 1;
+  fr.published = true;
+  auto d = DecideIncremental("items", "updated_at", fr.ToJson(), fr.ToJson());
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->start.cursor.is_null());
+}
+
+}  // namespace
+}  // namespace ferry::engine

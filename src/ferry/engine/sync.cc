@@ -28,8 +28,9 @@ Result<std::vector<source::StreamInfo>> SelectStreams(config::SourceConfig& cfg,
     out = std::move(all);
     if (cfg.mode != config::SyncMode::kFullRefresh) {
       return Status::InvalidArgument(
-          "source.mode " + std::string(config::SyncModeName(cfg.mode)) + " is not available for the " +
-          cfg.type + " source in this build; it supports full_refresh");
+          "source.mode " + std::string(config::SyncModeName(cfg.mode)) +
+          " needs per-stream settings (incremental needs each stream's cursor); list the streams "
+          "under source.streams, or use full_refresh for every table");
     }
   } else {
     for (const auto& sc : cfg.streams) {
@@ -42,11 +43,19 @@ Result<std::vector<source::StreamInfo>> SelectStreams(config::SourceConfig& cfg,
                                 ") is not a table of the source; its tables are: " +
                                 (names.empty() ? "(none)" : names));
       }
-      if (sc.mode != config::SyncMode::kFullRefresh) {
+      if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
         return Status::InvalidArgument("stream '" + sc.name + "' (line " + std::to_string(sc.line) +
                                        "): mode " + std::string(config::SyncModeName(sc.mode)) +
                                        " is not available for the " + cfg.type +
-                                       " source in this build; it supports full_refresh");
+                                       " source in this build; it supports full_refresh and "
+                                       "incremental");
+      }
+      if (sc.mode == config::SyncMode::kIncremental && !sc.cursor) {
+        std::string cands;
+        for (const auto& c : it->cursor_candidates) cands += (cands.empty() ? "" : ", ") + c;
+        return Status::InvalidArgument("stream '" + sc.name + "' (line " + std::to_string(sc.line) +
+                                       "): mode incremental needs `cursor: <column>`; candidates: " +
+                                       (cands.empty() ? "(none)" : cands));
       }
       out.push_back(*it);
     }
@@ -57,11 +66,16 @@ Result<std::vector<source::StreamInfo>> SelectStreams(config::SourceConfig& cfg,
   return out;
 }
 
-int64_t ChunkRowsFor(const config::SourceConfig& cfg, const std::string& stream) {
+// The stream's own settings, or the source's defaults when streams are not listed.
+config::StreamConfig StreamSettings(const config::SourceConfig& cfg, const std::string& stream) {
   for (const auto& sc : cfg.streams) {
-    if (sc.name == stream) return sc.chunk_rows;
+    if (sc.name == stream) return sc;
   }
-  return cfg.chunk_rows;
+  config::StreamConfig sc;
+  sc.name = stream;
+  sc.mode = cfg.mode;
+  sc.chunk_rows = cfg.chunk_rows;
+  return sc;
 }
 
 // Records acknowledged progress in the state file, one writer at a time.
@@ -89,8 +103,11 @@ class Recorder {
 // One stream's work in this sync.
 struct StreamTask {
   source::StreamInfo info;
+  config::StreamConfig settings;
   std::unique_ptr<sink::IcebergStream> out;
-  FullRefreshProgress progress;
+  FullRefreshProgress progress;   // full refresh
+  IncrementalProgress window;     // incremental: the window this sync reads (from, cursor = to)
+  bool incremental() const { return settings.mode == config::SyncMode::kIncremental; }
   std::shared_ptr<graph::Edge> edge;
   StreamReport* report = nullptr;
   Clock::time_point start;
@@ -104,16 +121,16 @@ class SourceNode : public graph::Node {
 
   Status Run() override {
     for (StreamTask* t : tasks_) {
+      if (t->incremental()) {
+        FERRY_RETURN_IF_ERROR(RunWindow(t));
+        continue;
+      }
       for (int64_t i = 0; i < t->progress.plan.count; ++i) {
         if (t->progress.committed.Contains(i)) continue;
         source::Chunk chunk = t->progress.plan.At(i);
         Status s = src_->ReadChunk(
-            t->info, chunk, t->out->schema(), opts_.batch_rows, [&](Batch& b) {
-              if (opts_.stop && opts_.stop->requested()) return false;
-              auto owned = std::make_unique<Batch>(t->out->schema());
-              std::swap(*owned, b);
-              return t->edge->Send(graph::Message::Data(std::move(owned)));
-            });
+            t->info, chunk, t->out->schema(), opts_.batch_rows,
+            [&](Batch& b) { return Forward(t, b); });
         if (!s.ok()) {
           if (opts_.stop && opts_.stop->requested()) return Status::Cancelled("stop requested");
           return s;
@@ -130,6 +147,33 @@ class SourceNode : public graph::Node {
   }
 
  private:
+  // One incremental window: the rows, then a barrier carrying the window's end.
+  Status RunWindow(StreamTask* t) {
+    if (!t->window.cursor.is_null()) {
+      Status s = src_->ReadCursorRange(
+          t->info, t->window.cursor_column, t->window.from, t->window.cursor, t->out->schema(),
+          opts_.batch_rows, [&](Batch& b) { return Forward(t, b); });
+      if (!s.ok()) {
+        if (opts_.stop && opts_.stop->requested()) return Status::Cancelled("stop requested");
+        return s;
+      }
+      graph::Barrier barrier{graph::CheckpointId(0), t->info.name,
+                             Json{{"window", t->window.window}, {"cursor", t->window.cursor}}};
+      if (!t->edge->Send(graph::Message::MakeBarrier(std::move(barrier)))) {
+        return Status::Cancelled("sink stopped");
+      }
+    }
+    if (!t->edge->Send(graph::Message::End())) return Status::Cancelled("sink stopped");
+    return Status::OK();
+  }
+
+  bool Forward(StreamTask* t, Batch& b) {
+    if (opts_.stop && opts_.stop->requested()) return false;
+    auto owned = std::make_unique<Batch>(t->out->schema());
+    std::swap(*owned, b);
+    return t->edge->Send(graph::Message::Data(std::move(owned)));
+  }
+
   source::Source* src_;
   std::vector<StreamTask*> tasks_;
   const SyncOptions& opts_;
@@ -155,9 +199,17 @@ class SinkNode : public graph::Node {
     while (auto m = t_->edge->Receive()) {
       switch (m->kind) {
         case graph::Message::Kind::kBatch:
-          FERRY_RETURN_IF_ERROR(t_->out->Write(*m->batch));
+          if (t_->incremental()) {
+            FERRY_RETURN_IF_ERROR(t_->out->WriteUpserts(*m->batch));
+          } else {
+            FERRY_RETURN_IF_ERROR(t_->out->Write(*m->batch));
+          }
           break;
         case graph::Message::Kind::kBarrier: {
+          if (t_->incremental()) {
+            FERRY_RETURN_IF_ERROR(CommitWindow());
+            break;
+          }
           int64_t chunk = m->barrier.position["chunk"].get<int64_t>();
           FullRefreshProgress next = p;
           next.committed.Add(chunk);
@@ -179,6 +231,10 @@ class SinkNode : public graph::Node {
           break;
         }
         case graph::Message::Kind::kEnd: {
+          if (t_->incremental()) {
+            Finish();
+            return Status::OK();
+          }
           FullRefreshProgress done = p;
           done.published = true;
           auto landed = [&](const lake::TableMetadata& md) { return PublishLanded(md, run); };
@@ -186,10 +242,7 @@ class SinkNode : public graph::Node {
           if (!r.ok()) return r.status().WithContext("publishing the load of " + t_->info.name);
           p = done;
           FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, p.ToJson()));
-          t_->report->seconds = SecondsSince(t_->start);
-          t_->report->rows = t_->out->totals().rows;
-          t_->report->files = t_->out->totals().files;
-          t_->report->bytes = t_->out->totals().bytes;
+          Finish();
           if (opts_.print_progress) {
             FERRY_LOG(kInfo) << t_->info.name << ": load published, " << p.rows << " rows";
           }
@@ -198,6 +251,36 @@ class SinkNode : public graph::Node {
       }
     }
     return Status::Cancelled("the source stopped before the end of " + t_->info.name);
+  }
+
+  // Commits an incremental window: the upserted rows, their keys as equality deletes, and the
+  // marker naming the window, in one snapshot; then the state takes the window's end.
+  Status CommitWindow() {
+    const IncrementalProgress& w = t_->window;
+    auto landed = [&](const lake::TableMetadata& md) {
+      auto v = md.Property("ferry.marker." + pipeline_);
+      if (!v) return false;
+      Json j = Json::parse(*v, nullptr, false);
+      return !j.is_discarded() && j.value("mode", "") == "incremental" &&
+             j.value("window", "") == w.window;
+    };
+    std::map<std::string, std::string> summary = {{"ferry.pipeline", pipeline_},
+                                                  {"ferry.window", w.window}};
+    auto r = t_->out->Commit("main", w.ToJson(), summary, landed);
+    if (!r.ok()) return r.status().WithContext("committing window " + w.window);
+    FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, w.ToJson()));
+    if (opts_.print_progress) {
+      FERRY_LOG(kInfo) << t_->info.name << ": rows up to " << t_->info.name << "."
+                       << w.cursor_column << " = " << w.cursor.dump() << " committed";
+    }
+    return Status::OK();
+  }
+
+  void Finish() {
+    t_->report->seconds = SecondsSince(t_->start);
+    t_->report->rows = t_->out->totals().rows;
+    t_->report->files = t_->out->totals().files;
+    t_->report->bytes = t_->out->totals().bytes;
   }
 
   std::optional<FullRefreshProgress> MarkerOf(const lake::TableMetadata& md) const {
@@ -231,6 +314,54 @@ std::string ActionName(Action a) {
     case Action::kAlreadyPublished: return "already published (state repaired)";
   }
   return "?";
+}
+
+// A stream's `primary_key` setting replaces the key the source declares.
+Status ApplyKeyOverride(const config::StreamConfig& sc, source::StreamInfo* info) {
+  if (sc.primary_key.empty()) return Status::OK();
+  for (auto& c : info->columns) c.pk_position = 0;
+  int pos = 0;
+  for (const auto& name : sc.primary_key) {
+    auto it = std::find_if(info->columns.begin(), info->columns.end(),
+                           [&](const source::ColumnInfo& c) { return c.name == name; });
+    if (it == info->columns.end()) {
+      return Status::InvalidArgument("stream " + info->name + " (line " + std::to_string(sc.line) +
+                                     "): primary_key column '" + name + "' is not a column of the table");
+    }
+    it->pk_position = ++pos;
+  }
+  info->primary_key = sc.primary_key;
+  return Status::OK();
+}
+
+// Decides an incremental stream's next window: repairs the state from the marker when the
+// window starting at the state's cursor already landed, then captures the cursor's maximum.
+Status PlanWindow(source::Source* src, StreamTask* t, const Json& state, const Json& marker,
+                  Recorder* recorder) {
+  const std::string& cursor = *t->settings.cursor;
+  auto d = DecideIncremental(t->info.name, cursor, state, marker);
+  if (!d.ok()) return d.status();
+  FERRY_LOG(kInfo) << t->info.name << ": " << d->explanation;
+  if (t->out->schema()->identifier_field_ids.empty()) {
+    return Status::InvalidArgument(
+        "stream " + t->info.name + ": incremental mode upserts by primary key, and the table has "
+        "none (or a key column may be NULL); declare a NOT NULL primary key on the source table, "
+        "set the stream's primary_key to NOT NULL columns, or use full_refresh");
+  }
+  if (d->state_behind) {
+    FERRY_RETURN_IF_ERROR(recorder->Record(t->info.ns, t->info.name, d->start.ToJson()));
+  }
+  FERRY_ASSIGN_OR_RETURN(Json upper, src->MaxCursor(t->info, cursor));
+  IncrementalProgress w = d->start;
+  w.from = d->start.cursor;
+  w.window = IncrementalProgress::WindowId(t->info.name, w.from);
+  // Nothing new: no window (null cursor) and nothing to commit.
+  bool nothing = upper.is_null() || (!w.from.is_null() && !(w.from < upper));
+  w.cursor = nothing ? Json(nullptr) : upper;
+  t->window = w;
+  t->report->action = nothing ? "incremental: nothing new"
+                              : "incremental up to " + upper.dump();
+  return Status::OK();
 }
 
 }  // namespace
@@ -294,11 +425,18 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     t->report->stream = t->info.name;
     t->report->table = dst->options().ns + "." + t->info.name;
     t->start = Clock::now();
+    t->settings = StreamSettings(cfg.source, t->info.name);
+    FERRY_RETURN_IF_ERROR(ApplyKeyOverride(t->settings, &t->info));
     auto out = dst->OpenStream(t->info.name, t->info.ToSchema());
     if (!out.ok()) return out.status();
     t->out = std::move(*out);
     Json marker = t->out->Marker();
     Json st = recorder.Get(t->info.ns, t->info.name);
+    if (t->incremental()) {
+      FERRY_RETURN_IF_ERROR(PlanWindow(src.get(), t.get(), st, marker, &recorder));
+      tasks.push_back(std::move(t));
+      continue;
+    }
     auto decision = DecideFullRefresh(st, marker);
     if (!decision.ok()) {
       return decision.status().WithContext("stream " + t->info.name +
@@ -316,7 +454,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
       FullRefreshProgress p;
       p.stream = t->info.name;
       p.run = NewRunId();
-      FERRY_ASSIGN_OR_RETURN(p.plan, src->PlanChunks(t->info, ChunkRowsFor(cfg.source, t->info.name)));
+      FERRY_ASSIGN_OR_RETURN(p.plan, src->PlanChunks(t->info, t->settings.chunk_rows));
       // The plan is durable before the first commit, so a crash resumes this very load.
       FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, p.ToJson()));
       t->progress = std::move(p);

@@ -182,9 +182,17 @@ Status Table::AddSnapshotOnBranch(TableMetadata& next, const std::string& branch
   summary["total-data-files"] = total("total-data-files", change.added_files);
   summary["total-records"] = total("total-records", change.added_records);
   summary["total-files-size"] = total("total-files-size", change.added_bytes);
-  summary["total-delete-files"] = total("total-delete-files", 0);
-  summary["total-position-deletes"] = total("total-position-deletes", 0);
-  summary["total-equality-deletes"] = total("total-equality-deletes", 0);
+  const int64_t delete_files = change.added_equality_delete_files + change.added_position_delete_files;
+  if (delete_files > 0) {
+    summary["added-delete-files"] = std::to_string(delete_files);
+    summary["added-equality-delete-files"] = std::to_string(change.added_equality_delete_files);
+    summary["added-position-delete-files"] = std::to_string(change.added_position_delete_files);
+    summary["added-equality-deletes"] = std::to_string(change.added_equality_deletes);
+    summary["added-position-deletes"] = std::to_string(change.added_position_deletes);
+  }
+  summary["total-delete-files"] = total("total-delete-files", delete_files);
+  summary["total-position-deletes"] = total("total-position-deletes", change.added_position_deletes);
+  summary["total-equality-deletes"] = total("total-equality-deletes", change.added_equality_deletes);
   summary["manifests-created"] = std::to_string(change.new_manifests.size());
   summary["manifests-kept"] = std::to_string(manifests.size() - change.new_manifests.size());
   summary["engine-name"] = "ferry";
@@ -195,7 +203,10 @@ Status Table::AddSnapshotOnBranch(TableMetadata& next, const std::string& branch
     summary["removed-files-size"] = std::to_string(SummaryLong(parent_snap, "total-files-size"));
     if (!summary.count("operation")) summary["operation"] = "delete";
   }
-  if (!summary.count("operation")) summary["operation"] = "append";
+  if (!summary.count("operation")) {
+    // As Java's RowDelta names them: data only -> append, deletes only -> delete, both -> overwrite.
+    summary["operation"] = delete_files == 0 ? "append" : change.added_files == 0 ? "delete" : "overwrite";
+  }
 
   Json snap{{"snapshot-id", snapshot_id},
             {"timestamp-ms", next.last_updated_ms()},
@@ -228,13 +239,37 @@ Result<CommitOutcome> Table::Append(const AppendRequest& req) {
                            WriteManifest(*io_, uri, *req.schema, snapshot_id, 0, entries));
     new_manifests.push_back(std::move(mf));
   }
+  SnapshotChange base_change;
+  if (!req.delete_files.empty()) {
+    std::vector<ManifestEntry> deletes;
+    for (const auto& f : req.delete_files) {
+      if (f.content == FileContent::kData) return Status::Internal("a data file among delete files");
+      ManifestEntry e;
+      e.status = EntryStatus::kAdded;
+      e.snapshot_id = snapshot_id;
+      e.file = f;
+      deletes.push_back(std::move(e));
+      if (f.content == FileContent::kEqualityDeletes) {
+        ++base_change.added_equality_delete_files;
+        base_change.added_equality_deletes += f.record_count;
+      } else {
+        ++base_change.added_position_delete_files;
+        base_change.added_position_deletes += f.record_count;
+      }
+      bytes += f.file_size_bytes;
+    }
+    std::string uri = meta_.location() + "/metadata/" + NewUuid() + "-m1.avro";
+    FERRY_ASSIGN_OR_RETURN(ManifestFile mf,
+                           WriteManifest(*io_, uri, *req.schema, snapshot_id, 1, deletes));
+    new_manifests.push_back(std::move(mf));
+  }
   std::optional<int64_t> sid = snapshot_id;
   return Commit(
       req.already_landed,
       [&](TableMetadata& next, int attempt) -> Status {
         int32_t schema_id = next.AddSchema(*req.schema);
         for (const auto& [k, v] : req.set_properties) next.SetProperty(k, v);
-        SnapshotChange change;
+        SnapshotChange change = base_change;
         change.new_manifests = new_manifests;
         change.added_files = static_cast<int64_t>(req.data_files.size());
         change.added_records = records;

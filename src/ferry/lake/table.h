@@ -29,10 +29,14 @@ namespace ferry::lake {
 // Returns true when the change a commit would make is already in the table (its marker says so).
 using LandedCheck = std::function<bool(const TableMetadata&)>;
 
+// One snapshot adding data files and, optionally, delete files (a "row delta"): equality deletes
+// written in the same commit apply to older data only, so upserted rows survive while their
+// previous versions disappear; position deletes apply to data of this commit too.
 struct AppendRequest {
   std::string branch = "main";
   const Schema* schema = nullptr;  // the schema the files were written with (ids from the table)
   std::vector<DataFile> data_files;
+  std::vector<DataFile> delete_files;  // content kEqualityDeletes or kPositionDeletes
   std::map<std::string, std::string> set_properties;
   std::map<std::string, std::string> summary;  // extra snapshot summary keys
   LandedCheck already_landed;
@@ -106,6 +110,10 @@ class Table {
     int64_t added_files = 0;
     int64_t added_records = 0;
     int64_t added_bytes = 0;
+    int64_t added_equality_delete_files = 0;
+    int64_t added_equality_deletes = 0;
+    int64_t added_position_delete_files = 0;
+    int64_t added_position_deletes = 0;
     std::map<std::string, std::string> summary;
   };
   // Adds a snapshot on `branch` (main: also the current snapshot) with its manifest list.

@@ -41,6 +41,18 @@ Chunk ChunkPlan::At(int64_t i) const {
   return c;
 }
 
+Result<nlohmann::json> Source::MaxCursor(const StreamInfo& stream, const std::string&) {
+  return Status::InvalidArgument("stream " + stream.name +
+                                 ": this source does not offer incremental mode; use full_refresh");
+}
+
+Status Source::ReadCursorRange(const StreamInfo& stream, const std::string&, const nlohmann::json&,
+                               const nlohmann::json&, std::shared_ptr<const Schema>, size_t,
+                               const std::function<bool(Batch&)>&) {
+  return Status::InvalidArgument("stream " + stream.name +
+                                 ": this source does not offer incremental mode; use full_refresh");
+}
+
 Result<std::unique_ptr<Source>> OpenSource(config::SourceConfig& cfg) {
   if (cfg.type == "sqlite") return OpenSqliteSource(cfg);
   return Status::InvalidArgument("source type '" + cfg.type +

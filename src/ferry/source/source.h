@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ferry/base/status.h"
 #include "ferry/config/config.h"
 #include "ferry/types/batch.h"
@@ -44,6 +46,9 @@ struct StreamInfo {
   std::vector<std::string> cursor_candidates;
   int64_t estimated_rows = 0;
   std::string chunking;  // how full refresh splits it, e.g. "rowid ranges"
+  // PostgreSQL: the table's REPLICA IDENTITY ("default", "index", "full", "nothing"); empty for
+  // sources without one. CDC needs it to know what a change carries of the old row.
+  std::string replica_identity;
   std::string error;     // why it cannot be synced, if it cannot
 
   // Schema with ids 1..n in column order; key columns become identifier fields when all are
@@ -82,6 +87,15 @@ class Source {
   virtual Status ReadChunk(const StreamInfo& stream, const Chunk& chunk,
                            std::shared_ptr<const Schema> schema, size_t batch_rows,
                            const std::function<bool(Batch&)>& emit) = 0;
+  // Incremental mode. The cursor column's current maximum (a JSON number or string), or null
+  // when no row has a cursor value. Sources without incremental support say so.
+  virtual Result<nlohmann::json> MaxCursor(const StreamInfo& stream, const std::string& cursor);
+  // Rows whose cursor value c satisfies lower < c <= upper (a null lower: from the start),
+  // as batches on `schema`.
+  virtual Status ReadCursorRange(const StreamInfo& stream, const std::string& cursor,
+                                 const nlohmann::json& lower, const nlohmann::json& upper,
+                                 std::shared_ptr<const Schema> schema, size_t batch_rows,
+                                 const std::function<bool(Batch&)>& emit);
   // The guarantee this source can give for a full refresh, for `check`.
   virtual std::string Describe() const = 0;
 };

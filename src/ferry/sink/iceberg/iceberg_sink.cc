@@ -170,6 +170,50 @@ Status IcebergStream::Write(const Batch& batch) {
   return Status::OK();
 }
 
+Status IcebergStream::WriteUpserts(const Batch& batch) {
+  if (schema_->identifier_field_ids.empty()) {
+    return Status::InvalidArgument(
+        "table " + table_->ident().ToString() +
+        " has no primary key (identifier fields), so rows cannot be upserted; declare a key on "
+        "the source table (NOT NULL columns) or set the stream's primary_key");
+  }
+  if (!key_schema_) {
+    auto ks = std::make_shared<Schema>();
+    for (int32_t id : schema_->identifier_field_ids) {
+      for (size_t i = 0; i < schema_->fields.size(); ++i) {
+        if (schema_->fields[i].id == id) {
+          ks->fields.push_back(schema_->fields[i]);
+          key_columns_.push_back(i);
+        }
+      }
+    }
+    ks->identifier_field_ids = schema_->identifier_field_ids;
+    key_schema_ = std::move(ks);
+  }
+  if (!delete_writer_) {
+    delete_uri_ = table_->NewDataFileUri("eq-delete");
+    FERRY_ASSIGN_OR_RETURN(auto out, table_->io().NewFile(delete_uri_));
+    FERRY_ASSIGN_OR_RETURN(delete_writer_, parquet::Writer::Open(std::move(out), key_schema_,
+                                                                 sink_->options().parquet));
+  }
+  Batch keys(key_schema_);
+  for (size_t k = 0; k < key_columns_.size(); ++k) keys.column(k) = batch.column(key_columns_[k]);
+  FERRY_RETURN_IF_ERROR(delete_writer_->Write(keys));
+  return Write(batch);
+}
+
+Status IcebergStream::CloseDeleteFile() {
+  if (!delete_writer_) return Status::OK();
+  auto metrics = delete_writer_->Close();
+  delete_writer_.reset();
+  if (!metrics.ok()) return metrics.status().WithContext("closing delete file " + delete_uri_);
+  lake::DataFile f = ToDataFile(delete_uri_, *metrics);
+  f.content = lake::FileContent::kEqualityDeletes;
+  f.equality_ids = schema_->identifier_field_ids;
+  pending_deletes_.push_back(std::move(f));
+  return Status::OK();
+}
+
 uint64_t IcebergStream::pending_rows() const {
   uint64_t n = writer_ ? writer_->rows_written() : 0;
   for (const auto& f : pending_) n += static_cast<uint64_t>(f.record_count);
@@ -193,11 +237,13 @@ Result<lake::CommitOutcome> IcebergStream::Commit(const std::string& branch, con
                                                   const std::map<std::string, std::string>& summary,
                                                   const lake::LandedCheck& already_landed) {
   FERRY_RETURN_IF_ERROR(CloseOpenFile());
+  FERRY_RETURN_IF_ERROR(CloseDeleteFile());
   FaultPoint("sink.data_written");
   lake::AppendRequest req;
   req.branch = branch;
   req.schema = schema_.get();
   req.data_files = pending_;
+  req.delete_files = pending_deletes_;
   req.set_properties = MarkerProperty(marker);
   req.summary = summary;
   req.already_landed = already_landed;
@@ -213,6 +259,7 @@ Result<lake::CommitOutcome> IcebergStream::Commit(const std::string& branch, con
       ++totals_.files;
     }
     pending_.clear();
+    pending_deletes_.clear();
   }
   FaultPoint("sink.after_commit");
   return r;
@@ -237,8 +284,15 @@ void IcebergStream::DiscardPending() {
     writer_.reset();
     (void)table_->io().Delete(writer_uri_);
   }
+  if (delete_writer_) {
+    (void)delete_writer_->Close();
+    delete_writer_.reset();
+    (void)table_->io().Delete(delete_uri_);
+  }
   for (const auto& f : pending_) (void)table_->io().Delete(f.path);
+  for (const auto& f : pending_deletes_) (void)table_->io().Delete(f.path);
   pending_.clear();
+  pending_deletes_.clear();
 }
 
 }  // namespace ferry::sink

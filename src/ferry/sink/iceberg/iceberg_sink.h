@@ -74,6 +74,11 @@ class IcebergStream {
 
   // Appends rows to the open data file, rolling to a new file at the target size.
   Status Write(const Batch& batch);
+  // Upserts: rows that replace any row with the same key already in the table. The rows go to
+  // the data file and their keys to an equality-delete file committed in the same snapshot, so
+  // older versions disappear and these rows stay. A key must appear at most once per commit.
+  // kInvalidArgument when the table has no identifier fields (no primary key).
+  Status WriteUpserts(const Batch& batch);
   uint64_t pending_rows() const;
 
   // Closes the open files and commits them on `branch` with the marker set to `marker`.
@@ -99,6 +104,7 @@ class IcebergStream {
   IcebergStream(IcebergSink* sink, std::unique_ptr<lake::Table> t, std::shared_ptr<const Schema> s)
       : sink_(sink), table_(std::move(t)), schema_(std::move(s)) {}
   Status CloseOpenFile();
+  Status CloseDeleteFile();
   std::map<std::string, std::string> MarkerProperty(const Json& marker) const;
 
   IcebergSink* sink_;
@@ -107,6 +113,11 @@ class IcebergStream {
   std::unique_ptr<parquet::Writer> writer_;
   std::string writer_uri_;
   std::vector<lake::DataFile> pending_;
+  std::shared_ptr<const Schema> key_schema_;        // identifier fields only
+  std::vector<size_t> key_columns_;                 // their positions in schema_
+  std::unique_ptr<parquet::Writer> delete_writer_;
+  std::string delete_uri_;
+  std::vector<lake::DataFile> pending_deletes_;
   Totals totals_;
 };
 

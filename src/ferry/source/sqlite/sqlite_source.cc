@@ -97,35 +97,51 @@ class SqliteSource final : public Source {
     FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
     if (chunk.lo) st.Bind(1, *chunk.lo);
     if (chunk.hi) st.Bind(2, *chunk.hi);
-    if (schema->fields.size() != stream.columns.size()) {
-      return Status::Internal("ReadChunk: schema does not match table " + stream.name);
+    return EmitRows(stream, st, std::move(schema), batch_rows, !key.expr.empty(), emit);
+  }
+
+  Result<nlohmann::json> MaxCursor(const StreamInfo& stream, const std::string& cursor) override {
+    FERRY_RETURN_IF_ERROR(CheckCursor(stream, cursor));
+    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare("SELECT max(" + QuoteIdentifier(cursor) +
+                                                 ") FROM main." + QuoteIdentifier(stream.name)));
+    FERRY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row || st.IsNull(0)) return nlohmann::json(nullptr);
+    switch (st.ColumnType(0)) {
+      case SQLITE_INTEGER: return nlohmann::json(st.Int64(0));
+      case SQLITE_FLOAT: return nlohmann::json(st.Double(0));
+      case SQLITE_TEXT: return nlohmann::json(std::string(st.Text(0)));
+      default:
+        return Status::InvalidArgument("table " + stream.name + ": cursor column " + cursor +
+                                       " holds blobs; pick a column of numbers, dates or text");
     }
-    Batch batch(std::move(schema));
-    const int ncols = static_cast<int>(stream.columns.size());
-    int64_t row_number = 0;
-    for (;;) {
-      auto more = st.Step();
-      if (!more.ok()) return more.status().WithContext("reading table " + stream.name);
-      if (!*more) break;
-      ++row_number;
-      for (int c = 0; c < ncols; ++c) {
-        Status s = AppendValue(st, c, &batch.column(static_cast<size_t>(c)));
-        if (!s.ok()) {
-          std::string where = key.expr.empty() ? "row " + std::to_string(row_number)
-                                                : "rowid " + std::to_string(st.Int64(ncols));
-          return Status::InvalidArgument("table " + stream.name + ", column " +
-                                         stream.columns[static_cast<size_t>(c)].name + ", " +
-                                         where + ": " + s.message());
-        }
-      }
-      if ((row_number & 1023) == 0) FaultPoint("source.mid_chunk");
-      if (batch.num_rows() >= batch_rows) {
-        if (!emit(batch)) return Status::Cancelled("sync stopped");
-        batch.Clear();
-      }
+  }
+
+  Status ReadCursorRange(const StreamInfo& stream, const std::string& cursor,
+                         const nlohmann::json& lower, const nlohmann::json& upper,
+                         std::shared_ptr<const Schema> schema, size_t batch_rows,
+                         const std::function<bool(Batch&)>& emit) override {
+    FERRY_RETURN_IF_ERROR(CheckCursor(stream, cursor));
+    std::string c = QuoteIdentifier(cursor);
+    std::string sql = "SELECT ";
+    for (size_t i = 0; i < stream.columns.size(); ++i) {
+      sql += (i ? ", " : "") + QuoteIdentifier(stream.columns[i].name);
     }
-    if (batch.num_rows() > 0 && !emit(batch)) return Status::Cancelled("sync stopped");
-    return Status::OK();
+    sql += ", NULL FROM main." + QuoteIdentifier(stream.name) + " WHERE " + c + " <= ?2";
+    if (!lower.is_null()) sql += " AND " + c + " > ?1";
+    sql += " ORDER BY " + c;
+    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
+    auto bind = [&](int idx, const nlohmann::json& v) {
+      if (v.is_number_integer()) {
+        st.Bind(idx, v.get<int64_t>());
+      } else if (v.is_number()) {
+        sqlite3_bind_double(st.raw(), idx, v.get<double>());
+      } else {
+        st.Bind(idx, std::string_view(v.get_ref<const std::string&>()));
+      }
+    };
+    if (!lower.is_null()) bind(1, lower);
+    bind(2, upper);
+    return EmitRows(stream, st, std::move(schema), batch_rows, /*has_key=*/false, emit);
   }
 
   std::string Describe() const override {
@@ -186,6 +202,55 @@ class SqliteSource final : public Source {
       if (row && !est.IsNull(0)) info.estimated_rows = est.Int64(0);
     }
     return info;
+  }
+
+  // Converts every row of `st` (the stream's columns, then the chunk key or NULL) into batches.
+  Status EmitRows(const StreamInfo& stream, ferry::sqlite::Statement& st,
+                  std::shared_ptr<const Schema> schema, size_t batch_rows, bool has_key,
+                  const std::function<bool(Batch&)>& emit) {
+    if (schema->fields.size() != stream.columns.size()) {
+      return Status::Internal("schema does not match table " + stream.name);
+    }
+    Batch batch(std::move(schema));
+    const int ncols = static_cast<int>(stream.columns.size());
+    int64_t row_number = 0;
+    for (;;) {
+      auto more = st.Step();
+      if (!more.ok()) return more.status().WithContext("reading table " + stream.name);
+      if (!*more) break;
+      ++row_number;
+      for (int c = 0; c < ncols; ++c) {
+        Status s = AppendValue(st, c, &batch.column(static_cast<size_t>(c)));
+        if (!s.ok()) {
+          std::string where = has_key ? "rowid " + std::to_string(st.Int64(ncols))
+                                      : "row " + std::to_string(row_number);
+          return Status::InvalidArgument("table " + stream.name + ", column " +
+                                         stream.columns[static_cast<size_t>(c)].name + ", " +
+                                         where + ": " + s.message());
+        }
+      }
+      if ((row_number & 1023) == 0) FaultPoint("source.mid_chunk");
+      if (batch.num_rows() >= batch_rows) {
+        if (!emit(batch)) return Status::Cancelled("sync stopped");
+        batch.Clear();
+      }
+    }
+    if (batch.num_rows() > 0 && !emit(batch)) return Status::Cancelled("sync stopped");
+    return Status::OK();
+  }
+
+  Status CheckCursor(const StreamInfo& stream, const std::string& cursor) {
+    for (const auto& c : stream.columns) {
+      if (c.name == cursor) return Status::OK();
+    }
+    return Status::InvalidArgument("table " + stream.name + " has no column '" + cursor +
+                                   "' for the cursor; candidates: " + [&] {
+                                     std::string out;
+                                     for (const auto& n : stream.cursor_candidates) {
+                                       out += (out.empty() ? "" : ", ") + n;
+                                     }
+                                     return out.empty() ? std::string("(none)") : out;
+                                   }());
   }
 
   ChunkKey KeyFor(const StreamInfo& info) {
