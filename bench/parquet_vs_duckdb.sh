@@ -13,7 +13,8 @@
 # from i (bench/parquet_write.cc, bench/duckdb.mjs spell the same formulas).
 #   ferry          bench/parquet_write.cc: generates each 65,536-row batch into a reused Batch,
 #                  then Writer::Write; generation and writing are timed apart. "write" is the
-#                  writer alone; "gen+write" adds generating the values in C++.
+#                  writer alone; "gen+write" adds generating the values in C++. Run twice per
+#                  repetition: default options (dictionary encoding) and with dictionaries off.
 #   duckdb/gen     COPY (SELECT ... FROM range(...)) TO ...: includes generating the rows in SQL.
 #   duckdb/table   COPY t TO ... from an in-memory table materialized beforehand (not timed):
 #                  DuckDB's writer plus an in-memory scan, the counterpart of ferry's "write".
@@ -48,9 +49,12 @@ records="$work/records.jsonl"
 : >"$records"
 
 for ((rep = 1; rep <= repeat; rep++)); do
-  read -r s rss < <(measure "$work/ferry.json" "$work/ferry.log" "$writer" "$rows" "$work/ferry.parquet" zstd)
+  read -r s rss < <(measure "$work/ferry.json" "$work/ferry.log" "$writer" "$rows" "$work/ferry.parquet" zstd 65536 dict)
   echo "{\"what\": \"ferry\", \"rep\": $rep, \"seconds\": $s, \"rss_kb\": $rss, \"bytes\": $(stat -c %s "$work/ferry.parquet"), \"out\": $(cat "$work/ferry.json")}" >>"$records"
   note "run $rep/$repeat: ferry $(cat "$work/ferry.json")"
+  read -r s rss < <(measure "$work/ferry-plain.json" "$work/ferry.log" "$writer" "$rows" "$work/ferry-plain.parquet" zstd 65536 plain)
+  echo "{\"what\": \"ferry/plain\", \"rep\": $rep, \"seconds\": $s, \"rss_kb\": $rss, \"bytes\": $(stat -c %s "$work/ferry-plain.parquet"), \"out\": $(cat "$work/ferry-plain.json")}" >>"$records"
+  note "run $rep/$repeat: ferry/plain $(cat "$work/ferry-plain.json")"
   for mode in generate table; do
     read -r s rss < <(measure "$work/duckdb.json" "$work/duckdb.log" node "$bench_dir/duckdb.mjs" write "$rows" "$work/duckdb-$mode.parquet" "$mode")
     echo "{\"what\": \"duckdb/$mode\", \"rep\": $rep, \"seconds\": $s, \"rss_kb\": $rss, \"bytes\": $(stat -c %s "$work/duckdb-$mode.parquet"), \"out\": $(cat "$work/duckdb.json")}" >>"$records"
@@ -70,6 +74,7 @@ except Exception:
     check = {"same_contents": False, "error": open(check_path).read()}
 med = statistics.median
 f = [r for r in recs if r["what"] == "ferry"]
+fpl = [r for r in recs if r["what"] == "ferry/plain"]
 dg = [r for r in recs if r["what"] == "duckdb/generate"]
 dt = [r for r in recs if r["what"] == "duckdb/table"]
 fw = med([r["out"]["write_s"] for r in f])
@@ -87,6 +92,11 @@ res = {
               "peak_rss_kb_median": int(med([r["out"]["peak_rss_kb"] for r in f])),
               "max_writer_buffers_bytes": f[-1]["out"]["max_writer_buffers_bytes"],
               "write_s_runs": [r["out"]["write_s"] for r in f]},
+    "ferry_plain": {"write_s": round(med([r["out"]["write_s"] for r in fpl]), 4),
+                    "write_rows_per_s": round(rows / med([r["out"]["write_s"] for r in fpl])),
+                    "file_bytes": fpl[-1]["bytes"],
+                    "peak_rss_kb_median": int(med([r["out"]["peak_rss_kb"] for r in fpl])),
+                    "write_s_runs": [r["out"]["write_s"] for r in fpl]},
     "duckdb_generate": {"copy_s": round(dgs, 4), "rows_per_s": round(rows / dgs), "file_bytes": dg[-1]["bytes"],
                         "row_groups": dg[-1]["out"]["row_groups"], "node_peak_rss_kb": int(med([r["rss_kb"] for r in dg])),
                         "copy_s_runs": [r["out"]["seconds"] for r in dg]},
@@ -107,6 +117,7 @@ print(f"Parquet, {rows:,} rows x 7 columns, zstd, 1 thread; median of {repeat} r
 table = [
     ["ferry write (Writer::Write+Close; batches generated apart)", f"{fw:.2f}", f"{rows / fw:,.0f}", mb(f[-1]["bytes"]), str(res["ferry"]["row_groups"]), f'{res["ferry"]["peak_rss_kb_median"] / 1024:.1f} MiB (process)'],
     ["ferry gen+write (C++ generation {:.2f} s + write)".format(fg), f"{ft:.2f}", f"{rows / ft:,.0f}", "", "", ""],
+    ["ferry write, dictionary off (PLAIN only)", f'{res["ferry_plain"]["write_s"]:.2f}', f'{res["ferry_plain"]["write_rows_per_s"]:,}', mb(fpl[-1]["bytes"]), "", f'{res["ferry_plain"]["peak_rss_kb_median"] / 1024:.1f} MiB (process)'],
     ["DuckDB COPY from in-memory table", f"{dts:.2f}", f"{rows / dts:,.0f}", mb(dt[-1]["bytes"]), str(res["duckdb_table"]["row_groups"]), ""],
     ["DuckDB COPY (SELECT ... FROM range()) incl. SQL generation", f"{dgs:.2f}", f"{rows / dgs:,.0f}", mb(dg[-1]["bytes"]), str(res["duckdb_generate"]["row_groups"]), f'{res["duckdb_generate"]["node_peak_rss_kb"] / 1024:.1f} MiB (node+DuckDB)'],
 ]

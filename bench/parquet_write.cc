@@ -1,6 +1,7 @@
 // ferry's Parquet writer on the benchmark table (see docs/benchmarks.md, bench/parquet_vs_duckdb.sh).
 //
-// Usage: parquet_write <rows> <out.parquet> [zstd|snappy|none] [batch_rows=65536]
+// Usage: parquet_write <rows> <out.parquet> [zstd|snappy|none] [batch_rows=65536] [dict|plain]
+//   dict (default): WriterOptions defaults, dictionary encoding on; plain: WriterOptions::dictionary off.
 //
 // Writes `rows` rows of the 7-column benchmark table, the same values bench/duckdb_write.mjs
 // generates in SQL (row i = 1..rows; h = i * 2654435761 mod 2^32):
@@ -69,13 +70,18 @@ int Fail(const Status& s) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: parquet_write <rows> <out.parquet> [zstd|snappy|none] [batch_rows]\n");
+    std::fprintf(stderr, "usage: parquet_write <rows> <out.parquet> [zstd|snappy|none] [batch_rows] [dict|plain]\n");
     return 2;
   }
   const int64_t rows = std::strtoll(argv[1], nullptr, 10);
   const std::string path = argv[2];
   const std::string codec = argc > 3 ? argv[3] : "zstd";
   const int64_t batch_rows = argc > 4 ? std::strtoll(argv[4], nullptr, 10) : 65536;
+  const std::string encoding = argc > 5 ? argv[5] : "dict";
+  if (encoding != "dict" && encoding != "plain") {
+    std::fprintf(stderr, "parquet_write: encoding must be dict or plain, not %s\n", encoding.c_str());
+    return 2;
+  }
 
   auto schema = std::make_shared<Schema>();
   schema->fields = {{1, "id", DataType::Int64(), true, ""},
@@ -94,6 +100,7 @@ int main(int argc, char** argv) {
   if (!out.ok()) return Fail(out.status());
   parquet::WriterOptions opts;  // defaults, as ferry sync uses them: 128 MB row groups, 1 MB pages
   opts.compression = *compression;
+  opts.dictionary = encoding == "dict";
 
   double gen_s = 0, write_s = 0;
   uint64_t max_buffered = 0;
@@ -121,10 +128,10 @@ int main(int argc, char** argv) {
   write_s += std::chrono::duration<double>(Clock::now() - c0).count();
 
   std::printf(
-      "{\"rows\": %" PRId64 ", \"codec\": \"%s\", \"batch_rows\": %" PRId64
+      "{\"rows\": %" PRId64 ", \"codec\": \"%s\", \"encoding\": \"%s\", \"batch_rows\": %" PRId64
       ", \"generate_s\": %.4f, \"write_s\": %.4f, \"total_s\": %.4f, \"file_bytes\": %" PRIu64
       ", \"row_groups\": %zu, \"max_writer_buffers_bytes\": %" PRIu64 ", \"peak_rss_kb\": %ld}\n",
-      rows, codec.c_str(), batch_rows, gen_s, write_s, gen_s + write_s, m->file_size_bytes,
+      rows, codec.c_str(), encoding.c_str(), batch_rows, gen_s, write_s, gen_s + write_s, m->file_size_bytes,
       m->split_offsets.size(), max_buffered, PeakRssKb());
   return 0;
 }

@@ -11,6 +11,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 packages=(
   build-essential cmake ninja-build pkg-config git
   libsqlite3-dev sqlite3 libzstd-dev libsnappy-dev zlib1g-dev
+  libpq-dev postgresql
   nlohmann-json3-dev libyaml-cpp-dev libgtest-dev
   python3 ca-certificates
 )

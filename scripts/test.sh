@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build/debug -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFERRY_SANITIZE=ON >/dev/null
 cmake --build build/debug -j "$jobs"
+# The interop readers are installed above: a missing one is a failure here, not a skip.
+export FERRY_REQUIRE_INTEROP=1
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 ctest --test-dir build/debug --output-on-failure -j "$jobs" "$@"

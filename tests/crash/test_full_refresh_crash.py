@@ -138,6 +138,24 @@ class FullRefreshCrashTest(ferrytest.FerryTestCase):
         out = self.finish_and_verify()
         self.assertIn("resuming run", out.stderr)
 
+    def test_state_command_shows_what_a_restart_will_do_and_changes_nothing(self):
+        self.crash("sink.after_commit", 2)
+        state_path = os.path.join(self.dir, "state.json")
+        with open(state_path) as f:
+            before = f.read()
+        p = self.ferry("state", "-c", self.pipeline)
+        self.assertIn("the marker was ahead of the state", p.stdout)
+        streams = json.loads(self.ferry("state", "-c", self.pipeline, "--json").stdout)
+        # The second commit (of either stream: they load in parallel) died before its state write.
+        behind = [s for s in streams if s["state_behind_marker"]]
+        self.assertEqual(len(behind), 1, streams)
+        count = lambda ranges: sum(hi - lo for lo, hi in ranges)  # noqa: E731
+        self.assertEqual(count(behind[0]["marker"]["committed"]),
+                         count(behind[0]["state"]["committed"]) + 1)
+        with open(state_path) as f:
+            self.assertEqual(f.read(), before)
+        self.finish_and_verify()
+
     def test_random_kills_during_one_long_load(self):
         make_source(self.db_path, n_a=60000, n_b=3000)
         self.write_pipeline(PIPELINE.replace("chunk_rows: 2000", "chunk_rows: 1500"))

@@ -9,8 +9,13 @@
 //     "columns": [{"name": "l", "field_id": 3, "type": "long", "required": false}, ...],
 //     "rows": [[...one JSON value per column...], ...],
 //     "codec": "ZSTD" | "SNAPPY" | "UNCOMPRESSED",   (optional)
-//     "row_groups": 3                                (optional)
+//     "row_groups": 3,                               (optional)
+//     "dictionary": "on" | "off" | "fallback"        (optional)
 //   }
+// "dictionary" is what every non-boolean column's chunks must show (booleans never have one):
+//   on        a dictionary page before the data pages, RLE_DICTIONARY data pages only
+//   off       no dictionary page, PLAIN data pages only
+//   fallback  a dictionary page; RLE_DICTIONARY then PLAIN data pages (in at least one chunk)
 // "type" is the Iceberg type string (boolean, int, long, float, double, decimal(P,S), date, time,
 // timestamp, timestamptz, string, binary, uuid). Value encoding in "rows" (null is NULL):
 //   boolean                       true / false
@@ -29,9 +34,11 @@
 //   DuckDB       read_parquet values and column types; parquet_schema() field ids, repetition and
 //                logical types; parquet_metadata() codec, per-chunk null counts, num_values and
 //                min/max statistics (ints, dates, times, timestamps, decimals, strings, booleans);
-//                parquet_file_metadata() row count and created_by.
+//                parquet_file_metadata() row count and created_by; parquet_metadata() encodings,
+//                dictionary_page_offset and data_page_offset against "dictionary".
 //   hyparquet    values, field ids, repetition, num_rows, float/double min/max statistics (DuckDB
-//                does not show infinite ones).
+//                does not show infinite ones); per chunk, encodings, encoding_stats and
+//                dictionary_page_offset agree with each other and with "dictionary".
 //   parquet-wasm values through Arrow IPC, Arrow types and PARQUET:field_id metadata.
 import fs from 'node:fs';
 import { DuckDBInstance } from '@duckdb/node-api';
@@ -291,6 +298,29 @@ async function checkDuckDB() {
     }
   }
 
+  // Encodings and dictionary pages.
+  if (expected.dictionary !== undefined) {
+    const enc = (await conn.runAndReadAll(
+      `SELECT row_group_id, column_id, encodings, dictionary_page_offset, data_page_offset
+         FROM parquet_metadata('${path}') ORDER BY row_group_id, column_id`)).getRowObjectsJS();
+    for (const m of enc) {
+      const col = columns[Number(m.column_id)];
+      if (!col) continue;
+      const g = Number(m.row_group_id);
+      const list = String(m.encodings ?? '').split(',').map((e) => e.trim()).filter((e) => e);
+      const hasDictPage = m.dictionary_page_offset !== null && m.dictionary_page_offset !== undefined;
+      const dictData = list.includes('RLE_DICTIONARY') || list.includes('PLAIN_DICTIONARY');
+      const mode = col.type === 'boolean' ? 'off' : expected.dictionary;
+      const where = `duckdb: rg ${g} ${col.name} (encodings ${list.join(',')}, dictionary_page_offset ${m.dictionary_page_offset}, data_page_offset ${m.data_page_offset})`;
+      if (mode === 'off') {
+        if (hasDictPage || dictData) problem(`${where}: expected no dictionary`);
+      } else {
+        if (!hasDictPage || !dictData) problem(`${where}: expected a dictionary page and RLE_DICTIONARY pages`);
+        else if (Number(m.dictionary_page_offset) >= Number(m.data_page_offset)) problem(`${where}: dictionary page after the data pages`);
+      }
+    }
+  }
+
   const fm = (await conn.runAndReadAll(`SELECT num_rows, created_by FROM parquet_file_metadata('${path}')`)).getRowObjectsJS()[0];
   if (Number(fm.num_rows) !== rows.length) problem(`duckdb: num_rows ${fm.num_rows}, expected ${rows.length}`);
   if (!String(fm.created_by).startsWith('ferry version')) problem(`duckdb: created_by '${fm.created_by}'`);
@@ -338,6 +368,44 @@ async function checkHyparquet() {
     });
     first += n;
   });
+
+  // Encodings, encoding_stats and dictionary pages, per chunk.
+  if (expected.dictionary !== undefined) {
+    const fellBack = new Set();
+    metadata.row_groups.forEach((rg, g) => {
+      columns.forEach((col, c) => {
+        const md = rg.columns[c].meta_data;
+        const where = `hyparquet: rg ${g} ${col.name}`;
+        const encodings = md.encodings ?? [];
+        const stats = md.encoding_stats;
+        if (!stats) return problem(`${where}: no encoding_stats`);
+        let dictPages = 0, dictData = 0, plainData = 0;
+        for (const st of stats) {
+          if (st.page_type === 'DICTIONARY_PAGE' && st.encoding === 'PLAIN') dictPages += st.count;
+          else if (st.page_type === 'DATA_PAGE' && st.encoding === 'RLE_DICTIONARY') dictData += st.count;
+          else if (st.page_type === 'DATA_PAGE' && st.encoding === 'PLAIN') plainData += st.count;
+          else problem(`${where}: unexpected encoding_stats entry ${JSON.stringify(st)}`);
+        }
+        const hasOffset = md.dictionary_page_offset !== undefined && md.dictionary_page_offset !== null;
+        if ((dictPages === 1) !== hasOffset || dictPages > 1) problem(`${where}: ${dictPages} dictionary pages in encoding_stats, dictionary_page_offset ${md.dictionary_page_offset}`);
+        if ((dictData > 0) !== encodings.includes('RLE_DICTIONARY')) problem(`${where}: encodings [${encodings}] disagree with encoding_stats ${JSON.stringify(stats)}`);
+        if (dictData > 0 && dictPages !== 1) problem(`${where}: RLE_DICTIONARY pages without a dictionary page`);
+        if (!encodings.includes('PLAIN')) problem(`${where}: encodings [${encodings}] lack PLAIN`);
+        const mode = col.type === 'boolean' ? 'off' : expected.dictionary;
+        if (mode === 'off' && (dictPages > 0 || dictData > 0)) problem(`${where}: expected no dictionary, encoding_stats ${JSON.stringify(stats)}`);
+        if (mode === 'on' && (dictPages !== 1 || dictData === 0 || plainData > 0)) problem(`${where}: expected dictionary pages only, encoding_stats ${JSON.stringify(stats)}`);
+        if (mode === 'fallback') {
+          if (dictPages !== 1 || dictData === 0) problem(`${where}: expected a dictionary, encoding_stats ${JSON.stringify(stats)}`);
+          if (plainData > 0) fellBack.add(col.name);
+        }
+      });
+    });
+    if (expected.dictionary === 'fallback') {
+      for (const col of columns) {
+        if (col.type !== 'boolean' && !fellBack.has(col.name)) problem(`hyparquet: ${col.name} never falls back to PLAIN`);
+      }
+    }
+  }
 
   const data = await parquetReadObjects({
     file: ab,

@@ -41,6 +41,8 @@ commands:
                              print the streams that will sync and the delivery guarantee
   discover  -c FILE [--json] list the source's tables, columns, types, keys and cursor candidates
   sync      -c FILE          run the sync; a stopped or crashed sync resumes where it left off
+  state     -c FILE [--json] show each stream's state, its marker in the destination, and what
+                             the next sync will do (run normally, repair the state, start fresh)
   faults                     list the named fault points (FERRY_FAULT=<point>[:<n>])
   version                    print the version
 
@@ -141,7 +143,8 @@ int CmdDiscover(const Args& a) {
                      {"primary_key", s.primary_key},
                      {"cursor_candidates", s.cursor_candidates},
                      {"estimated_rows", s.estimated_rows},
-                     {"chunking", s.chunking}});
+                     {"chunking", s.chunking},
+                     {"error", s.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.error)}});
     }
     std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
@@ -159,7 +162,9 @@ int CmdDiscover(const Args& a) {
     }
     std::string cands;
     for (const auto& c : s.cursor_candidates) cands += (cands.empty() ? "" : ", ") + c;
-    std::printf("  cursor candidates: %s\n\n", cands.empty() ? "(none)" : cands.c_str());
+    std::printf("  cursor candidates: %s\n", cands.empty() ? "(none)" : cands.c_str());
+    if (!s.error.empty()) std::printf("  cannot be synced: %s\n", s.error.c_str());
+    std::printf("\n");
   }
   return 0;
 }
@@ -203,6 +208,53 @@ int CmdSync(const Args& a) {
   return 0;
 }
 
+std::string ProgressText(const nlohmann::json& p) {
+  if (p.is_null()) return "(none)";
+  if (p.value("mode", "") == "incremental") {
+    return "cursor " + p.value("cursor_column", std::string("?")) + " = " +
+           (p.contains("cursor") ? p["cursor"].dump() : "null") + " (window " +
+           p.value("window", std::string("")) + ")";
+  }
+  if (p.value("mode", "") == "full_refresh") {
+    int64_t done = 0;
+    for (const auto& r : p.value("committed", nlohmann::json::array())) {
+      if (r.is_array() && r.size() == 2) done += r[1].get<int64_t>() - r[0].get<int64_t>();
+    }
+    int64_t total = p.contains("plan") ? p["plan"].value("count", int64_t{0}) : 0;
+    return "run " + p.value("run", std::string("?")) + ", " + std::to_string(done) + "/" +
+           std::to_string(total) + " chunks committed, " +
+           (p.value("published", false) ? "published" : "loading") + ", " +
+           std::to_string(p.value("rows", int64_t{0})) + " rows";
+  }
+  return p.dump();
+}
+
+int CmdState(const Args& a) {
+  auto cfg = LoadConfig(a);
+  if (!cfg.ok()) return Fail(cfg.status(), 2);
+  std::vector<engine::StreamStateReport> streams;
+  Status s = engine::RunStateReport(*cfg, &streams);
+  if (!s.ok()) return Fail(s, ExitCodeFor(s));
+  if (a.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : streams) {
+      out.push_back({{"stream", r.stream}, {"table", r.table}, {"mode", r.mode},
+                     {"state", r.state}, {"marker", r.marker}, {"next_sync", r.restart},
+                     {"state_behind_marker", r.state_behind}});
+    }
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  std::printf("state file: %s\n\n", cfg->state_path.c_str());
+  for (const auto& r : streams) {
+    std::printf("%s -> %s (%s)\n", r.stream.c_str(), r.table.c_str(), r.mode.c_str());
+    std::printf("  state:     %s\n", ProgressText(r.state).c_str());
+    std::printf("  marker:    %s\n", ProgressText(r.marker).c_str());
+    std::printf("  next sync: %s\n\n", r.restart.c_str());
+  }
+  return 0;
+}
+
 int CmdFaults() {
   for (const auto& p : AllFaultPoints()) {
     std::printf("%-32s %s\n", std::string(p.name).c_str(), std::string(p.description).c_str());
@@ -239,10 +291,13 @@ int Main(int argc, char** argv) {
   std::string_view fault_error = ArmFaultsFromEnvironment();
   if (!fault_error.empty()) return Fail(Status::InvalidArgument(std::string(fault_error)), 2);
   if (a.command.empty()) return Usage("no command given");
-  if (a.json && a.command != "discover") return Usage("--json goes with discover");
+  if (a.json && a.command != "discover" && a.command != "state") {
+    return Usage("--json goes with discover and state");
+  }
   if (a.command == "check") return CmdCheck(a);
   if (a.command == "discover") return CmdDiscover(a);
   if (a.command == "sync") return CmdSync(a);
+  if (a.command == "state") return CmdState(a);
   if (a.command == "faults") return CmdFaults();
   if (a.command == "version") {
     std::printf("ferry %s\n", kVersion);

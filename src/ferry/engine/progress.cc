@@ -71,9 +71,11 @@ Result<IndexSet> IndexSet::FromJson(const Json& j) {
 Json FullRefreshProgress::ToJson() const {
   Json plan_j{{"count", plan.count}, {"step", plan.step}};
   plan_j["first"] = plan.first ? Json(*plan.first) : Json(nullptr);
-  return Json{{"mode", "full_refresh"}, {"stream", stream},      {"run", run},
-              {"plan", plan_j},         {"committed", committed.ToJson()},
-              {"rows", rows},           {"published", published}};
+  Json j{{"mode", "full_refresh"}, {"stream", stream},      {"run", run},
+         {"plan", plan_j},         {"committed", committed.ToJson()},
+         {"rows", rows},           {"published", published}};
+  if (cdc_start) j["cdc_start"] = *cdc_start;
+  return j;
 }
 
 Result<FullRefreshProgress> FullRefreshProgress::FromJson(const Json& j, const std::string& origin) {
@@ -100,6 +102,10 @@ Result<FullRefreshProgress> FullRefreshProgress::FromJson(const Json& j, const s
   p.committed = *committed;
   p.rows = j.value("rows", int64_t{0});
   p.published = j.value("published", false);
+  if (j.contains("cdc_start")) {
+    if (!j["cdc_start"].is_number_integer()) return bad("cdc_start is not an integer");
+    p.cdc_start = j["cdc_start"].get<int64_t>();
+  }
   return p;
 }
 
@@ -213,6 +219,66 @@ Result<IncrementalDecision> DecideIncremental(const std::string& stream, const s
   d.explanation = d.start.cursor.is_null()
                       ? "no cursor yet: reading every row up to the current maximum"
                       : "reading rows after " + d.start.cursor.dump();
+  return d;
+}
+
+Json CdcProgress::ToJson() const {
+  return Json{{"mode", "cdc"}, {"stream", stream}, {"position", position}, {"from", from}};
+}
+
+namespace {
+// The change position a record proves: a CDC record's position, or the start of a published
+// backfill. -1 when it proves none.
+Result<int64_t> CdcPosition(const Json& j, const std::string& origin) {
+  if (!j.is_object()) return int64_t{-1};
+  if (j.value("mode", "") == "cdc") {
+    if (!j.contains("position") || !j["position"].is_number_integer()) {
+      return Status::Corruption(origin + " is not a valid cdc progress record");
+    }
+    return j["position"].get<int64_t>();
+  }
+  if (j.value("mode", "") == "full_refresh" && j.value("published", false) && j.contains("cdc_start")) {
+    FERRY_ASSIGN_OR_RETURN(FullRefreshProgress p, FullRefreshProgress::FromJson(j, origin));
+    return *p.cdc_start;
+  }
+  return int64_t{-1};
+}
+}  // namespace
+
+Result<CdcDecision> DecideCdc(const Json& state, const Json& marker) {
+  CdcDecision d;
+  FERRY_ASSIGN_OR_RETURN(int64_t ps, CdcPosition(state, "the state file's entry"));
+  FERRY_ASSIGN_OR_RETURN(int64_t pm, CdcPosition(marker, "the table's marker"));
+  if (ps >= 0 || pm >= 0) {
+    d.position = std::max(ps, pm);
+    d.state_behind = pm > ps;
+    d.explanation = d.state_behind
+                        ? "the table already holds changes up to " + std::to_string(pm) +
+                              " (the state had " + std::to_string(ps) +
+                              "): state repaired from the marker, those changes are not read again"
+                        : "applying changes after position " + std::to_string(d.position);
+    return d;
+  }
+  // No change position yet: the backfill (a full refresh) is new or in flight.
+  d.backfill = true;
+  FERRY_ASSIGN_OR_RETURN(d.full, DecideFullRefresh(state, marker));
+  if (d.full.action == Action::kAlreadyPublished) {
+    if (!d.full.progress.cdc_start) {
+      return Status::Corruption("the backfill record of stream " + d.full.progress.stream +
+                                " has no cdc_start position");
+    }
+    d.backfill = false;
+    d.position = *d.full.progress.cdc_start;
+    d.state_behind = true;
+    d.explanation = "the backfill was published but the state missed it: state repaired, "
+                    "applying changes after position " + std::to_string(d.position);
+    return d;
+  }
+  if (d.full.action == Action::kResume && !d.full.progress.cdc_start) {
+    return Status::Corruption("the backfill record of stream " + d.full.progress.stream +
+                              " has no cdc_start position; move the state away to start over");
+  }
+  d.explanation = "backfill: " + d.full.explanation;
   return d;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,9 @@ struct FullRefreshProgress {
   int64_t rows = 0;               // rows committed by this run
   bool published = false;         // the load replaced the table's main
   std::string stream;
+  // CDC backfill: the change-log position of the snapshot the load started from; changes after
+  // it are applied once the load is published.
+  std::optional<int64_t> cdc_start;
 
   std::string Branch(const std::string& pipeline) const { return BranchPrefix(pipeline) + run; }
   static std::string BranchPrefix(const std::string& pipeline) { return "ferry-" + pipeline + "-"; }
@@ -92,6 +96,25 @@ struct IncrementalDecision {
 // `state`, `marker`: the stream's state entry and the table's marker (null when absent).
 Result<IncrementalDecision> DecideIncremental(const std::string& stream, const std::string& cursor,
                                               const Json& state, const Json& marker);
+
+// CDC on a stream with its own change log: after the backfill, each sync applies the changes
+// with from < position <= to and commits `to` as the stream's position.
+struct CdcProgress {
+  std::string stream;
+  int64_t position = 0;  // every change at or below it is in the table
+  int64_t from = 0;      // marker: where the committed batch of changes started
+  Json ToJson() const;
+};
+
+struct CdcDecision {
+  bool backfill = false;   // true: a full refresh first (new or resumed), see `full`
+  Decision full;           // the backfill's decision
+  int64_t position = 0;    // !backfill: apply changes after this position
+  bool state_behind = false;
+  std::string explanation;
+};
+
+Result<CdcDecision> DecideCdc(const Json& state, const Json& marker);
 
 // "20261129T124500Z-3f2a1c"
 std::string NewRunId();

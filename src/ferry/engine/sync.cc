@@ -26,11 +26,10 @@ Result<std::vector<source::StreamInfo>> SelectStreams(config::SourceConfig& cfg,
   std::vector<source::StreamInfo> out;
   if (cfg.all_streams) {
     out = std::move(all);
-    if (cfg.mode != config::SyncMode::kFullRefresh) {
+    if (cfg.mode == config::SyncMode::kIncremental) {
       return Status::InvalidArgument(
-          "source.mode " + std::string(config::SyncModeName(cfg.mode)) +
-          " needs per-stream settings (incremental needs each stream's cursor); list the streams "
-          "under source.streams, or use full_refresh for every table");
+          "source.mode incremental needs each stream's cursor column: list the streams under "
+          "source.streams with `cursor: <column>`, or use full_refresh for every table");
     }
   } else {
     for (const auto& sc : cfg.streams) {
@@ -42,13 +41,6 @@ Result<std::vector<source::StreamInfo>> SelectStreams(config::SourceConfig& cfg,
         return Status::NotFound("stream '" + sc.name + "' (line " + std::to_string(sc.line) +
                                 ") is not a table of the source; its tables are: " +
                                 (names.empty() ? "(none)" : names));
-      }
-      if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
-        return Status::InvalidArgument("stream '" + sc.name + "' (line " + std::to_string(sc.line) +
-                                       "): mode " + std::string(config::SyncModeName(sc.mode)) +
-                                       " is not available for the " + cfg.type +
-                                       " source in this build; it supports full_refresh and "
-                                       "incremental");
       }
       if (sc.mode == config::SyncMode::kIncremental && !sc.cursor) {
         std::string cands;
@@ -107,7 +99,14 @@ struct StreamTask {
   std::unique_ptr<sink::IcebergStream> out;
   FullRefreshProgress progress;   // full refresh
   IncrementalProgress window;     // incremental: the window this sync reads (from, cursor = to)
+  CdcProgress changes;            // cdc after the backfill: the changes this sync applies
+  bool cdc_backfill = false;      // cdc stream whose full refresh is new or in flight
   bool incremental() const { return settings.mode == config::SyncMode::kIncremental; }
+  bool cdc() const {
+    return settings.mode == config::SyncMode::kCdc || settings.mode == config::SyncMode::kCdcOnly;
+  }
+  // Streams whose commits are upserts and deletes by key rather than appends of a load.
+  bool keyed() const { return incremental() || (cdc() && !cdc_backfill); }
   std::shared_ptr<graph::Edge> edge;
   StreamReport* report = nullptr;
   Clock::time_point start;
@@ -123,6 +122,10 @@ class SourceNode : public graph::Node {
     for (StreamTask* t : tasks_) {
       if (t->incremental()) {
         FERRY_RETURN_IF_ERROR(RunWindow(t));
+        continue;
+      }
+      if (t->keyed()) {
+        FERRY_RETURN_IF_ERROR(RunChanges(t));
         continue;
       }
       for (int64_t i = 0; i < t->progress.plan.count; ++i) {
@@ -167,11 +170,31 @@ class SourceNode : public graph::Node {
     return Status::OK();
   }
 
-  bool Forward(StreamTask* t, Batch& b) {
+  // CDC: the last change of every key since the stream's position, then a barrier.
+  Status RunChanges(StreamTask* t) {
+    const CdcProgress& c = t->changes;
+    if (c.position > c.from) {
+      Status s = src_->ReadChanges(t->info, c.from, c.position, t->out->schema(), opts_.batch_rows,
+                                   [&](Batch& b, bool deletes) { return Forward(t, b, deletes); });
+      if (!s.ok()) {
+        if (opts_.stop && opts_.stop->requested()) return Status::Cancelled("stop requested");
+        return s;
+      }
+      graph::Barrier barrier{graph::CheckpointId(c.position), t->info.name,
+                             Json{{"position", c.position}}};
+      if (!t->edge->Send(graph::Message::MakeBarrier(std::move(barrier)))) {
+        return Status::Cancelled("sink stopped");
+      }
+    }
+    if (!t->edge->Send(graph::Message::End())) return Status::Cancelled("sink stopped");
+    return Status::OK();
+  }
+
+  bool Forward(StreamTask* t, Batch& b, bool deletes = false) {
     if (opts_.stop && opts_.stop->requested()) return false;
     auto owned = std::make_unique<Batch>(t->out->schema());
     std::swap(*owned, b);
-    return t->edge->Send(graph::Message::Data(std::move(owned)));
+    return t->edge->Send(graph::Message::Data(std::move(owned), deletes));
   }
 
   source::Source* src_;
@@ -199,7 +222,9 @@ class SinkNode : public graph::Node {
     while (auto m = t_->edge->Receive()) {
       switch (m->kind) {
         case graph::Message::Kind::kBatch:
-          if (t_->incremental()) {
+          if (m->deletes) {
+            FERRY_RETURN_IF_ERROR(t_->out->WriteDeleteKeys(*m->batch));
+          } else if (t_->keyed()) {
             FERRY_RETURN_IF_ERROR(t_->out->WriteUpserts(*m->batch));
           } else {
             FERRY_RETURN_IF_ERROR(t_->out->Write(*m->batch));
@@ -208,6 +233,10 @@ class SinkNode : public graph::Node {
         case graph::Message::Kind::kBarrier: {
           if (t_->incremental()) {
             FERRY_RETURN_IF_ERROR(CommitWindow());
+            break;
+          }
+          if (t_->keyed()) {
+            FERRY_RETURN_IF_ERROR(CommitChanges());
             break;
           }
           int64_t chunk = m->barrier.position["chunk"].get<int64_t>();
@@ -231,7 +260,7 @@ class SinkNode : public graph::Node {
           break;
         }
         case graph::Message::Kind::kEnd: {
-          if (t_->incremental()) {
+          if (t_->keyed()) {
             Finish();
             return Status::OK();
           }
@@ -272,6 +301,28 @@ class SinkNode : public graph::Node {
     if (opts_.print_progress) {
       FERRY_LOG(kInfo) << t_->info.name << ": rows up to " << t_->info.name << "."
                        << w.cursor_column << " = " << w.cursor.dump() << " committed";
+    }
+    return Status::OK();
+  }
+
+  // Commits a batch of changes (upserts and deletes by key) with the stream's new position.
+  Status CommitChanges() {
+    const CdcProgress& c = t_->changes;
+    auto landed = [&](const lake::TableMetadata& md) {
+      auto v = md.Property("ferry.marker." + pipeline_);
+      if (!v) return false;
+      Json j = Json::parse(*v, nullptr, false);
+      return !j.is_discarded() && j.value("mode", "") == "cdc" &&
+             j.value("position", int64_t{-1}) >= c.position;
+    };
+    std::map<std::string, std::string> summary = {{"ferry.pipeline", pipeline_},
+                                                  {"ferry.position", std::to_string(c.position)}};
+    auto r = t_->out->Commit("main", c.ToJson(), summary, landed);
+    if (!r.ok()) return r.status().WithContext("committing changes up to " + std::to_string(c.position));
+    FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, c.ToJson()));
+    if (opts_.print_progress) {
+      FERRY_LOG(kInfo) << t_->info.name << ": changes " << c.from << ".." << c.position
+                       << " committed";
     }
     return Status::OK();
   }
@@ -356,7 +407,13 @@ Status PlanWindow(source::Source* src, StreamTask* t, const Json& state, const J
   w.from = d->start.cursor;
   w.window = IncrementalProgress::WindowId(t->info.name, w.from);
   // Nothing new: no window (null cursor) and nothing to commit.
-  bool nothing = upper.is_null() || (!w.from.is_null() && !(w.from < upper));
+  // Numbers compare as numbers. Text cursors (numerics, timestamps, strings) are ordered by the
+  // source, not by their spelling ("1000.5" < "29.99" as text): any other maximum opens a window,
+  // and the source's own comparison in the read decides which rows it holds.
+  bool nothing = upper.is_null() ||
+                 (!w.from.is_null() && (w.from.is_number() && upper.is_number()
+                                            ? !(w.from < upper)
+                                            : w.from == upper));
   w.cursor = nothing ? Json(nullptr) : upper;
   t->window = w;
   t->report->action = nothing ? "incremental: nothing new"
@@ -369,6 +426,42 @@ Status PlanWindow(source::Source* src, StreamTask* t, const Json& state, const J
 Result<std::vector<source::StreamInfo>> RunDiscover(config::PipelineConfig& cfg) {
   FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source));
   return src->Discover();
+}
+
+Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport>* out) {
+  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source));
+  FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
+  FERRY_ASSIGN_OR_RETURN(auto streams, SelectStreams(cfg.source, std::move(all)));
+  auto dst = sink::IcebergSink::Open(cfg.destination, cfg.name);
+  if (!dst.ok()) return dst.status().WithContext("destination");
+  FERRY_ASSIGN_OR_RETURN(auto loaded, state::OpenFileStateStore(cfg.state_path)->Load());
+  for (const auto& info : streams) {
+    StreamStateReport r;
+    r.stream = info.name;
+    r.table = (*dst)->options().ns + "." + info.name;
+    config::StreamConfig sc = StreamSettings(cfg.source, info.name);
+    r.mode = std::string(config::SyncModeName(sc.mode));
+    r.state = loaded ? loaded->Stream(info.ns, info.name) : Json(nullptr);
+    FERRY_ASSIGN_OR_RETURN(r.marker, (*dst)->ReadMarker(info.name));
+    if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
+      auto d = DecideCdc(r.state, r.marker);
+      if (!d.ok()) return d.status();
+      r.restart = d->explanation;
+      r.state_behind = d->state_behind || (d->backfill && d->full.state_behind);
+    } else if (sc.mode == config::SyncMode::kIncremental) {
+      auto d = DecideIncremental(info.name, sc.cursor.value_or(""), r.state, r.marker);
+      if (!d.ok()) return d.status();
+      r.restart = d->explanation;
+      r.state_behind = d->state_behind;
+    } else {
+      auto d = DecideFullRefresh(r.state, r.marker);
+      if (!d.ok()) return d.status();
+      r.restart = d->explanation;
+      r.state_behind = d->state_behind;
+    }
+    out->push_back(std::move(r));
+  }
+  return Status::OK();
 }
 
 Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
@@ -417,7 +510,16 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
   // Compare state and marker for every stream before reading anything.
   std::vector<std::unique_ptr<StreamTask>> tasks;
   report->streams.resize(streams.size());
+  // Change capture is installed before the snapshot point, so no later change is missed.
+  for (auto& info : streams) {
+    config::StreamConfig sc = StreamSettings(cfg.source, info.name);
+    FERRY_RETURN_IF_ERROR(ApplyKeyOverride(sc, &info));
+    if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
+      FERRY_RETURN_IF_ERROR(src->PrepareChangeCapture(info));
+    }
+  }
   FERRY_RETURN_IF_ERROR(src->BeginSnapshot());
+  std::vector<std::pair<source::StreamInfo, int64_t>> to_acknowledge;
   for (size_t i = 0; i < streams.size(); ++i) {
     auto t = std::make_unique<StreamTask>();
     t->info = streams[i];
@@ -426,7 +528,6 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     t->report->table = dst->options().ns + "." + t->info.name;
     t->start = Clock::now();
     t->settings = StreamSettings(cfg.source, t->info.name);
-    FERRY_RETURN_IF_ERROR(ApplyKeyOverride(t->settings, &t->info));
     auto out = dst->OpenStream(t->info.name, t->info.ToSchema());
     if (!out.ok()) return out.status();
     t->out = std::move(*out);
@@ -437,7 +538,37 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
       tasks.push_back(std::move(t));
       continue;
     }
-    auto decision = DecideFullRefresh(st, marker);
+    std::optional<Decision> backfill;
+    if (t->cdc()) {
+      FERRY_ASSIGN_OR_RETURN(CdcDecision cd, DecideCdc(st, marker));
+      if (!cd.backfill || t->settings.mode == config::SyncMode::kCdcOnly) {
+        t->changes.stream = t->info.name;
+        if (cd.backfill) {
+          // cdc_only: no backfill; changes from now on.
+          FERRY_ASSIGN_OR_RETURN(cd.position, src->ChangeLogEnd(t->info));
+          cd.explanation = "cdc_only: applying changes after position " + std::to_string(cd.position);
+          CdcProgress start{t->info.name, cd.position, cd.position};
+          FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, start.ToJson()));
+        } else if (cd.state_behind) {
+          CdcProgress repaired{t->info.name, cd.position, cd.position};
+          FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, repaired.ToJson()));
+        }
+        FERRY_LOG(kInfo) << t->info.name << ": " << cd.explanation;
+        FERRY_ASSIGN_OR_RETURN(int64_t end, src->ChangeLogEnd(t->info));
+        t->changes.from = cd.position;
+        t->changes.position = std::max(cd.position, end);
+        to_acknowledge.emplace_back(t->info, t->changes.position);
+        t->report->action = t->changes.position > t->changes.from
+                                ? "cdc: changes " + std::to_string(t->changes.from) + ".." +
+                                      std::to_string(t->changes.position)
+                                : "cdc: no new changes";
+        tasks.push_back(std::move(t));
+        continue;
+      }
+      t->cdc_backfill = true;
+      backfill = cd.full;
+    }
+    auto decision = backfill ? Result<Decision>(*backfill) : DecideFullRefresh(st, marker);
     if (!decision.ok()) {
       return decision.status().WithContext("stream " + t->info.name +
                                            " (state file " + cfg.state_path + ")");
@@ -455,6 +586,11 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
       p.stream = t->info.name;
       p.run = NewRunId();
       FERRY_ASSIGN_OR_RETURN(p.plan, src->PlanChunks(t->info, t->settings.chunk_rows));
+      if (t->cdc_backfill) {
+        // Changes after this point are applied once the load is published.
+        FERRY_ASSIGN_OR_RETURN(int64_t start, src->ChangeLogEnd(t->info));
+        p.cdc_start = start;
+      }
       // The plan is durable before the first commit, so a crash resumes this very load.
       FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, p.ToJson()));
       t->progress = std::move(p);
@@ -489,7 +625,13 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
   Status end = src->EndSnapshot();
   report->seconds = SecondsSince(t0);
   if (!result.ok()) return result;
-  return end;
+  FERRY_RETURN_IF_ERROR(end);
+  // Every change up to these positions is in the table and in the state file: the source may
+  // forget them.
+  for (const auto& [info, position] : to_acknowledge) {
+    FERRY_RETURN_IF_ERROR(src->AcknowledgeChanges(info, position));
+  }
+  return Status::OK();
 }
 
 }  // namespace ferry::engine

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ferry/base/status.h"
 #include "ferry/config/config.h"
 #include "ferry/graph/graph.h"
@@ -51,5 +53,19 @@ struct CheckReport {
 Status RunCheck(config::PipelineConfig& cfg, CheckReport* report);
 
 Result<std::vector<source::StreamInfo>> RunDiscover(config::PipelineConfig& cfg);
+
+// What `ferry state` prints: per stream, the state file's entry, the table's marker, and what
+// the next sync would do with them. Reads the source's table list and the destination's
+// metadata only; writes nothing.
+struct StreamStateReport {
+  std::string stream;
+  std::string table;
+  std::string mode;
+  nlohmann::json state;   // null when absent
+  nlohmann::json marker;  // null when absent
+  std::string restart;    // the decision, in words
+  bool state_behind = false;
+};
+Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport>* out);
 
 }  // namespace ferry::engine

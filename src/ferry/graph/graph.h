@@ -42,12 +42,14 @@ struct Message {
   enum class Kind { kBatch, kBarrier, kEnd };
   Kind kind = Kind::kEnd;
   std::unique_ptr<Batch> batch;
+  bool deletes = false;  // kBatch: the rows name keys to delete (CDC); only key columns are set
   Barrier barrier;
 
-  static Message Data(std::unique_ptr<Batch> b) {
+  static Message Data(std::unique_ptr<Batch> b, bool deletes = false) {
     Message m;
     m.kind = Kind::kBatch;
     m.batch = std::move(b);
+    m.deletes = deletes;
     return m;
   }
   static Message MakeBarrier(Barrier b) {

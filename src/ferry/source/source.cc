@@ -1,5 +1,6 @@
 #include "ferry/source/source.h"
 
+#include "ferry/source/postgres/postgres_source.h"
 #include "ferry/source/sqlite/sqlite_source.h"
 
 namespace ferry::source {
@@ -53,10 +54,26 @@ Status Source::ReadCursorRange(const StreamInfo& stream, const std::string&, con
                                  ": this source does not offer incremental mode; use full_refresh");
 }
 
+namespace {
+Status NoChangeLog(const StreamInfo& stream) {
+  return Status::InvalidArgument("stream " + stream.name +
+                                 ": this source does not offer cdc with per-stream change logs");
+}
+}  // namespace
+
+Status Source::PrepareChangeCapture(const StreamInfo& stream) { return NoChangeLog(stream); }
+Result<int64_t> Source::ChangeLogEnd(const StreamInfo& stream) { return NoChangeLog(stream); }
+Status Source::ReadChanges(const StreamInfo& stream, int64_t, int64_t, std::shared_ptr<const Schema>,
+                           size_t, const std::function<bool(Batch&, bool)>&) {
+  return NoChangeLog(stream);
+}
+Status Source::AcknowledgeChanges(const StreamInfo& stream, int64_t) { return NoChangeLog(stream); }
+
 Result<std::unique_ptr<Source>> OpenSource(config::SourceConfig& cfg) {
   if (cfg.type == "sqlite") return OpenSqliteSource(cfg);
+  if (cfg.type == "postgres") return OpenPostgresSource(cfg);
   return Status::InvalidArgument("source type '" + cfg.type +
-                                 "' is not known; this build reads: sqlite");
+                                 "' is not known; this build reads: sqlite, postgres");
 }
 
 }  // namespace ferry::source

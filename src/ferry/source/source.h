@@ -96,6 +96,22 @@ class Source {
                                  const nlohmann::json& lower, const nlohmann::json& upper,
                                  std::shared_ptr<const Schema> schema, size_t batch_rows,
                                  const std::function<bool(Batch&)>& emit);
+  // CDC with one change log per stream (SQLite: change tables filled by triggers ferry installs).
+  // Positions are per stream, increasing. Sources without such logs say so.
+  //
+  // Installs what capturing changes needs (idempotent). Called before BeginSnapshot, so that no
+  // change made after the snapshot point is missed.
+  virtual Status PrepareChangeCapture(const StreamInfo& stream);
+  // The position of the stream's newest change (0 when none), as seen by the snapshot.
+  virtual Result<int64_t> ChangeLogEnd(const StreamInfo& stream);
+  // The last change of every key with from < position <= to: upserts as full rows, deletes as
+  // rows whose key columns are set (other columns NULL). `emit(batch, deletes)`.
+  virtual Status ReadChanges(const StreamInfo& stream, int64_t from, int64_t to,
+                             std::shared_ptr<const Schema> schema, size_t batch_rows,
+                             const std::function<bool(Batch&, bool deletes)>& emit);
+  // Every change at or below `position` has landed in every sink and in the state file: the
+  // source may forget it. Called outside the snapshot.
+  virtual Status AcknowledgeChanges(const StreamInfo& stream, int64_t position);
   // The guarantee this source can give for a full refresh, for `check`.
   virtual std::string Describe() const = 0;
 };

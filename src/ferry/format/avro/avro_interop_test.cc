@@ -116,9 +116,16 @@ class AvroInteropTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (std::system("node --version > /dev/null 2>&1") != 0) {
+      if (std::getenv("FERRY_REQUIRE_INTEROP") != nullptr) {
+        GTEST_FAIL() << "node is not installed (needed to run tests/interop/avro_check.mjs)";
+      }
       GTEST_SKIP() << "node is not installed (needed to run tests/interop/avro_check.mjs)";
     }
     if (!fs::exists(kInterop + "/node_modules/avsc")) {
+      if (std::getenv("FERRY_REQUIRE_INTEROP") != nullptr) {
+        GTEST_FAIL() << kInterop << "/node_modules/avsc is missing: run `npm install` in "
+                   << kInterop;
+      }
       GTEST_SKIP() << kInterop << "/node_modules/avsc is missing: run `npm install` in "
                    << kInterop;
     }

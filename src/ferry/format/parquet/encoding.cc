@@ -62,6 +62,55 @@ void EncodeLevelsBitWidth1(const uint8_t* levels, size_t n, size_t zeros, ByteBu
   }
 }
 
+void EncodeRleHybrid(const uint32_t* values, size_t n, int bit_width, ByteBuffer* out) {
+  const auto width = static_cast<size_t>(bit_width);
+  const size_t value_bytes = (width + 7) / 8;
+  // Length of the run of equal values starting at i, looking at most `cap` values ahead.
+  auto run_at = [&](size_t i, size_t cap) {
+    const size_t end = n - i > cap ? i + cap : n;
+    const uint32_t v = values[i];
+    size_t j = i + 1;
+    while (j < end && values[j] == v) ++j;
+    return j - i;
+  };
+  size_t i = 0;
+  while (i < n) {
+    const size_t run = run_at(i, SIZE_MAX);
+    if (run >= 8 || i + run == n) {
+      out->PutVarint(static_cast<uint64_t>(run) << 1);
+      for (size_t b = 0; b < value_bytes; ++b) out->PushBack(static_cast<uint8_t>(values[i] >> (8 * b)));
+      i += run;
+      continue;
+    }
+    // Bit-pack groups of 8 until a run of 8 starts on a group boundary (or the data ends; the last
+    // group is padded with zeros, which readers ignore past the page's value count).
+    const size_t start = i;
+    size_t groups = 0;
+    for (;;) {
+      i += 8;
+      ++groups;
+      if (i >= n || run_at(i, 8) >= 8) break;
+    }
+    out->PutVarint((static_cast<uint64_t>(groups) << 1) | 1);
+    char* dst = out->AppendUninit(groups * width);
+    const size_t count = groups * 8;
+    const size_t full = n - start >= count ? count : n - start;
+    uint64_t acc = 0;
+    size_t nbits = 0;
+    for (size_t k = 0; k < count; ++k) {
+      const uint64_t v = k < full ? values[start + k] : 0;
+      acc |= v << nbits;
+      nbits += width;
+      while (nbits >= 8) {
+        *dst++ = static_cast<char>(acc);
+        acc >>= 8;
+        nbits -= 8;
+      }
+    }
+    if (i > n) i = n;
+  }
+}
+
 void BigEndianBytes(__int128 v, int width, uint8_t* out) {
   auto u = static_cast<unsigned __int128>(v);
   for (int k = width - 1; k >= 0; --k) {

@@ -82,6 +82,19 @@ class ByteBuffer {
 // `zeros` is the number of 0 levels when known (0 lets an all-ones page take the fast path).
 void EncodeLevelsBitWidth1(const uint8_t* levels, size_t n, size_t zeros, ByteBuffer* out);
 
+// Appends the RLE/bit-packed hybrid encoding of values[0, n), each below 2^bit_width (1..32), to
+// out: runs of 8 or more equal values become RLE runs (value in ceil(bit_width / 8) little-endian
+// bytes), other stretches bit-packed groups of 8, LSB first. No length prefix, no bit-width byte.
+// This is how RLE_DICTIONARY data pages carry their dictionary indices.
+void EncodeRleHybrid(const uint32_t* values, size_t n, int bit_width, ByteBuffer* out);
+
+// Bits needed for dictionary indices 0..entries-1: at least 1 (as Arrow writes), 0 entries -> 1.
+inline int DictionaryBitWidth(size_t entries) {
+  int w = 1;
+  while (w < 32 && (static_cast<uint64_t>(1) << w) < entries) ++w;
+  return w;
+}
+
 // Two's-complement big-endian bytes of v using the fewest bytes (at least one), as Java's
 // BigInteger.toByteArray: Iceberg's decimal single-value serialization.
 std::string MinimalBigEndian(__int128 v);

@@ -93,7 +93,8 @@ std::shared_ptr<const Schema> AllTypesSchema() {
 
 // Fills `batch` with rows [first, first + n) of a deterministic data set and appends the
 // expected JSON rows. The first rows are the extremes; later rows are varied, NULL every 7th row.
-void Generate(Batch* batch, size_t first, size_t n, json* rows) {
+// With cycle > 0, row r gets the values of row 12 + r % cycle: low cardinality, no extremes.
+void Generate(Batch* batch, size_t first, size_t n, json* rows, size_t cycle = 0) {
   const std::string big(100000, 'x');
   const std::string big_unicode = [] {
     std::string s;
@@ -102,7 +103,7 @@ void Generate(Batch* batch, size_t first, size_t n, json* rows) {
   }();
   const int128_t d38 = Pow10(38) - 1;
   for (size_t k = 0; k < n; ++k) {
-    const size_t r = first + k;
+    const size_t r = cycle > 0 ? 12 + (first + k) % cycle : first + k;
     json row = json::array();
     const bool null = r >= 12 && r % 7 == 0;  // optional columns
     const size_t x = r % 12;                  // extremes cycle for the first rows
@@ -249,11 +250,18 @@ class ParquetInteropTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     interop_dir_ = std::string(FERRY_SOURCE_DIR) + "/tests/interop";
     if (std::system("node --version > /dev/null 2>&1") != 0) {
+      if (std::getenv("FERRY_REQUIRE_INTEROP") != nullptr) {
+        GTEST_FAIL() << "node is not on PATH: install Node.js to run the Parquet interop checks";
+      }
       GTEST_SKIP() << "node is not on PATH: install Node.js to run the Parquet interop checks";
     }
     if (!fs::exists(interop_dir_ + "/node_modules/@duckdb/node-api") ||
         !fs::exists(interop_dir_ + "/node_modules/hyparquet") ||
         !fs::exists(interop_dir_ + "/node_modules/parquet-wasm")) {
+      if (std::getenv("FERRY_REQUIRE_INTEROP") != nullptr) {
+        GTEST_FAIL() << interop_dir_ << "/node_modules is missing the readers: run `npm install` in "
+                   << interop_dir_;
+      }
       GTEST_SKIP() << interop_dir_ << "/node_modules is missing the readers: run `npm install` in "
                    << interop_dir_;
     }
@@ -266,8 +274,12 @@ class ParquetInteropTest : public ::testing::TestWithParam<std::string> {
   }
 
   // Writes `total` rows in batches of `batch_rows`, then runs the checker.
+  // `dictionary` is what parquet_check.mjs expects of the non-boolean columns' chunks: "on"
+  // (dictionary page, RLE_DICTIONARY data pages only), "off" (PLAIN only) or "fallback" (a
+  // dictionary page, RLE_DICTIONARY then PLAIN data pages).
   void WriteAndCheck(const std::string& name, WriterOptions opts, size_t total, size_t batch_rows,
-                     size_t min_row_groups = 1) {
+                     size_t min_row_groups = 1, const std::string& dictionary = "on",
+                     size_t cycle = 0) {
     auto schema = AllTypesSchema();
     std::string path = dir_ + "/" + name + ".parquet";
     auto out = LocalOutputStream::Create(path);
@@ -278,7 +290,7 @@ class ParquetInteropTest : public ::testing::TestWithParam<std::string> {
     Batch batch(schema);
     for (size_t r = 0; r < total; r += batch_rows) {
       batch.Clear();
-      Generate(&batch, r, std::min(batch_rows, total - r), &rows);
+      Generate(&batch, r, std::min(batch_rows, total - r), &rows, cycle);
       ASSERT_TRUE((*w)->Write(batch).ok());
     }
     auto m = (*w)->Close();
@@ -298,6 +310,7 @@ class ParquetInteropTest : public ::testing::TestWithParam<std::string> {
                         : opts.compression == Compression::kSnappy ? "SNAPPY"
                                                                    : "UNCOMPRESSED";
     expected["row_groups"] = m->split_offsets.size();
+    expected["dictionary"] = dictionary;
     std::string expected_path = dir_ + "/" + name + ".json";
     std::ofstream(expected_path) << expected.dump();
 
@@ -331,6 +344,34 @@ TEST_P(ParquetInteropTest, ManyPagesAndRowGroups) {
   opts.row_group_bytes = 64 << 10;
   opts.key_value_metadata = {{"writer.test", "interop"}};
   WriteAndCheck("many_" + GetParam(), opts, 5000, 777, /*min_row_groups=*/3);
+}
+
+TEST_P(ParquetInteropTest, NoDictionary) {
+  WriterOptions opts;
+  opts.compression = *ParseCompression(GetParam());
+  opts.dictionary = false;
+  WriteAndCheck("plain_small_" + GetParam(), opts, 40, 40, 1, "off");
+  opts.page_bytes = 4096;
+  opts.row_group_bytes = 64 << 10;
+  WriteAndCheck("plain_many_" + GetParam(), opts, 5000, 777, /*min_row_groups=*/3, "off");
+}
+
+// Low cardinality: every column repeats 40 values; dictionaries never fall back.
+TEST_P(ParquetInteropTest, LowCardinalityDictionaries) {
+  WriterOptions opts;
+  opts.compression = *ParseCompression(GetParam());
+  opts.page_bytes = 2048;
+  opts.row_group_bytes = 48 << 10;
+  WriteAndCheck("lowcard_" + GetParam(), opts, 6000, 1000, /*min_row_groups=*/2, "on", /*cycle=*/40);
+}
+
+// Dictionaries of 1 KiB: every non-boolean column falls back to PLAIN mid-chunk.
+TEST_P(ParquetInteropTest, DictionaryFallback) {
+  WriterOptions opts;
+  opts.compression = *ParseCompression(GetParam());
+  opts.page_bytes = 4096;
+  opts.dictionary_page_bytes = 1024;
+  WriteAndCheck("fallback_" + GetParam(), opts, 5000, 777, 1, "fallback");
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, ParquetInteropTest, ::testing::Values("zstd", "snappy", "none"),

@@ -1,5 +1,6 @@
 // Test-only: a generic Thrift compact decoder and a minimal Parquet reader (footer, data page v1,
-// PLAIN values, RLE/bit-packed definition levels) used by the unit tests to read back what the
+// PLAIN values, dictionary pages and RLE_DICTIONARY data pages, RLE/bit-packed definition levels)
+// used by the unit tests to read back what the
 // writer produced. Deliberately independent of the writer's code; not for production use.
 #pragma once
 
@@ -198,7 +199,80 @@ inline std::vector<uint8_t> DecodeLevels(std::string_view data, size_t n) {
   return out;
 }
 
+// Decodes `n` values of `bit_width` bits (0..32) from RLE/bit-packed hybrid data. Bit-packed
+// groups may hold padding past n; the data must hold nothing after the groups that cover n.
+inline std::vector<uint32_t> DecodeHybrid(std::string_view data, size_t n, int bit_width) {
+  std::vector<uint32_t> out;
+  size_t pos = 0;
+  auto varint = [&] {
+    uint64_t v = 0;
+    for (int shift = 0;; shift += 7) {
+      auto b = static_cast<uint8_t>(data.at(pos++));
+      v |= static_cast<uint64_t>(b & 0x7F) << shift;
+      if ((b & 0x80) == 0) return v;
+    }
+  };
+  const size_t value_bytes = (static_cast<size_t>(bit_width) + 7) / 8;
+  while (out.size() < n) {
+    uint64_t h = varint();
+    if (h & 1) {
+      uint64_t values = (h >> 1) * 8;
+      uint64_t bits = 0;
+      for (uint64_t k = 0; k < values; ++k) {
+        uint32_t v = 0;
+        for (int b = 0; b < bit_width; ++b, ++bits) {
+          auto byte = static_cast<uint8_t>(data.at(bits / 8 + pos));
+          v |= static_cast<uint32_t>((byte >> (bits % 8)) & 1) << b;
+        }
+        out.push_back(v);
+      }
+      pos += (h >> 1) * static_cast<uint64_t>(bit_width);
+    } else {
+      uint64_t run = h >> 1;
+      if (run == 0) throw std::runtime_error("hybrid: empty RLE run");
+      uint32_t v = 0;
+      for (size_t b = 0; b < value_bytes; ++b) v |= static_cast<uint32_t>(static_cast<uint8_t>(data.at(pos++))) << (8 * b);
+      if (bit_width < 32 && (v >> bit_width) != 0) throw std::runtime_error("hybrid: RLE value too wide");
+      out.insert(out.end(), run, v);
+    }
+  }
+  if (pos != data.size()) throw std::runtime_error("hybrid: trailing bytes");
+  out.resize(n);
+  return out;
+}
+
+// Splits PLAIN-encoded bytes holding `n` values of a physical type into one string per value.
+inline std::vector<std::string> SplitPlain(std::string_view vals, size_t n, int physical, int type_length) {
+  std::vector<std::string> out;
+  size_t vp = 0;
+  for (size_t i = 0; i < n; ++i) {
+    switch (physical) {
+      case 1:
+      case 4: out.emplace_back(vals.substr(vp, 4)); vp += 4; break;
+      case 2:
+      case 5: out.emplace_back(vals.substr(vp, 8)); vp += 8; break;
+      case 6: {
+        uint32_t len;
+        if (vp + 4 > vals.size()) throw std::runtime_error("plain: truncated");
+        std::memcpy(&len, vals.data() + vp, 4);
+        out.emplace_back(vals.substr(vp + 4, len));
+        vp += 4 + len;
+        break;
+      }
+      case 7:
+        out.emplace_back(vals.substr(vp, static_cast<size_t>(type_length)));
+        vp += static_cast<size_t>(type_length);
+        break;
+      default: throw std::runtime_error("physical type");
+    }
+    if (vp > vals.size()) throw std::runtime_error("plain: truncated");
+  }
+  if (vp != vals.size()) throw std::runtime_error("plain: trailing value bytes");
+  return out;
+}
+
 // Reads column `c` of row group `g`. `type_length` is needed for FIXED_LEN_BYTE_ARRAY.
+// Pages: an optional DICTIONARY_PAGE (PLAIN) first, then data pages v1 in PLAIN or RLE_DICTIONARY.
 inline ChunkData ReadChunk(const std::string& file, const TValue& footer, size_t g, size_t c) {
   const TValue& schema = footer[2].list[c + 1];
   const bool optional = schema[3].i == 1;
@@ -207,10 +281,15 @@ inline ChunkData ReadChunk(const std::string& file, const TValue& footer, size_t
   const TValue& cc = footer[4].list[g][1].list[c];
   const TValue& md = cc[3];
   const int codec = static_cast<int>(md[4].i);
-  size_t pos = static_cast<size_t>(md[9].i);
+  size_t pos = static_cast<size_t>(md.has(11) ? md[11].i : md[9].i);
   const size_t end = pos + static_cast<size_t>(md[7].i);
   ChunkData out;
+  std::optional<std::vector<std::string>> dict;
   while (pos < end) {
+    if (!dict && md.has(11) && pos != static_cast<size_t>(md[11].i)) throw std::runtime_error("dictionary page offset");
+    if (!out.pages.empty() && out.pages.size() == (md.has(11) ? 1u : 0u) && pos != static_cast<size_t>(md[9].i)) {
+      throw std::runtime_error("data_page_offset is not the first data page");
+    }
     CompactReader r(file.data() + pos, end - pos);
     PageInfo page;
     page.header = r.ReadStruct();
@@ -220,6 +299,15 @@ inline ChunkData ReadChunk(const std::string& file, const TValue& footer, size_t
     size_t compressed = static_cast<size_t>(ph[3].i);
     std::string body = Decompress(codec, std::string_view(file).substr(pos, compressed), static_cast<size_t>(ph[2].i));
     pos += compressed;
+    if (ph[1].i == 2) {  // DICTIONARY_PAGE
+      if (dict || !out.pages.empty()) throw std::runtime_error("dictionary page not first");
+      if (ph[7][2].i != 0) throw std::runtime_error("dictionary page not PLAIN");
+      dict = SplitPlain(body, static_cast<size_t>(ph[7][1].i), physical, type_length);
+      out.pages.push_back(std::move(page));
+      continue;
+    }
+    if (ph[1].i != 0) throw std::runtime_error("unexpected page type");
+    if (out.pages.empty() && md.has(11)) throw std::runtime_error("dictionary_page_offset without a dictionary page");
     size_t n = static_cast<size_t>(ph[5][1].i);
     std::vector<uint8_t> levels(n, 1);
     std::string_view vals(body);
@@ -229,6 +317,27 @@ inline ChunkData ReadChunk(const std::string& file, const TValue& footer, size_t
       levels = DecodeLevels(std::string_view(body).substr(4, len), n);
       vals = std::string_view(body).substr(4 + len);
     }
+    const int encoding = static_cast<int>(ph[5][2].i);
+    if (encoding == 8) {  // RLE_DICTIONARY: bit width byte, then the indices
+      if (!dict) throw std::runtime_error("RLE_DICTIONARY page without a dictionary page");
+      size_t present = 0;
+      for (uint8_t l : levels) present += l;
+      if (vals.empty()) throw std::runtime_error("RLE_DICTIONARY page without a bit width");
+      int bit_width = static_cast<uint8_t>(vals[0]);
+      if (bit_width > 32) throw std::runtime_error("bit width");
+      std::vector<uint32_t> idx = DecodeHybrid(vals.substr(1), present, bit_width);
+      size_t k = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (!levels[i]) {
+          out.values.push_back(std::nullopt);
+          continue;
+        }
+        out.values.push_back(dict->at(idx[k++]));
+      }
+      out.pages.push_back(std::move(page));
+      continue;
+    }
+    if (encoding != 0) throw std::runtime_error("unexpected encoding " + std::to_string(encoding));
     size_t vp = 0, bit = 0;
     for (size_t i = 0; i < n; ++i) {
       if (!levels[i]) {

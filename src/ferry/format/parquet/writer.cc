@@ -3,9 +3,9 @@
 // row group's column chunks in memory until row_group_bytes, when they are appended to the stream
 // in column order. The footer is written with the hand-rolled Thrift compact encoder.
 //
-// Extension point: ColumnWriter::EncodeValues / FlushPageValues are the value encoding (PLAIN
-// today). A dictionary encoder would implement them by appending indices and keep its dictionary,
-// emitted as a dictionary page before the data pages when the chunk is finished (FinishChunk).
+// Values are dictionary-encoded (every type but boolean) until the chunk's dictionary outgrows
+// dictionary_page_bytes, then PLAIN; see ColumnWriter. The dictionary page is written before the
+// chunk's data pages when the chunk is flushed.
 #include "ferry/format/parquet/writer.h"
 
 #include <snappy.h>
@@ -64,8 +64,8 @@ enum ConvertedType : int32_t {
   kTimestampMicros = 10,
 };
 enum Repetition : int32_t { kRequired = 0, kOptional = 1 };
-enum Encoding : int32_t { kPlain = 0, kRle = 3 };
-enum PageType : int32_t { kDataPage = 0 };
+enum Encoding : int32_t { kPlain = 0, kRle = 3, kRleDictionary = 8 };
+enum PageType : int32_t { kDataPage = 0, kDictionaryPage = 2 };
 enum Codec : int32_t { kUncompressed = 0, kSnappy = 1, kZstd = 6 };
 // LogicalType union members.
 enum LogicalType : int16_t {
@@ -167,11 +167,15 @@ class Compressor {
 
 // What the footer needs about one column chunk.
 struct ChunkMeta {
-  int64_t file_offset = 0;  // first (data) page
+  int64_t file_offset = 0;            // first page: the dictionary page if any
+  int64_t data_page_offset = 0;       // first data page
+  int64_t dictionary_page_offset = -1;  // -1: no dictionary page
   int64_t num_values = 0;   // including NULLs
   int64_t uncompressed_bytes = 0;
   int64_t compressed_bytes = 0;
   int64_t null_count = 0;
+  int32_t dict_data_pages = 0;   // RLE_DICTIONARY data pages
+  int32_t plain_data_pages = 0;  // PLAIN data pages
   bool has_min_max = false;
   std::string min, max;  // PLAIN-encoded values
 };
@@ -184,15 +188,197 @@ struct RowGroupMeta {
   std::vector<ChunkMeta> columns;
 };
 
+// What a column writer needs from WriterOptions.
+struct ColumnConfig {
+  uint64_t page_bytes = 1ull << 20;
+  bool dictionary = true;
+  uint64_t dictionary_bytes = 1ull << 20;
+};
+
+// Dictionary indices are kept as uint32 while a page is open: 4 bytes of page budget each.
+constexpr size_t kIndexBytes = sizeof(uint32_t);
+constexpr uint32_t kAbsent = std::numeric_limits<uint32_t>::max();
+// No dictionary page may exceed this (a page's size is an i32 in the page header).
+constexpr uint64_t kMaxDictionaryBytes = 1ull << 30;
+
+inline uint64_t Mix64(uint64_t x) {
+  x ^= x >> 32;
+  x *= 0xd6e8feb86659fd93ULL;
+  x ^= x >> 32;
+  x *= 0xd6e8feb86659fd93ULL;
+  x ^= x >> 32;
+  return x;
+}
+
+template <typename K>
+inline uint64_t HashKey(const K& k) {
+  static_assert(sizeof(K) == 4 || sizeof(K) == 8 || sizeof(K) == 16);
+  if constexpr (sizeof(K) <= 8) {
+    uint64_t x = 0;
+    std::memcpy(&x, &k, sizeof(K));
+    return Mix64(x);
+  } else {
+    uint64_t w[2];
+    std::memcpy(w, &k, 16);
+    return Mix64(w[0] ^ Mix64(w[1] + 0x9E3779B97F4A7C15ULL));
+  }
+}
+
+// Open-addressing (linear probing) table from fixed-width keys, compared bitwise, to dictionary
+// indices in insertion order. Keys live in one array (the dictionary itself); slots hold index + 1.
+// Kept at most half full. Clear() keeps the storage for the next column chunk.
+template <typename K>
+class FixedDict {
+ public:
+  size_t size() const { return count_; }
+  const K* keys() const { return reinterpret_cast<const K*>(keys_.data()); }
+  uint64_t MemoryBytes() const { return keys_.capacity() + cap_ * sizeof(uint32_t); }
+
+  // The index of k, or kAbsent with *slot set to where Insert would put it.
+  uint32_t Find(const K& k, size_t* slot) {
+    if (cap_ == 0) Rehash(1024);
+    size_t s = HashKey(k) & (cap_ - 1);
+    const K* ks = keys();
+    for (;;) {
+      const uint32_t e = slots_[s];
+      if (e == 0) {
+        *slot = s;
+        return kAbsent;
+      }
+      if (std::memcmp(&ks[e - 1], &k, sizeof(K)) == 0) return e - 1;
+      s = (s + 1) & (cap_ - 1);
+    }
+  }
+  // Adds k (absent, found at `slot` by the last Find) and returns its index.
+  uint32_t Insert(const K& k, size_t slot) {
+    const auto idx = static_cast<uint32_t>(count_);
+    std::memcpy(keys_.AppendUninit(sizeof(K)), &k, sizeof(K));
+    slots_[slot] = idx + 1;
+    if (++count_ * 2 > cap_) Rehash(cap_ * 2);
+    return idx;
+  }
+  void Clear() {
+    if (count_ == 0) return;
+    count_ = 0;
+    keys_.clear();
+    std::memset(slots_.get(), 0, cap_ * sizeof(uint32_t));
+  }
+
+ private:
+  void Rehash(size_t cap) {
+    slots_.reset(new uint32_t[cap]());
+    cap_ = cap;
+    const K* ks = keys();
+    for (size_t i = 0; i < count_; ++i) {
+      size_t s = HashKey(ks[i]) & (cap_ - 1);
+      while (slots_[s] != 0) s = (s + 1) & (cap_ - 1);
+      slots_[s] = static_cast<uint32_t>(i + 1);
+    }
+  }
+
+  internal::ByteBuffer keys_;
+  std::unique_ptr<uint32_t[]> slots_;
+  size_t cap_ = 0;
+  size_t count_ = 0;
+};
+
+// The same for byte strings: the entries are kept PLAIN-encoded (4-byte length, bytes) in one
+// arena, which is also the dictionary page's body; slots hold index + 1 and 32 bits of the hash.
+class ByteDict {
+ public:
+  size_t size() const { return count_; }
+  size_t plain_bytes() const { return plain_.size(); }
+  std::string_view plain() const { return plain_.view(); }
+  uint64_t MemoryBytes() const {
+    return plain_.capacity() + starts_.capacity() + cap_ * sizeof(Slot);
+  }
+  static uint32_t Hash(std::string_view v) {
+    return static_cast<uint32_t>(Mix64(std::hash<std::string_view>{}(v)));
+  }
+
+  uint32_t Find(std::string_view v, uint32_t h, size_t* slot) {
+    if (cap_ == 0) Rehash(1024);
+    size_t s = h & (cap_ - 1);
+    const auto* starts = reinterpret_cast<const uint32_t*>(starts_.data());
+    for (;;) {
+      const Slot e = slots_[s];
+      if (e.index1 == 0) {
+        *slot = s;
+        return kAbsent;
+      }
+      if (e.hash == h) {
+        const char* p = plain_.data() + starts[e.index1 - 1];
+        uint32_t len;
+        std::memcpy(&len, p, 4);
+        if (len == v.size() && std::memcmp(p + 4, v.data(), len) == 0) return e.index1 - 1;
+      }
+      s = (s + 1) & (cap_ - 1);
+    }
+  }
+  uint32_t Insert(std::string_view v, uint32_t h, size_t slot) {
+    const auto idx = static_cast<uint32_t>(count_);
+    const auto start = static_cast<uint32_t>(plain_.size());
+    std::memcpy(starts_.AppendUninit(4), &start, 4);
+    const auto len = static_cast<uint32_t>(v.size());
+    char* p = plain_.AppendUninit(4 + v.size());
+    std::memcpy(p, &len, 4);
+    if (len > 0) std::memcpy(p + 4, v.data(), len);
+    slots_[slot] = Slot{idx + 1, h};
+    if (++count_ * 2 > cap_) Rehash(cap_ * 2);
+    return idx;
+  }
+  void Clear() {
+    if (count_ == 0) return;
+    count_ = 0;
+    plain_.clear();
+    starts_.clear();
+    std::memset(static_cast<void*>(slots_.get()), 0, cap_ * sizeof(Slot));
+  }
+
+ private:
+  struct Slot {
+    uint32_t index1;
+    uint32_t hash;
+  };
+  void Rehash(size_t cap) {
+    std::unique_ptr<Slot[]> old = std::move(slots_);
+    const size_t old_cap = cap_;
+    slots_.reset(new Slot[cap]());
+    cap_ = cap;
+    for (size_t i = 0; i < old_cap; ++i) {
+      if (old[i].index1 == 0) continue;
+      size_t s = old[i].hash & (cap_ - 1);
+      while (slots_[s].index1 != 0) s = (s + 1) & (cap_ - 1);
+      slots_[s] = old[i];
+    }
+  }
+
+  internal::ByteBuffer plain_;
+  internal::ByteBuffer starts_;  // uint32 offset of each entry in plain_
+  std::unique_ptr<Slot[]> slots_;
+  size_t cap_ = 0;
+  size_t count_ = 0;
+};
+
 // Encodes one column: pages, compression, the row group's chunk buffer, and statistics.
+//
+// Dictionary encoding: while dict_active_, EncodeValues appends uint32 dictionary indices to
+// values_ (and adds the new values to the dictionary, folding only those into the statistics);
+// CutPage turns them into an RLE_DICTIONARY page (bit width byte + RLE/bit-packed hybrid). When
+// the dictionary would outgrow its limit, EncodeValues stops before that value and sets
+// fallback_: the open page is cut, the dictionary page is written (it precedes the data pages in
+// the file) and the rest of the chunk is PLAIN. The next chunk starts with a new dictionary.
 class ColumnWriter {
  public:
-  ColumnWriter(const Field& field, Compressor* compressor, uint64_t page_bytes)
+  ColumnWriter(const Field& field, Compressor* compressor, const ColumnConfig& cfg)
       : field_(field),
         optional_(!field.required),
         physical_type_(PhysicalTypeOf(field.type)),
+        dict_enabled_(cfg.dictionary && physical_type_ != pq::kBoolean),
+        dict_limit_(std::min(cfg.dictionary_bytes, kMaxDictionaryBytes)),
+        dict_active_(dict_enabled_),
         compressor_(compressor),
-        page_bytes_(std::max<uint64_t>(page_bytes, 1)) {}
+        page_bytes_(std::max<uint64_t>(cfg.page_bytes, 1)) {}
   virtual ~ColumnWriter() = default;
 
   const Field& field() const { return field_; }
@@ -208,7 +394,7 @@ class ColumnWriter {
         used = 0;
       }
       size_t taken = EncodeValues(col, begin, end, static_cast<size_t>(page_bytes_ - used));
-      if (optional_) {
+      if (optional_ && taken > 0) {
         levels_.Append(col.validity() + begin, taken);
         if (col.null_count() > 0) {
           const uint8_t* v = col.validity() + begin;
@@ -219,35 +405,50 @@ class ColumnWriter {
       }
       page_rows_ += taken;
       begin += taken;
+      if (fallback_) [[unlikely]] {
+        FERRY_RETURN_IF_ERROR(FallBackToPlain());
+      }
     }
     return Status::OK();
   }
 
-  // Bytes of the row group held for this column: finished pages plus the open page.
-  uint64_t BufferedBytes() const { return chunk_.size() + values_.size() + levels_.size(); }
+  // Bytes of the row group held for this column: finished pages, the dictionary, the open page.
+  uint64_t BufferedBytes() const {
+    return chunk_.size() + dict_page_.size() + (dict_active_ ? DictPlainBytes() : 0) +
+           values_.size() + levels_.size();
+  }
   uint64_t MemoryBytes() const {
-    return chunk_.capacity() + values_.capacity() + levels_.capacity() + page_.capacity() +
-           compressed_.capacity() + header_.capacity();
+    return chunk_.capacity() + dict_page_.capacity() + values_.capacity() + levels_.capacity() +
+           page_.capacity() + compressed_.capacity() + header_.capacity() + DictMemoryBytes();
   }
 
-  // Closes the open page and describes the chunk (everything but its file offset); the
-  // chunk's bytes are then in chunk().
+  // Closes the open page, writes the dictionary page if the chunk has one, and describes the
+  // chunk (everything but its file offsets); its bytes are then dict_page() + chunk().
   Status FinishChunk(ChunkMeta* meta) {
     FERRY_RETURN_IF_ERROR(CutPage());
+    if (dict_active_) FERRY_RETURN_IF_ERROR(WriteDictPage());
     meta->num_values = chunk_values_;
     meta->null_count = chunk_nulls_;
     meta->uncompressed_bytes = chunk_uncompressed_;
     meta->compressed_bytes = chunk_compressed_;
+    meta->dict_data_pages = chunk_dict_pages_;
+    meta->plain_data_pages = chunk_plain_pages_;
     TakeChunkStats(meta);
     file_values_ += static_cast<uint64_t>(chunk_values_);
     file_nulls_ += static_cast<uint64_t>(chunk_nulls_);
     file_compressed_ += static_cast<uint64_t>(chunk_compressed_);
     return Status::OK();
   }
+  // The dictionary page (header + body), empty when the chunk has none.
+  std::string_view dict_page() const { return dict_page_.view(); }
   std::string_view chunk() const { return chunk_.view(); }
   void ResetChunk() {
     chunk_.clear();
+    dict_page_.clear();
+    DictClear();
+    dict_active_ = dict_enabled_;
     chunk_values_ = chunk_nulls_ = chunk_uncompressed_ = chunk_compressed_ = 0;
+    chunk_dict_pages_ = chunk_plain_pages_ = 0;
   }
 
   void FillMetrics(ColumnMetrics* m) const {
@@ -262,6 +463,7 @@ class ColumnWriter {
   // Encodes the non-NULL values among rows [begin, end) of col into values_ and folds them into
   // the chunk statistics. Takes at least one row and stops once the page would exceed `budget`
   // bytes (values plus one level byte per row for optional columns); returns the rows taken.
+  // In dictionary mode it may take fewer rows, even none, when it sets fallback_.
   virtual size_t EncodeValues(const Column& col, size_t begin, size_t end, size_t budget) = 0;
   // Completes the page's value bytes (e.g. a partial byte of bit-packed booleans).
   virtual void FlushPageValues() {}
@@ -270,6 +472,12 @@ class ColumnWriter {
   virtual void TakeChunkStats(ChunkMeta* meta) = 0;
   // Iceberg bounds (and NaN count) over the whole file.
   virtual void FillBounds(ColumnMetrics* m) const = 0;
+  // The dictionary: entries, PLAIN size, PLAIN bytes (appended to out), reset, heap bytes.
+  virtual size_t DictSize() const { return 0; }
+  virtual uint64_t DictPlainBytes() const { return 0; }
+  virtual void DictPlain(ByteBuffer* /*out*/) const {}
+  virtual void DictClear() {}
+  virtual uint64_t DictMemoryBytes() const { return 0; }
 
   // Rows per page budget for fixed-width values of `width` bytes.
   size_t FixedRows(size_t begin, size_t end, size_t budget, size_t width) const {
@@ -279,58 +487,88 @@ class ColumnWriter {
 
   const Field field_;
   const bool optional_;
-  ByteBuffer values_;  // the open page's encoded values
+  const int32_t physical_type_;
+  const bool dict_enabled_;   // the options and the type allow a dictionary
+  const uint64_t dict_limit_;  // PLAIN bytes the dictionary may reach
+  ByteBuffer values_;  // the open page's encoded values (uint32 indices in dictionary mode)
+  bool dict_active_;   // this chunk's pages are still dictionary-encoded
+  bool fallback_ = false;  // set by EncodeValues: the dictionary is full
 
  private:
   uint64_t PageBytes() const { return values_.size() + PendingValueBytes() + levels_.size(); }
 
+  Status FallBackToPlain() {
+    fallback_ = false;
+    FERRY_RETURN_IF_ERROR(CutPage());
+    FERRY_RETURN_IF_ERROR(WriteDictPage());
+    dict_active_ = false;
+    return Status::OK();
+  }
+
+  Status TooBig(size_t bytes) const {
+    return Status::NotSupported("column '" + field_.name + "': a single Parquet page would hold " +
+                                std::to_string(bytes) +
+                                " bytes; values over 2 GiB cannot be written");
+  }
+
+  // Compresses `body` into compressed_ (when a codec is set); returns the payload to write.
+  Result<std::string_view> Payload(const ByteBuffer& body) {
+    if (!compressor_->enabled()) return body.view();
+    FERRY_RETURN_IF_ERROR(compressor_->Compress(body.data(), body.size(), &compressed_));
+    return compressed_.view();
+  }
+
   Status CutPage() {
     if (page_rows_ == 0) return Status::OK();
     FlushPageValues();
+    // A page of NULLs only has no index to write: it is an (empty) PLAIN page.
+    const bool dict_page = dict_active_ && DictSize() > 0;
     const ByteBuffer* body = &values_;
-    if (optional_) {
+    if (optional_ || dict_page) {
       page_.clear();
-      page_.PutLE32(0);  // length of the levels, patched below
-      internal::EncodeLevelsBitWidth1(reinterpret_cast<const uint8_t*>(levels_.data()), page_rows_,
-                                      page_nulls_, &page_);
-      auto levels_len = static_cast<uint32_t>(page_.size() - 4);
-      std::memcpy(page_.data(), &levels_len, 4);
-      page_.Append(values_.data(), values_.size());
+      if (optional_) {
+        page_.PutLE32(0);  // length of the levels, patched below
+        internal::EncodeLevelsBitWidth1(reinterpret_cast<const uint8_t*>(levels_.data()),
+                                        page_rows_, page_nulls_, &page_);
+        auto levels_len = static_cast<uint32_t>(page_.size() - 4);
+        std::memcpy(page_.data(), &levels_len, 4);
+      }
+      if (dict_page) {
+        const int bit_width = internal::DictionaryBitWidth(DictSize());
+        page_.PushBack(static_cast<uint8_t>(bit_width));
+        internal::EncodeRleHybrid(reinterpret_cast<const uint32_t*>(values_.data()),
+                                  values_.size() / kIndexBytes, bit_width, &page_);
+      } else {
+        page_.Append(values_.data(), values_.size());
+      }
       body = &page_;
     }
     size_t uncompressed = body->size();
     if (uncompressed > static_cast<size_t>(std::numeric_limits<int32_t>::max()) ||
         page_rows_ > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-      return Status::NotSupported("column '" + field_.name + "': a single Parquet page would hold " +
-                                  std::to_string(uncompressed) +
-                                  " bytes; values over 2 GiB cannot be written");
+      return TooBig(uncompressed);
     }
-    const char* payload = body->data();
-    size_t payload_size = uncompressed;
-    if (compressor_->enabled()) {
-      FERRY_RETURN_IF_ERROR(compressor_->Compress(body->data(), uncompressed, &compressed_));
-      payload = compressed_.data();
-      payload_size = compressed_.size();
-    }
+    FERRY_ASSIGN_OR_RETURN(std::string_view payload, Payload(*body));
     header_.clear();
     CompactWriter w(&header_);
     w.BeginStruct();  // PageHeader
     w.I32Field(1, pq::kDataPage);
     w.I32Field(2, static_cast<int32_t>(uncompressed));
-    w.I32Field(3, static_cast<int32_t>(payload_size));
+    w.I32Field(3, static_cast<int32_t>(payload.size()));
     w.StructField(5);  // DataPageHeader
     w.I32Field(1, static_cast<int32_t>(page_rows_));
-    w.I32Field(2, pq::kPlain);
+    w.I32Field(2, dict_page ? pq::kRleDictionary : pq::kPlain);
     w.I32Field(3, pq::kRle);
     w.I32Field(4, pq::kRle);
     w.EndStruct();
     w.EndStruct();
     chunk_.Append(header_);
-    chunk_.Append(payload, payload_size);
+    chunk_.Append(payload);
     chunk_uncompressed_ += static_cast<int64_t>(header_.size() + uncompressed);
-    chunk_compressed_ += static_cast<int64_t>(header_.size() + payload_size);
+    chunk_compressed_ += static_cast<int64_t>(header_.size() + payload.size());
     chunk_values_ += static_cast<int64_t>(page_rows_);
     chunk_nulls_ += static_cast<int64_t>(page_nulls_);
+    ++(dict_page ? chunk_dict_pages_ : chunk_plain_pages_);
     values_.clear();
     levels_.clear();
     page_rows_ = 0;
@@ -338,19 +576,102 @@ class ColumnWriter {
     return Status::OK();
   }
 
-  const int32_t physical_type_;
+  // Writes the dictionary into dict_page_ (when a data page refers to it) and empties it.
+  Status WriteDictPage() {
+    if (chunk_dict_pages_ > 0) {
+      page_.clear();
+      DictPlain(&page_);
+      const size_t uncompressed = page_.size();
+      if (uncompressed > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+        return TooBig(uncompressed);
+      }
+      FERRY_ASSIGN_OR_RETURN(std::string_view payload, Payload(page_));
+      header_.clear();
+      CompactWriter w(&header_);
+      w.BeginStruct();  // PageHeader
+      w.I32Field(1, pq::kDictionaryPage);
+      w.I32Field(2, static_cast<int32_t>(uncompressed));
+      w.I32Field(3, static_cast<int32_t>(payload.size()));
+      w.StructField(7);  // DictionaryPageHeader
+      w.I32Field(1, static_cast<int32_t>(DictSize()));
+      w.I32Field(2, pq::kPlain);
+      w.EndStruct();
+      w.EndStruct();
+      dict_page_.clear();
+      dict_page_.Append(header_);
+      dict_page_.Append(payload);
+      chunk_uncompressed_ += static_cast<int64_t>(header_.size() + uncompressed);
+      chunk_compressed_ += static_cast<int64_t>(header_.size() + payload.size());
+    }
+    DictClear();
+    return Status::OK();
+  }
+
   Compressor* compressor_;
   const uint64_t page_bytes_;
 
   ByteBuffer levels_;      // the open page's definition levels, one byte per row
-  ByteBuffer page_;        // levels + values of an optional column's page, uncompressed
+  ByteBuffer page_;        // levels + values of a page, or a dictionary, uncompressed
   ByteBuffer compressed_;  // the compressed page
-  ByteBuffer chunk_;       // headers + pages of the row group's chunk
+  ByteBuffer chunk_;       // headers + data pages of the row group's chunk
+  ByteBuffer dict_page_;   // header + dictionary page of the row group's chunk
   std::string header_;
   size_t page_rows_ = 0;
   size_t page_nulls_ = 0;
   int64_t chunk_values_ = 0, chunk_nulls_ = 0, chunk_uncompressed_ = 0, chunk_compressed_ = 0;
+  int32_t chunk_dict_pages_ = 0, chunk_plain_pages_ = 0;
   uint64_t file_values_ = 0, file_nulls_ = 0, file_compressed_ = 0;
+};
+
+// A column of fixed-width values whose dictionary is a FixedDict<K>. EncodeDict is the dictionary
+// path of EncodeValues: load(i) gives the key of row begin + i, on_new(key) folds a value seen for
+// the first time in the chunk into the statistics (the others are already in them).
+template <typename K>
+class FixedDictWriter : public ColumnWriter {
+ public:
+  FixedDictWriter(const Field& field, Compressor* compressor, const ColumnConfig& cfg,
+                  size_t plain_width = sizeof(K))
+      : ColumnWriter(field, compressor, cfg),
+        plain_width_(plain_width),
+        max_entries_(dict_limit_ / plain_width) {}
+
+ protected:
+  template <typename Load, typename OnNew>
+  size_t EncodeDict(const Column& col, size_t begin, size_t end, size_t budget, Load load,
+                    OnNew on_new) {
+    const size_t n = FixedRows(begin, end, budget, kIndexBytes);
+    const uint8_t* valid = col.validity() + begin;
+    const bool all_valid = col.null_count() == 0;
+    auto* dst = reinterpret_cast<uint32_t*>(values_.AppendUninit(n * kIndexBytes));
+    size_t k = 0, i = 0;
+    for (; i < n; ++i) {
+      if (!all_valid && !valid[i]) continue;
+      const K key = load(i);
+      size_t slot;
+      uint32_t idx = dict_.Find(key, &slot);
+      if (idx == kAbsent) [[unlikely]] {
+        if (dict_.size() >= max_entries_) {
+          fallback_ = true;
+          break;
+        }
+        idx = dict_.Insert(key, slot);
+        on_new(key);
+      }
+      dst[k++] = idx;
+    }
+    values_.Truncate(values_.size() - (n - k) * kIndexBytes);
+    return i;
+  }
+
+  size_t DictSize() const override { return dict_.size(); }
+  uint64_t DictPlainBytes() const override { return dict_.size() * plain_width_; }
+  void DictPlain(ByteBuffer* out) const override { out->Append(dict_.keys(), dict_.size() * sizeof(K)); }
+  void DictClear() override { dict_.Clear(); }
+  uint64_t DictMemoryBytes() const override { return dict_.MemoryBytes(); }
+
+  FixedDict<K> dict_;
+  const size_t plain_width_;
+  const size_t max_entries_;
 };
 
 // BOOLEAN: PLAIN is bit-packed, LSB first.
@@ -410,15 +731,27 @@ class BoolWriter final : public ColumnWriter {
 // INT32/INT64 values stored as In in the batch: ints, dates, times, timestamps and decimals of
 // precision <= 18 (In = int128, narrowed). Signed order.
 template <typename In, typename Out>
-class IntWriter final : public ColumnWriter {
+class IntWriter final : public FixedDictWriter<Out> {
+  using Base = FixedDictWriter<Out>;
+  using Base::values_;
+
  public:
-  IntWriter(const Field& field, Compressor* compressor, uint64_t page_bytes)
-      : ColumnWriter(field, compressor, page_bytes),
-        decimal_(field.type.kind() == TypeKind::kDecimal) {}
+  IntWriter(const Field& field, Compressor* compressor, const ColumnConfig& cfg)
+      : Base(field, compressor, cfg), decimal_(field.type.kind() == TypeKind::kDecimal) {}
 
  protected:
   size_t EncodeValues(const Column& col, size_t begin, size_t end, size_t budget) override {
-    size_t n = FixedRows(begin, end, budget, sizeof(Out));
+    if (this->dict_active_) {
+      const In* in = col.values<In>() + begin;
+      return this->EncodeDict(
+          col, begin, end, budget, [in](size_t i) { return static_cast<Out>(in[i]); },
+          [this](Out v) {
+            if (!has_ || v < min_) min_ = v;
+            if (!has_ || v > max_) max_ = v;
+            has_ = true;
+          });
+    }
+    size_t n = this->FixedRows(begin, end, budget, sizeof(Out));
     const In* in = col.values<In>() + begin;
     char* dst = values_.AppendUninit(n * sizeof(Out));
     Out mn = std::numeric_limits<Out>::max();
@@ -488,14 +821,40 @@ class IntWriter final : public ColumnWriter {
 
 // FLOAT/DOUBLE. NaN never enters min/max (it is counted); zeros follow the Parquet rule in the
 // chunk statistics (min -0.0, max +0.0) and Iceberg's order (-0.0 < +0.0) in the bounds.
-template <typename F>
-class FloatWriter final : public ColumnWriter {
+template <typename F, typename Bits = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>>
+class FloatWriter final : public FixedDictWriter<Bits> {
+  using Base = FixedDictWriter<Bits>;
+  using Base::values_;
+
  public:
-  using ColumnWriter::ColumnWriter;
+  using Base::Base;
 
  protected:
+  // Dictionary keys are the values' bits: -0.0 and +0.0, and NaN payloads, stay distinct.
+  size_t DictEncode(const Column& col, size_t begin, size_t end, size_t budget) {
+    const F* in = col.values<F>() + begin;
+    size_t taken = this->EncodeDict(
+        col, begin, end, budget, [in](size_t i) { return std::bit_cast<Bits>(in[i]); },
+        [this](Bits bits) {
+          const F v = std::bit_cast<F>(bits);
+          if (v != v) return;
+          if (!has_ || v < min_) min_ = v;
+          if (!has_ || v > max_) max_ = v;
+          has_ = true;
+          if (v == 0) (std::signbit(v) ? neg_zero_ : pos_zero_) = true;
+        });
+    // NaN is counted per value (the dictionary holds each NaN once).
+    const uint8_t* valid = col.validity() + begin;
+    const bool all_valid = col.null_count() == 0;
+    size_t nan = 0;
+    for (size_t i = 0; i < taken; ++i) nan += (all_valid || valid[i]) && in[i] != in[i];
+    nan_count_ += nan;
+    return taken;
+  }
+
   size_t EncodeValues(const Column& col, size_t begin, size_t end, size_t budget) override {
-    size_t n = FixedRows(begin, end, budget, sizeof(F));
+    if (this->dict_active_) return DictEncode(col, begin, end, budget);
+    size_t n = this->FixedRows(begin, end, budget, sizeof(F));
     const F* in = col.values<F>() + begin;
     char* dst = values_.AppendUninit(n * sizeof(F));
     F mn = std::numeric_limits<F>::infinity();
@@ -566,12 +925,47 @@ class FloatWriter final : public ColumnWriter {
 // unsigned lexicographic order.
 class ByteArrayWriter final : public ColumnWriter {
  public:
-  ByteArrayWriter(const Field& field, Compressor* compressor, uint64_t page_bytes)
-      : ColumnWriter(field, compressor, page_bytes),
-        string_(field.type.kind() == TypeKind::kString) {}
+  ByteArrayWriter(const Field& field, Compressor* compressor, const ColumnConfig& cfg)
+      : ColumnWriter(field, compressor, cfg), string_(field.type.kind() == TypeKind::kString) {}
 
  protected:
+  size_t DictEncode(const Column& col, size_t begin, size_t end, size_t budget) {
+    const uint32_t* off = col.offsets();
+    const char* bytes = col.bytes().data();
+    const size_t n = FixedRows(begin, end, budget, kIndexBytes);
+    const uint8_t* valid = col.validity();
+    const bool all_valid = col.null_count() == 0;
+    auto* dst = reinterpret_cast<uint32_t*>(values_.AppendUninit(n * kIndexBytes));
+    size_t k = 0, i = begin;
+    for (; i < begin + n; ++i) {
+      if (!all_valid && !valid[i]) continue;
+      const std::string_view v(bytes + off[i], off[i + 1] - off[i]);
+      const uint32_t h = ByteDict::Hash(v);
+      size_t slot;
+      uint32_t idx = dict_.Find(v, h, &slot);
+      if (idx == kAbsent) [[unlikely]] {
+        if (dict_.plain_bytes() + 4 + v.size() > dict_limit_) {
+          fallback_ = true;
+          break;
+        }
+        idx = dict_.Insert(v, h, slot);
+        if (!has_ || v < std::string_view(min_)) min_.assign(v);
+        if (!has_ || v > std::string_view(max_)) max_.assign(v);
+        has_ = true;
+      }
+      dst[k++] = idx;
+    }
+    values_.Truncate(values_.size() - (n - k) * kIndexBytes);
+    return i - begin;
+  }
+  size_t DictSize() const override { return dict_.size(); }
+  uint64_t DictPlainBytes() const override { return dict_.plain_bytes(); }
+  void DictPlain(ByteBuffer* out) const override { out->Append(dict_.plain()); }
+  void DictClear() override { dict_.Clear(); }
+  uint64_t DictMemoryBytes() const override { return dict_.MemoryBytes(); }
+
   size_t EncodeValues(const Column& col, size_t begin, size_t end, size_t budget) override {
+    if (dict_active_) return DictEncode(col, begin, end, budget);
     const uint32_t* off = col.offsets();
     const char* bytes = col.bytes().data();
     const uint8_t* valid = col.validity();
@@ -640,20 +1034,37 @@ class ByteArrayWriter final : public ColumnWriter {
 
  private:
   const bool string_;
+  ByteDict dict_;
   bool has_ = false, file_has_ = false;
   std::string min_, max_, file_min_, file_max_;
 };
 
 // UUID: FIXED_LEN_BYTE_ARRAY(16), the batch's big-endian bytes as they are; unsigned order.
-class UuidWriter final : public ColumnWriter {
+using Bytes16 = std::array<uint8_t, 16>;
+
+class UuidWriter final : public FixedDictWriter<Bytes16> {
  public:
-  using ColumnWriter::ColumnWriter;
+  using FixedDictWriter::FixedDictWriter;
 
  protected:
-  using Bytes16 = std::array<uint8_t, 16>;
   static bool Less(const uint8_t* a, const uint8_t* b) { return std::memcmp(a, b, 16) < 0; }
 
   size_t EncodeValues(const Column& col, size_t begin, size_t end, size_t budget) override {
+    if (dict_active_) {
+      const uint8_t* in = col.fixed_data() + begin * 16;
+      return EncodeDict(
+          col, begin, end, budget,
+          [in](size_t i) {
+            Bytes16 k;
+            std::memcpy(k.data(), in + i * 16, 16);
+            return k;
+          },
+          [this](const Bytes16& v) {
+            if (!has_ || Less(v.data(), min_.data())) min_ = v;
+            if (!has_ || Less(max_.data(), v.data())) max_ = v;
+            has_ = true;
+          });
+    }
     size_t n = FixedRows(begin, end, budget, 16);
     const uint8_t* in = col.fixed_data() + begin * 16;
     const uint8_t* valid = col.validity() + begin;
@@ -695,15 +1106,33 @@ class UuidWriter final : public ColumnWriter {
 
 // Decimals of precision > 18: FIXED_LEN_BYTE_ARRAY of the minimal width for the precision,
 // big-endian two's complement; signed order.
-class DecimalFlbaWriter final : public ColumnWriter {
+class DecimalFlbaWriter final : public FixedDictWriter<int128_t> {
  public:
-  DecimalFlbaWriter(const Field& field, Compressor* compressor, uint64_t page_bytes)
-      : ColumnWriter(field, compressor, page_bytes),
+  DecimalFlbaWriter(const Field& field, Compressor* compressor, const ColumnConfig& cfg)
+      : FixedDictWriter(field, compressor, cfg,
+                        static_cast<size_t>(internal::DecimalBytesForPrecision(field.type.precision()))),
         width_(internal::DecimalBytesForPrecision(field.type.precision())) {}
   int width() const { return width_; }
 
  protected:
+  void DictPlain(ByteBuffer* out) const override {
+    const auto w = static_cast<size_t>(width_);
+    auto* dst = reinterpret_cast<uint8_t*>(out->AppendUninit(dict_.size() * w));
+    const int128_t* keys = dict_.keys();
+    for (size_t i = 0; i < dict_.size(); ++i) internal::BigEndianBytes(keys[i], width_, dst + i * w);
+  }
+
   size_t EncodeValues(const Column& col, size_t begin, size_t end, size_t budget) override {
+    if (dict_active_) {
+      const int128_t* in = col.values<int128_t>() + begin;
+      return EncodeDict(
+          col, begin, end, budget, [in](size_t i) { return in[i]; },
+          [this](int128_t v) {
+            if (!has_ || v < min_) min_ = v;
+            if (!has_ || v > max_) max_ = v;
+            has_ = true;
+          });
+    }
     const auto w = static_cast<size_t>(width_);
     size_t n = FixedRows(begin, end, budget, w);
     const int128_t* in = col.values<int128_t>() + begin;
@@ -747,29 +1176,29 @@ class DecimalFlbaWriter final : public ColumnWriter {
   int128_t min_ = 0, max_ = 0, file_min_ = 0, file_max_ = 0;
 };
 
-std::unique_ptr<ColumnWriter> MakeColumnWriter(const Field& f, Compressor* c, uint64_t page_bytes) {
+std::unique_ptr<ColumnWriter> MakeColumnWriter(const Field& f, Compressor* c, const ColumnConfig& cfg) {
   switch (f.type.kind()) {
-    case TypeKind::kBoolean: return std::make_unique<BoolWriter>(f, c, page_bytes);
+    case TypeKind::kBoolean: return std::make_unique<BoolWriter>(f, c, cfg);
     case TypeKind::kInt32:
-    case TypeKind::kDate: return std::make_unique<IntWriter<int32_t, int32_t>>(f, c, page_bytes);
+    case TypeKind::kDate: return std::make_unique<IntWriter<int32_t, int32_t>>(f, c, cfg);
     case TypeKind::kInt64:
     case TypeKind::kTime:
     case TypeKind::kTimestamp:
     case TypeKind::kTimestampTz:
-      return std::make_unique<IntWriter<int64_t, int64_t>>(f, c, page_bytes);
-    case TypeKind::kFloat32: return std::make_unique<FloatWriter<float>>(f, c, page_bytes);
-    case TypeKind::kFloat64: return std::make_unique<FloatWriter<double>>(f, c, page_bytes);
+      return std::make_unique<IntWriter<int64_t, int64_t>>(f, c, cfg);
+    case TypeKind::kFloat32: return std::make_unique<FloatWriter<float>>(f, c, cfg);
+    case TypeKind::kFloat64: return std::make_unique<FloatWriter<double>>(f, c, cfg);
     case TypeKind::kDecimal:
       if (f.type.precision() <= 9) {
-        return std::make_unique<IntWriter<int128_t, int32_t>>(f, c, page_bytes);
+        return std::make_unique<IntWriter<int128_t, int32_t>>(f, c, cfg);
       }
       if (f.type.precision() <= 18) {
-        return std::make_unique<IntWriter<int128_t, int64_t>>(f, c, page_bytes);
+        return std::make_unique<IntWriter<int128_t, int64_t>>(f, c, cfg);
       }
-      return std::make_unique<DecimalFlbaWriter>(f, c, page_bytes);
+      return std::make_unique<DecimalFlbaWriter>(f, c, cfg);
     case TypeKind::kString:
-    case TypeKind::kBinary: return std::make_unique<ByteArrayWriter>(f, c, page_bytes);
-    case TypeKind::kUuid: return std::make_unique<UuidWriter>(f, c, page_bytes);
+    case TypeKind::kBinary: return std::make_unique<ByteArrayWriter>(f, c, cfg);
+    case TypeKind::kUuid: return std::make_unique<UuidWriter>(f, c, cfg);
   }
   return nullptr;
 }
@@ -860,7 +1289,11 @@ class WriterImpl final : public Writer {
         compressor_(options_.compression, options_.zstd_level) {
     columns_.reserve(schema_->fields.size());
     for (const auto& f : schema_->fields) {
-      columns_.push_back(MakeColumnWriter(f, &compressor_, options_.page_bytes));
+      ColumnConfig cfg;
+      cfg.page_bytes = options_.page_bytes;
+      cfg.dictionary = options_.dictionary;
+      cfg.dictionary_bytes = options_.dictionary_page_bytes;
+      columns_.push_back(MakeColumnWriter(f, &compressor_, cfg));
     }
   }
 
@@ -971,6 +1404,11 @@ class WriterImpl final : public Writer {
       ChunkMeta& meta = rg.columns[c];
       FERRY_RETURN_IF_ERROR(cw.FinishChunk(&meta));
       meta.file_offset = static_cast<int64_t>(out_->Tell());
+      if (!cw.dict_page().empty()) {
+        meta.dictionary_page_offset = meta.file_offset;
+        FERRY_RETURN_IF_ERROR(out_->Append(cw.dict_page()));
+      }
+      meta.data_page_offset = static_cast<int64_t>(out_->Tell());
       FERRY_RETURN_IF_ERROR(out_->Append(cw.chunk()));
       cw.ResetChunk();
       if (c == 0) rg.file_offset = meta.file_offset;
@@ -1028,21 +1466,23 @@ class WriterImpl final : public Writer {
       w.I64Field(2, m.file_offset);
       w.StructField(3);  // ColumnMetaData
       w.I32Field(1, cw.physical_type());
-      if (cw.optional()) {
-        w.ListField(2, thrift::kI32, 2);
-        w.I32(pq::kPlain);
-        w.I32(pq::kRle);
-      } else {
-        w.ListField(2, thrift::kI32, 1);
-        w.I32(pq::kPlain);
-      }
+      // PLAIN (data pages or the dictionary page), RLE (definition levels), RLE_DICTIONARY.
+      const bool has_dict = m.dictionary_page_offset >= 0;
+      int32_t encodings[3];
+      uint32_t num_encodings = 0;
+      encodings[num_encodings++] = pq::kPlain;
+      if (cw.optional()) encodings[num_encodings++] = pq::kRle;
+      if (has_dict) encodings[num_encodings++] = pq::kRleDictionary;
+      w.ListField(2, thrift::kI32, num_encodings);
+      for (uint32_t e = 0; e < num_encodings; ++e) w.I32(encodings[e]);
       w.ListField(3, thrift::kBinary, 1);
       w.Binary(internal::ParquetColumnName(cw.field().name));
       w.I32Field(4, codec);
       w.I64Field(5, m.num_values);
       w.I64Field(6, m.uncompressed_bytes);
       w.I64Field(7, m.compressed_bytes);
-      w.I64Field(9, m.file_offset);
+      w.I64Field(9, m.data_page_offset);
+      if (has_dict) w.I64Field(11, m.dictionary_page_offset);
       w.StructField(12);  // Statistics
       w.I64Field(3, m.null_count);
       if (m.has_min_max) {
@@ -1052,6 +1492,21 @@ class WriterImpl final : public Writer {
         w.BoolField(8, true);
       }
       w.EndStruct();
+      // encoding_stats: pages by type and encoding, so that readers (parquet-mr, Iceberg's
+      // dictionary filter) know whether every data page is dictionary-encoded.
+      const uint32_t num_stats =
+          (has_dict ? 1u : 0u) + (m.dict_data_pages > 0 ? 1u : 0u) + (m.plain_data_pages > 0 ? 1u : 0u);
+      w.ListField(13, thrift::kStruct, num_stats);
+      auto page_stats = [&](int32_t page_type, int32_t encoding, int32_t count) {
+        w.BeginStruct();
+        w.I32Field(1, page_type);
+        w.I32Field(2, encoding);
+        w.I32Field(3, count);
+        w.EndStruct();
+      };
+      if (has_dict) page_stats(pq::kDictionaryPage, pq::kPlain, 1);
+      if (m.dict_data_pages > 0) page_stats(pq::kDataPage, pq::kRleDictionary, m.dict_data_pages);
+      if (m.plain_data_pages > 0) page_stats(pq::kDataPage, pq::kPlain, m.plain_data_pages);
       w.EndStruct();
       w.EndStruct();
     }

@@ -34,6 +34,12 @@ struct WriterOptions {
   uint64_t row_group_bytes = 128ull << 20;
   // A data page is cut once its encoded values reach this many bytes.
   uint64_t page_bytes = 1ull << 20;
+  // Dictionary encoding (a DICTIONARY_PAGE of the chunk's distinct values in PLAIN, then
+  // RLE_DICTIONARY data pages of indices) for every type but boolean. Each column chunk starts
+  // with a dictionary; once it would exceed dictionary_page_bytes (its PLAIN size) the chunk falls
+  // back to PLAIN for its remaining pages, as Arrow and parquet-mr do. Capped at 1 GiB.
+  bool dictionary = true;
+  uint64_t dictionary_page_bytes = 1ull << 20;
   // Key/value metadata written into the footer.
   std::vector<std::pair<std::string, std::string>> key_value_metadata;
 };
@@ -73,8 +79,8 @@ class Writer {
   virtual uint64_t EstimatedSize() const = 0;
   virtual uint64_t rows_written() const = 0;
   // Heap bytes the writer holds for buffers (capacity, not size): stays bounded by about
-  // row_group_bytes + (columns x page_bytes), whatever the number of rows written. For memory
-  // accounting and tests.
+  // row_group_bytes + columns x (page_bytes + 6 x dictionary_page_bytes), whatever the number of
+  // rows written. For memory accounting and tests.
   virtual uint64_t BufferedMemoryBytes() const { return 0; }
   // Flushes the last row group, writes the footer, closes the stream (durably).
   virtual Result<FileMetrics> Close() = 0;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -269,14 +270,21 @@ TEST_P(WriterCodecTest, ChunkOffsetsAndSizesAreExact) {
       const TValue& cc = rg[1].list[c];
       const TValue& md = cc[3];
       EXPECT_EQ(cc[2].i, expected_offset);  // ColumnChunk.file_offset
-      EXPECT_EQ(md[9].i, expected_offset);  // data_page_offset
+      EXPECT_EQ(md[11].i, expected_offset);  // dictionary_page_offset: the chunk starts with it
       EXPECT_EQ(md[5].i, rg[3].i);          // num_values = rows of the group (no nesting)
       auto chunk = testing::ReadChunk(w.file, w.footer, g, c);  // walks exactly total_compressed_size
+      ASSERT_GT(chunk.pages.size(), 1u);
+      EXPECT_EQ(chunk.pages[0].header[1].i, 2);  // DICTIONARY_PAGE
+      // data_page_offset: right after the dictionary page.
+      EXPECT_EQ(md[9].i, expected_offset + static_cast<int64_t>(chunk.pages[0].header_bytes) +
+                             chunk.pages[0].header[3].i);
       int64_t unc = 0, comp = 0;
       for (const auto& p : chunk.pages) {
         unc += static_cast<int64_t>(p.header_bytes) + p.header[2].i;
         comp += static_cast<int64_t>(p.header_bytes) + p.header[3].i;
-        EXPECT_LE(p.header[2].i, static_cast<int64_t>(opts.page_bytes) * 2);
+        if (p.header[1].i == 0) {
+          EXPECT_LE(p.header[2].i, static_cast<int64_t>(opts.page_bytes) * 2);
+        }
       }
       EXPECT_EQ(md[6].i, unc);
       EXPECT_EQ(md[7].i, comp);
@@ -302,9 +310,14 @@ TEST_P(WriterCodecTest, ChunkOffsetsAndSizesAreExact) {
   EXPECT_EQ(w.metrics.columns[0].null_count, 6667u);
   EXPECT_EQ(w.metrics.columns[1].null_count, 0u);
   EXPECT_EQ(w.metrics.record_count, 20000u);
-  // Encodings: optional columns list RLE for their levels.
-  EXPECT_EQ(ColumnMeta(w, 0, 0)[2].list.size(), 2u);
-  EXPECT_EQ(ColumnMeta(w, 0, 1)[2].list.size(), 1u);
+  // Encodings: PLAIN (the dictionary page), RLE for the levels of optional columns, RLE_DICTIONARY.
+  auto encodings = [&](size_t c) {
+    std::vector<int64_t> e;
+    for (const auto& v : ColumnMeta(w, 0, c)[2].list) e.push_back(v.i);
+    return e;
+  };
+  EXPECT_EQ(encodings(0), (std::vector<int64_t>{0, 3, 8}));
+  EXPECT_EQ(encodings(1), (std::vector<int64_t>{0, 8}));
 }
 
 TEST(WriterTest, PagesAreCutAtPageBytes) {
@@ -317,10 +330,20 @@ TEST(WriterTest, PagesAreCutAtPageBytes) {
   WriterOptions opts;
   opts.compression = Compression::kUncompressed;
   opts.page_bytes = 8000;  // 1000 int64 values
+  opts.dictionary = false;
   Written w = WriteOne(schema, batch, opts);
   auto chunk = testing::ReadChunk(w.file, w.footer, 0, 0);
   ASSERT_EQ(chunk.pages.size(), 10u);
   for (const auto& p : chunk.pages) EXPECT_EQ(p.header[5][1].i, 1000);
+  EXPECT_FALSE(ColumnMeta(w, 0, 0).has(11));
+  // With a dictionary, the open page budget counts 4 bytes per index: 2000 rows.
+  opts.dictionary = true;
+  Written d = WriteOne(schema, batch, opts);
+  auto dchunk = testing::ReadChunk(d.file, d.footer, 0, 0);
+  ASSERT_EQ(dchunk.pages.size(), 6u);  // dictionary page + 5 data pages
+  EXPECT_EQ(dchunk.pages[0].header[7][1].i, 10000);
+  for (size_t p = 1; p < dchunk.pages.size(); ++p) EXPECT_EQ(dchunk.pages[p].header[5][1].i, 2000);
+  EXPECT_EQ(dchunk.values, chunk.values);
   auto bools = testing::ReadChunk(w.file, w.footer, 0, 1);
   EXPECT_EQ(bools.pages.size(), 1u);  // 10000 booleans bit-packed: 1250 bytes
   EXPECT_EQ(bools.values.size(), 10000u);
@@ -598,6 +621,7 @@ TEST(WriterTest, MemoryStaysBoundedWhateverTheRowCount) {
   WriterOptions opts;
   opts.row_group_bytes = 1 << 20;
   opts.page_bytes = 64 << 10;
+  opts.dictionary_page_bytes = 128 << 10;  // these columns fall back in every row group
   auto w = Writer::Open(std::make_unique<SharedStringStream>(&file), schema, opts);
   ASSERT_TRUE(w.ok());
   Batch batch(schema);
@@ -615,9 +639,12 @@ TEST(WriterTest, MemoryStaysBoundedWhateverTheRowCount) {
     uint64_t mem = (*w)->BufferedMemoryBytes();
     peak = std::max(peak, mem);
     if (b < kBatches / 2) peak_first_half = peak;
-    // Never more than about a row group plus a page per column (and buffer growth slack).
-    ASSERT_LT(mem, 3 * opts.row_group_bytes + 6 * opts.page_bytes) << "batch " << b;
-    EXPECT_LE((*w)->EstimatedSize(), file.size() + opts.row_group_bytes + 3 * opts.page_bytes + 4096);
+    // Never more than about a row group plus a page and a dictionary per column (and buffer
+    // growth slack; a dictionary's hash table can take 4x its PLAIN size).
+    ASSERT_LT(mem, 3 * opts.row_group_bytes + 6 * opts.page_bytes + 3 * 6 * opts.dictionary_page_bytes)
+        << "batch " << b;
+    EXPECT_LE((*w)->EstimatedSize(),
+              file.size() + opts.row_group_bytes + 3 * opts.page_bytes + 3 * opts.dictionary_page_bytes + 4096);
   }
   EXPECT_LE(peak, peak_first_half * 5 / 4) << "buffers keep growing with the rows written";
   auto m = (*w)->Close();
@@ -676,6 +703,372 @@ TEST(WriterTest, RowsWrittenAndEstimatedSize) {
   auto m = (*w)->Close();
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->file_size_bytes, file.size());
+}
+
+// Page encodings of a chunk, in file order: "D" dictionary page, "R" RLE_DICTIONARY data page,
+// "P" PLAIN data page.
+std::string PageKinds(const Written& w, size_t g, size_t c) {
+  std::string k;
+  for (const auto& p : testing::ReadChunk(w.file, w.footer, g, c).pages) {
+    if (p.header[1].i == 2) k += 'D';
+    else k += p.header[5][2].i == 8 ? 'R' : 'P';
+  }
+  return k;
+}
+// "D" -> count, "R" -> count, "P" -> count from the chunk's encoding_stats.
+std::map<std::string, int64_t> EncodingStats(const Written& w, size_t g, size_t c) {
+  std::map<std::string, int64_t> m;
+  for (const auto& e : ColumnMeta(w, g, c)[13].list) {
+    std::string k = e[1].i == 2 ? "D" : e[2].i == 8 ? "R" : "P";
+    EXPECT_TRUE(e[1].i == 2 ? e[2].i == 0 : (e[2].i == 8 || e[2].i == 0));
+    m[k] += e[3].i;
+  }
+  return m;
+}
+std::map<std::string, int64_t> CountKinds(const std::string& kinds) {
+  std::map<std::string, int64_t> m;
+  for (char ch : kinds) m[std::string(1, ch)]++;
+  return m;
+}
+
+// A low-cardinality chunk: one PLAIN dictionary page of the distinct values in first-seen order,
+// then RLE_DICTIONARY data pages; exact statistics; footer offsets, encodings, encoding_stats.
+TEST_P(WriterCodecTest, DictionaryPageStructure) {
+  auto schema = MakeSchema({{1, "status", DataType::String(), true},
+                            {2, "qty", DataType::Int32(), false},
+                            {3, "flag", DataType::Boolean(), true}});
+  Batch batch(schema);
+  const char* words[] = {"pending", "paid", "shipped", "delivered", "cancelled"};
+  std::vector<std::optional<std::string>> want_s, want_q;
+  for (int i = 0; i < 50000; ++i) {
+    const char* word = words[(i * 7 / 3) % 5];
+    batch.column(0).AppendBytes(word);
+    want_s.emplace_back(word);
+    if (i % 11 == 0) {
+      batch.column(1).AppendNull();
+      want_q.emplace_back(std::nullopt);
+    } else {
+      int32_t q = (i * 37) % 100 - 50;
+      batch.column(1).AppendInt32(q);
+      want_q.emplace_back(LE(q));
+    }
+    batch.column(2).AppendBool(i % 3 == 0);
+  }
+  WriterOptions opts;
+  opts.compression = GetParam();
+  opts.page_bytes = 16 << 10;
+  Written w = WriteOne(schema, batch, opts);
+  ASSERT_EQ(w.footer[4].list.size(), 1u);
+  EXPECT_EQ(ReadColumn(w, 0), want_s);
+  EXPECT_EQ(ReadColumn(w, 1), want_q);
+  for (size_t c = 0; c < 2; ++c) {
+    auto chunk = testing::ReadChunk(w.file, w.footer, 0, c);
+    const TValue& md = ColumnMeta(w, 0, c);
+    ASSERT_GT(chunk.pages.size(), 3u);
+    const TValue& dict = chunk.pages[0].header;
+    EXPECT_EQ(dict[1].i, 2);       // DICTIONARY_PAGE
+    EXPECT_EQ(dict[7][2].i, 0);    // PLAIN
+    EXPECT_EQ(dict[7][1].i, c == 0 ? 5 : 100);  // distinct values
+    EXPECT_EQ(md[11].i, w.footer[4].list[0][1].list[c][2].i);
+    EXPECT_GT(md[9].i, md[11].i);
+    std::string kinds = PageKinds(w, 0, c);
+    EXPECT_EQ(kinds, "D" + std::string(kinds.size() - 1, 'R')) << c;
+    EXPECT_EQ(EncodingStats(w, 0, c), CountKinds(kinds));
+  }
+  EXPECT_EQ(ColumnMeta(w, 0, 0)[12][6].bin, "cancelled");
+  EXPECT_EQ(ColumnMeta(w, 0, 0)[12][5].bin, "shipped");
+  EXPECT_EQ(ColumnMeta(w, 0, 1)[12][6].bin, LE<int32_t>(-50));
+  EXPECT_EQ(ColumnMeta(w, 0, 1)[12][5].bin, LE<int32_t>(49));
+  EXPECT_EQ(ColumnMeta(w, 0, 1)[12][3].i, 4546);  // null_count
+  EXPECT_EQ(w.metrics.columns[0].lower_bound, "cancelled");
+  EXPECT_EQ(w.metrics.columns[0].upper_bound, "shipped");
+  EXPECT_EQ(w.metrics.columns[1].lower_bound, LE<int32_t>(-50));
+  EXPECT_EQ(w.metrics.columns[1].upper_bound, LE<int32_t>(49));
+  EXPECT_EQ(w.metrics.columns[1].null_count, 4546u);
+  // Booleans never get a dictionary.
+  EXPECT_EQ(PageKinds(w, 0, 2), "P");
+  EXPECT_FALSE(ColumnMeta(w, 0, 2).has(11));
+  // Far smaller than PLAIN.
+  opts.dictionary = false;
+  Written plain = WriteOne(schema, batch, opts);
+  EXPECT_EQ(ReadColumn(plain, 0), want_s);
+  EXPECT_EQ(PageKinds(plain, 0, 0).find_first_not_of('P'), std::string::npos);
+  EXPECT_EQ(ColumnMeta(plain, 0, 0)[2].list.size(), 1u);  // PLAIN only
+  if (GetParam() == Compression::kUncompressed) {
+    EXPECT_LT(ColumnMeta(w, 0, 0)[7].i * 5, ColumnMeta(plain, 0, 0)[7].i);
+  }
+}
+
+// Every dictionary-eligible type, low and high cardinality, with NULLs, with and without
+// dictionaries: same values, same statistics and Iceberg metrics.
+TEST_P(WriterCodecTest, DictionaryEveryTypeMatchesPlain) {
+  auto schema = MakeSchema({
+      {1, "i", DataType::Int32(), false},
+      {2, "l", DataType::Int64(), false},
+      {3, "f", DataType::Float32(), false},
+      {4, "d", DataType::Float64(), false},
+      {5, "d9", DataType::Decimal(9, 2), false},
+      {6, "d18", DataType::Decimal(18, 3), false},
+      {7, "d38", DataType::Decimal(38, 5), false},
+      {8, "d20", DataType::Decimal(20, 0), false},
+      {9, "dt", DataType::Date(), false},
+      {10, "tm", DataType::Time(), false},
+      {11, "ts", DataType::Timestamp(), false},
+      {12, "tz", DataType::TimestampTz(), false},
+      {13, "s", DataType::String(), false},
+      {14, "bin", DataType::Binary(), false},
+      {15, "u", DataType::Uuid(), false},
+      {16, "b", DataType::Boolean(), false},
+  });
+  for (int64_t card : {int64_t{7}, int64_t{100000}}) {
+    Batch batch(schema);
+    const double fz[] = {0.0, -0.0, std::nan(""), 1.5, -2.25, std::numeric_limits<double>::infinity(), 3.0};
+    for (int64_t r = 0; r < 6000; ++r) {
+      const int64_t x = (r * 7919) % card;
+      if (r % 9 == 4) {
+        for (size_t c = 0; c < schema->fields.size(); ++c) batch.column(c).AppendNull();
+        continue;
+      }
+      batch.column(0).AppendInt32(static_cast<int32_t>(x - 3));
+      batch.column(1).AppendInt64((x - 3) << 40);
+      batch.column(2).AppendFloat(static_cast<float>(card == 7 ? fz[x] : static_cast<double>(x) / 7));
+      batch.column(3).AppendDouble(card == 7 ? fz[x] : -static_cast<double>(x) / 3);
+      batch.column(4).AppendDecimal(x - 3);
+      batch.column(5).AppendDecimal((x - 3) * 1000000007);
+      batch.column(6).AppendDecimal(static_cast<__int128>(x - 3) * 1000000000000000000LL * 1000);
+      batch.column(7).AppendDecimal(static_cast<__int128>(3 - x) * 1000000000000000000LL);
+      batch.column(8).AppendInt32(static_cast<int32_t>(x));
+      batch.column(9).AppendInt64(x * 1000);
+      batch.column(10).AppendInt64(-x);
+      batch.column(11).AppendInt64(x);
+      batch.column(12).AppendBytes(x % 5 == 0 ? std::string() : "v\xC3\xA9" + std::to_string(x));
+      batch.column(13).AppendBytes(std::string(static_cast<size_t>(x % 13), static_cast<char>(x)));
+      uint8_t u[16];
+      for (int k = 0; k < 16; ++k) u[k] = static_cast<uint8_t>(x * 3 + k);
+      batch.column(14).AppendUuid(u);
+      batch.column(15).AppendBool(x % 2 == 0);
+    }
+    WriterOptions opts;
+    opts.compression = GetParam();
+    opts.page_bytes = 2048;
+    Written dict = WriteOne(schema, batch, opts);
+    opts.dictionary = false;
+    Written plain = WriteOne(schema, batch, opts);
+    for (size_t c = 0; c < schema->fields.size(); ++c) {
+      const std::string& name = schema->fields[c].name;
+      EXPECT_EQ(ReadColumn(dict, c), ReadColumn(plain, c)) << name << " card " << card;
+      std::string kinds = PageKinds(dict, 0, c);
+      if (name == "b") {
+        EXPECT_EQ(kinds.find_first_not_of('P'), std::string::npos) << name;
+      } else {
+        EXPECT_EQ(kinds[0], 'D') << name;
+        EXPECT_EQ(kinds.find('P'), std::string::npos) << name << " " << card;  // no fallback at 1 MiB
+      }
+      EXPECT_EQ(PageKinds(plain, 0, c).find_first_not_of('P'), std::string::npos) << name;
+      const TValue& sd = ColumnMeta(dict, 0, c)[12];
+      const TValue& sp = ColumnMeta(plain, 0, c)[12];
+      EXPECT_EQ(sd[3].i, sp[3].i) << name;
+      EXPECT_EQ(sd.has(5), sp.has(5)) << name;
+      if (sd.has(5) && sp.has(5)) {
+        EXPECT_EQ(sd[5].bin, sp[5].bin) << name;
+        EXPECT_EQ(sd[6].bin, sp[6].bin) << name;
+      }
+      const ColumnMetrics& md = dict.metrics.columns[c];
+      const ColumnMetrics& mp = plain.metrics.columns[c];
+      EXPECT_EQ(md.value_count, mp.value_count) << name;
+      EXPECT_EQ(md.null_count, mp.null_count) << name;
+      EXPECT_EQ(md.nan_count, mp.nan_count) << name;
+      EXPECT_EQ(md.lower_bound, mp.lower_bound) << name;
+      EXPECT_EQ(md.upper_bound, mp.upper_bound) << name;
+      if (card == 7 && name != "b") {
+        EXPECT_LT(md.compressed_bytes, mp.compressed_bytes) << name;
+      }
+    }
+    if (card == 7) {
+      EXPECT_EQ(dict.metrics.columns[3].nan_count, plain.metrics.columns[3].nan_count);
+      EXPECT_GT(*dict.metrics.columns[3].nan_count, 100u);
+      EXPECT_EQ(testing::ReadChunk(dict.file, dict.footer, 0, 3).pages[0].header[7][1].i, 7);
+    }
+  }
+}
+
+// The dictionary outgrows dictionary_page_bytes mid-chunk: the pages written so far stay
+// RLE_DICTIONARY, the dictionary page holds what it had, the rest of the chunk is PLAIN; the
+// next row group starts a new dictionary.
+TEST_P(WriterCodecTest, DictionaryFallsBackMidChunk) {
+  auto schema = MakeSchema({{1, "v", DataType::Int64(), false}, {2, "s", DataType::String(), false}});
+  Batch batch(schema);
+  std::vector<std::optional<std::string>> want_v, want_s;
+  const int64_t rows = 20000;
+  for (int64_t i = 0; i < rows; ++i) {
+    // 10 values for the first 3000 rows, then every value new.
+    const int64_t v = i < 3000 ? (i % 10) * 1000 : i * 3 - 100000;
+    if (i % 13 == 5) {
+      batch.column(0).AppendNull();
+      batch.column(1).AppendNull();
+      want_v.emplace_back(std::nullopt);
+      want_s.emplace_back(std::nullopt);
+      continue;
+    }
+    batch.column(0).AppendInt64(v);
+    want_v.emplace_back(LE(v));
+    std::string s = "key-" + std::to_string(v);
+    batch.column(1).AppendBytes(s);
+    want_s.emplace_back(s);
+  }
+  WriterOptions opts;
+  opts.compression = GetParam();
+  opts.page_bytes = 4096;
+  opts.dictionary_page_bytes = 8000;  // 1000 int64 entries
+  Written w = WriteOne(schema, batch, opts);
+  ASSERT_EQ(w.footer[4].list.size(), 1u);
+  EXPECT_EQ(ReadColumn(w, 0), want_v);
+  EXPECT_EQ(ReadColumn(w, 1), want_s);
+  for (size_t c = 0; c < 2; ++c) {
+    std::string kinds = PageKinds(w, 0, c);
+    // D R...R P...P
+    ASSERT_EQ(kinds[0], 'D');
+    size_t first_plain = kinds.find('P');
+    ASSERT_NE(first_plain, std::string::npos) << kinds;
+    EXPECT_GT(first_plain, 1u) << kinds;
+    EXPECT_EQ(kinds.find_first_not_of('R', 1), first_plain) << kinds;
+    EXPECT_EQ(kinds.find_first_not_of('P', first_plain), std::string::npos) << kinds;
+    EXPECT_EQ(EncodingStats(w, 0, c), CountKinds(kinds));
+    std::vector<int64_t> enc;
+    for (const auto& e : ColumnMeta(w, 0, c)[2].list) enc.push_back(e.i);
+    EXPECT_EQ(enc, (std::vector<int64_t>{0, 3, 8}));
+    auto chunk = testing::ReadChunk(w.file, w.footer, 0, c);
+    EXPECT_LE(chunk.pages[0].header[2].i, 8000);
+  }
+  EXPECT_EQ(testing::ReadChunk(w.file, w.footer, 0, 0).pages[0].header[7][1].i, 1000);
+  // Statistics cover both parts: the min from the PLAIN pages, the max from the dictionary.
+  EXPECT_EQ(ColumnMeta(w, 0, 0)[12][6].bin, LE<int64_t>(-91000));
+  EXPECT_EQ(ColumnMeta(w, 0, 0)[12][5].bin, LE<int64_t>(9000));
+  EXPECT_EQ(w.metrics.columns[0].lower_bound, LE<int64_t>(-91000));
+  EXPECT_EQ(w.metrics.columns[0].upper_bound, LE<int64_t>(9000));
+  std::string smin = "~", smax;
+  for (const auto& v : want_s) {
+    if (v && *v < smin) smin = *v;
+    if (v && *v > smax) smax = *v;
+  }
+  EXPECT_EQ(ColumnMeta(w, 0, 1)[12][6].bin, smin);
+  EXPECT_EQ(ColumnMeta(w, 0, 1)[12][5].bin, smax);
+  EXPECT_EQ(w.metrics.columns[1].lower_bound, smin);
+  EXPECT_EQ(w.metrics.columns[1].upper_bound, smax);
+
+  // Several row groups: each chunk starts with a new dictionary and falls back on its own.
+  opts.row_group_bytes = 48 << 10;
+  Written g = WriteOne(schema, batch, opts);
+  ASSERT_GT(g.footer[4].list.size(), 1u);
+  EXPECT_EQ(ReadColumn(g, 0), want_v);
+  EXPECT_EQ(ReadColumn(g, 1), want_s);
+  for (size_t rg = 0; rg < g.footer[4].list.size(); ++rg) {
+    EXPECT_EQ(PageKinds(g, rg, 0)[0], 'D') << rg;
+  }
+}
+
+// An all-distinct column falls back once the dictionary reaches the default 1 MiB.
+TEST(WriterTest, AllDistinctColumnFallsBackAtTheDefaultLimit) {
+  auto schema = MakeSchema({{1, "id", DataType::Int64(), true}});
+  Batch batch(schema);
+  for (int64_t i = 0; i < 400000; ++i) batch.column(0).AppendInt64(i * 2654435761LL);
+  WriterOptions opts;
+  opts.compression = Compression::kUncompressed;
+  Written w = WriteOne(schema, batch, opts);
+  auto chunk = testing::ReadChunk(w.file, w.footer, 0, 0);
+  ASSERT_EQ(chunk.pages[0].header[1].i, 2);
+  EXPECT_EQ(chunk.pages[0].header[7][1].i, 131072);  // 1 MiB of int64
+  EXPECT_EQ(chunk.pages[0].header[2].i, 1 << 20);
+  std::string kinds = PageKinds(w, 0, 0);
+  EXPECT_EQ(kinds.front(), 'D');
+  EXPECT_EQ(kinds.back(), 'P');
+  ASSERT_EQ(chunk.values.size(), 400000u);
+  for (int64_t i = 0; i < 400000; i += 997) {
+    EXPECT_EQ(*chunk.values[static_cast<size_t>(i)], LE(i * 2654435761LL));
+  }
+  EXPECT_EQ(w.metrics.columns[0].upper_bound, LE<int64_t>(399999 * 2654435761LL));
+}
+
+// NULLs with dictionaries: all-NULL pages inside a dictionary chunk, an all-NULL chunk (no
+// dictionary page: nothing to put in it), a single distinct value (bit width 1).
+TEST(WriterTest, DictionaryWithNulls) {
+  auto schema = MakeSchema({{1, "s", DataType::String(), false},
+                            {2, "none", DataType::Int64(), false},
+                            {3, "one", DataType::Float64(), false}});
+  Batch batch(schema);
+  std::vector<std::optional<std::string>> want;
+  for (int i = 0; i < 5000; ++i) {
+    if (i < 1000 || (i >= 2000 && i < 3500) || i % 3 == 0) {
+      batch.column(0).AppendNull();
+      want.emplace_back(std::nullopt);
+    } else {
+      std::string v = i % 2 == 0 ? "even" : "odd";
+      batch.column(0).AppendBytes(v);
+      want.emplace_back(v);
+    }
+    batch.column(1).AppendNull();
+    if (i % 4 == 0) batch.column(2).AppendNull();
+    else batch.column(2).AppendDouble(2.5);
+  }
+  WriterOptions opts;
+  opts.compression = Compression::kUncompressed;
+  opts.page_bytes = 512;
+  Written w = WriteOne(schema, batch, opts);
+  EXPECT_EQ(ReadColumn(w, 0), want);
+  std::string kinds = PageKinds(w, 0, 0);
+  EXPECT_EQ(kinds.substr(0, 2), "DP") << kinds;  // the first pages hold NULLs only: empty PLAIN
+  EXPECT_NE(kinds.find('R'), std::string::npos);
+  EXPECT_EQ(EncodingStats(w, 0, 0), CountKinds(kinds));
+  EXPECT_EQ(ColumnMeta(w, 0, 0)[12][6].bin, "even");
+  EXPECT_EQ(ColumnMeta(w, 0, 0)[12][5].bin, "odd");
+  // All NULL: PLAIN pages, no dictionary page, no min/max.
+  EXPECT_EQ(PageKinds(w, 0, 1).find_first_not_of('P'), std::string::npos);
+  EXPECT_FALSE(ColumnMeta(w, 0, 1).has(11));
+  EXPECT_EQ(ColumnMeta(w, 0, 1)[12][3].i, 5000);
+  EXPECT_FALSE(ColumnMeta(w, 0, 1)[12].has(5));
+  auto all_null = ReadColumn(w, 1);
+  EXPECT_EQ(all_null, std::vector<std::optional<std::string>>(5000));
+  // One distinct value.
+  auto one = testing::ReadChunk(w.file, w.footer, 0, 2);
+  EXPECT_EQ(one.pages[0].header[7][1].i, 1);
+  for (size_t r = 0; r < one.values.size(); ++r) {
+    EXPECT_EQ(one.values[r], r % 4 == 0 ? std::nullopt : std::optional<std::string>(LE(2.5)));
+  }
+  EXPECT_EQ(w.metrics.columns[2].lower_bound, LE(2.5));
+}
+
+// A low-cardinality column that never falls back keeps its memory bounded too: the dictionary
+// is bounded by its own size, the open page of indices by page_bytes.
+TEST(WriterTest, DictionaryMemoryStaysBounded) {
+  auto schema = MakeSchema({{1, "k", DataType::Int64(), false}, {2, "s", DataType::String(), false}});
+  std::string file;
+  WriterOptions opts;
+  opts.row_group_bytes = 256 << 10;
+  opts.page_bytes = 32 << 10;
+  opts.dictionary_page_bytes = 64 << 10;
+  auto w = Writer::Open(std::make_unique<SharedStringStream>(&file), schema, opts);
+  ASSERT_TRUE(w.ok());
+  Batch batch(schema);
+  std::mt19937_64 rng(3);
+  uint64_t peak = 0, peak_first_half = 0;
+  for (int b = 0; b < 100; ++b) {
+    batch.Clear();
+    for (int i = 0; i < 20000; ++i) {
+      uint64_t x = rng() % 500;  // 500 distinct values: 4 KB of int64 dictionary
+      batch.column(0).AppendInt64(static_cast<int64_t>(x));
+      batch.column(1).AppendBytes(b % 2 == 0 ? "s" + std::to_string(x) : std::to_string(rng()));
+    }
+    ASSERT_TRUE((*w)->Write(batch).ok());
+    uint64_t mem = (*w)->BufferedMemoryBytes();
+    peak = std::max(peak, mem);
+    if (b < 50) peak_first_half = peak;
+    ASSERT_LT(mem, 3 * opts.row_group_bytes + 6 * opts.page_bytes + 2 * 6 * opts.dictionary_page_bytes);
+  }
+  EXPECT_LE(peak, peak_first_half * 5 / 4);
+  auto m = (*w)->Close();
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->record_count, 2000000u);
+  EXPECT_GT(m->split_offsets.size(), 5u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, WriterCodecTest,

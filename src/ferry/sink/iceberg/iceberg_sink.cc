@@ -171,6 +171,11 @@ Status IcebergStream::Write(const Batch& batch) {
 }
 
 Status IcebergStream::WriteUpserts(const Batch& batch) {
+  FERRY_RETURN_IF_ERROR(WriteDeleteKeys(batch));
+  return Write(batch);
+}
+
+Status IcebergStream::WriteDeleteKeys(const Batch& batch) {
   if (schema_->identifier_field_ids.empty()) {
     return Status::InvalidArgument(
         "table " + table_->ident().ToString() +
@@ -198,8 +203,7 @@ Status IcebergStream::WriteUpserts(const Batch& batch) {
   }
   Batch keys(key_schema_);
   for (size_t k = 0; k < key_columns_.size(); ++k) keys.column(k) = batch.column(key_columns_[k]);
-  FERRY_RETURN_IF_ERROR(delete_writer_->Write(keys));
-  return Write(batch);
+  return delete_writer_->Write(keys);
 }
 
 Status IcebergStream::CloseDeleteFile() {

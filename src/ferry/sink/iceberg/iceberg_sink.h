@@ -79,6 +79,9 @@ class IcebergStream {
   // older versions disappear and these rows stay. A key must appear at most once per commit.
   // kInvalidArgument when the table has no identifier fields (no primary key).
   Status WriteUpserts(const Batch& batch);
+  // Deletes by key: only the key columns of `batch` are read (the rest may be NULL); they go to
+  // the equality-delete file of the next commit.
+  Status WriteDeleteKeys(const Batch& batch);
   uint64_t pending_rows() const;
 
   // Closes the open files and commits them on `branch` with the marker set to `marker`.

@@ -208,7 +208,23 @@ Status AppendValue(ferry::sqlite::Statement& st, int col, Column* out) {
         text = std::to_string(st.Int64(col));
       } else if (storage == SQLITE_FLOAT) {
         // NUMERIC affinity stored the value as a double: accept it when the decimal with the
-        // column's scale reads back as the very same double.
+        // column's scale reads back as the very same double. Fast path: u / 10^s is the correctly
+        // rounded double of the decimal u·10^-s whenever u and 10^s are exact doubles, which is
+        // what parsing its text would give.
+        const double d = st.Double(col);
+        if (t.scale() <= 22 && std::isfinite(d)) {
+          const double pow10 = static_cast<double>(Pow10(t.scale()));
+          const double scaled = std::nearbyint(d * pow10);
+          if (std::fabs(scaled) < 9007199254740992.0 && scaled / pow10 == d) {
+            const int128_t u = static_cast<int128_t>(static_cast<int64_t>(scaled));
+            const int128_t limit = Pow10(t.precision());
+            if (u < limit && u > -limit) {
+              out->AppendDecimal(u);
+              return Status::OK();
+            }
+            return Refuse(st, col, t, "it does not fit the column's precision");
+          }
+        }
         char buf[80];
         std::snprintf(buf, sizeof buf, "%.*f", t.scale(), st.Double(col));
         if (std::strtod(buf, nullptr) != st.Double(col)) {

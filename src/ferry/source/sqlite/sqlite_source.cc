@@ -30,7 +30,8 @@ class SqliteSource final : public Source {
   Result<std::vector<StreamInfo>> Discover() override {
     FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(
         "SELECT name, wr FROM pragma_table_list WHERE schema = 'main' AND type = 'table'"
-        " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"));
+        " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+        " AND name NOT LIKE '\\_ferry\\_cdc\\_%' ESCAPE '\\' ORDER BY name"));
     std::vector<std::pair<std::string, bool>> tables;
     for (;;) {
       FERRY_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -62,11 +63,9 @@ class SqliteSource final : public Source {
   Result<ChunkPlan> PlanChunks(const StreamInfo& stream, int64_t chunk_rows) override {
     ChunkKey key = KeyFor(stream);
     if (key.expr.empty()) return ChunkPlan{};
-    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare("SELECT min(" + key.expr + "), max(" + key.expr +
-                                                 ") FROM main." + QuoteIdentifier(stream.name)));
-    FERRY_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row || st.IsNull(0)) return ChunkPlan{};
-    int64_t lo = st.Int64(0), hi = st.Int64(1);
+    FERRY_ASSIGN_OR_RETURN(auto range, KeyRange(stream.name, key));
+    if (!range) return ChunkPlan{};
+    auto [lo, hi] = *range;
     ChunkPlan plan;
     plan.first = lo;
     plan.step = chunk_rows;
@@ -144,6 +143,147 @@ class SqliteSource final : public Source {
     return EmitRows(stream, st, std::move(schema), batch_rows, /*has_key=*/false, emit);
   }
 
+  // ---- CDC through change tables -------------------------------------------------------------
+  // For a table T ferry installs "_ferry_cdc_T" (an AUTOINCREMENT sequence, the operation, and a
+  // copy of T's columns without types, so values keep exactly what T stored) and three triggers
+  // that record every insert, update and delete in it. An update that changes the key records a
+  // delete of the old key first.
+
+  Status PrepareChangeCapture(const StreamInfo& stream) override {
+    if (stream.primary_key.empty()) {
+      return Status::InvalidArgument("table " + stream.name +
+                                     " has no primary key; cdc applies changes by key: declare "
+                                     "one (or set the stream's primary_key), or use full_refresh");
+    }
+    for (const auto& c : stream.columns) {
+      if (c.name.rfind("_ferry_", 0) == 0) {
+        return Status::InvalidArgument("table " + stream.name + " has a column named " + c.name +
+                                       "; names starting with _ferry_ are reserved for change capture");
+      }
+    }
+    FERRY_ASSIGN_OR_RETURN(auto rw, OpenWriter());
+    const std::string ct = QuoteIdentifier(ChangeTable(stream));
+    const std::string t = QuoteIdentifier(stream.name);
+    std::string cols, new_vals, key_cols, old_keys, key_changed;
+    for (size_t i = 0; i < stream.columns.size(); ++i) {
+      std::string q = QuoteIdentifier(stream.columns[i].name);
+      cols += ", " + q;
+      new_vals += ", NEW." + q;
+    }
+    for (const auto& k : stream.primary_key) {
+      std::string q = QuoteIdentifier(k);
+      key_cols += ", " + q;
+      old_keys += ", OLD." + q;
+      key_changed += std::string(key_changed.empty() ? "" : " OR ") + "OLD." + q + " IS NOT NEW." + q;
+    }
+    std::string trig = "_ferry_cdc_" + stream.name;
+    std::string ddl =
+        "BEGIN IMMEDIATE;"
+        "CREATE TABLE IF NOT EXISTS main." + ct + " (_ferry_seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " _ferry_op INTEGER NOT NULL" + cols + ");"
+        "CREATE TRIGGER IF NOT EXISTS main." + QuoteIdentifier(trig + "_insert") + " AFTER INSERT ON " + t +
+        " BEGIN INSERT INTO " + ct + " (_ferry_op" + cols + ") VALUES (1" + new_vals + "); END;"
+        "CREATE TRIGGER IF NOT EXISTS main." + QuoteIdentifier(trig + "_update") + " AFTER UPDATE ON " + t +
+        " BEGIN INSERT INTO " + ct + " (_ferry_op" + key_cols + ") SELECT 2" + old_keys + " WHERE " +
+        key_changed + "; INSERT INTO " + ct + " (_ferry_op" + cols + ") VALUES (1" + new_vals + "); END;"
+        "CREATE TRIGGER IF NOT EXISTS main." + QuoteIdentifier(trig + "_delete") + " AFTER DELETE ON " + t +
+        " BEGIN INSERT INTO " + ct + " (_ferry_op" + key_cols + ") VALUES (2" + old_keys + "); END;"
+        "COMMIT;";
+    Status s = rw->Exec(ddl);
+    if (!s.ok()) {
+      (void)rw->Exec("ROLLBACK");
+      return Status(s.code(), "installing change capture on table " + stream.name + ": " +
+                                  s.message() + " (cdc needs write access to the database file)");
+    }
+    // A change table made for an older shape of the table would record the wrong columns.
+    FERRY_ASSIGN_OR_RETURN(auto info, rw->Prepare("SELECT name FROM pragma_table_info(?1) WHERE cid >= 2 ORDER BY cid"));
+    info.Bind(1, ChangeTable(stream));
+    std::vector<std::string> recorded;
+    for (;;) {
+      FERRY_ASSIGN_OR_RETURN(bool row, info.Step());
+      if (!row) break;
+      recorded.emplace_back(info.Text(0));
+    }
+    std::vector<std::string> now;
+    for (const auto& c : stream.columns) now.push_back(c.name);
+    if (recorded != now) {
+      return Status::InvalidArgument(
+          "table " + stream.name + " changed its columns since change capture was installed; "
+          "drop the table " + ChangeTable(stream) + " and its three triggers, then run a full "
+          "refresh of the stream (mode cdc does one first)");
+    }
+    return Status::OK();
+  }
+
+  Result<int64_t> ChangeLogEnd(const StreamInfo& stream) override {
+    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare("SELECT seq FROM main.sqlite_sequence WHERE name = ?1"));
+    st.Bind(1, ChangeTable(stream));
+    auto row = st.Step();
+    if (!row.ok()) {
+      // No AUTOINCREMENT table has been used yet: sqlite_sequence may not exist.
+      return int64_t{0};
+    }
+    return *row ? st.Int64(0) : int64_t{0};
+  }
+
+  Status ReadChanges(const StreamInfo& stream, int64_t from, int64_t to,
+                     std::shared_ptr<const Schema> schema, size_t batch_rows,
+                     const std::function<bool(Batch&, bool deletes)>& emit) override {
+    std::string cols, keys;
+    for (const auto& c : stream.columns) cols += ", " + QuoteIdentifier(c.name);
+    for (const auto& k : stream.primary_key) keys += (keys.empty() ? "" : ", ") + QuoteIdentifier(k);
+    // The last change of each key in the window: earlier ones are superseded.
+    std::string sql = "SELECT _ferry_op" + cols + ", _ferry_seq FROM (SELECT *, row_number() OVER "
+                      "(PARTITION BY " + keys + " ORDER BY _ferry_seq DESC) AS _ferry_rn FROM main." +
+                      QuoteIdentifier(ChangeTable(stream)) +
+                      " WHERE _ferry_seq > ?1 AND _ferry_seq <= ?2) WHERE _ferry_rn = 1 ORDER BY _ferry_seq";
+    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
+    st.Bind(1, from).Bind(2, to);
+    std::vector<bool> is_key;
+    for (const auto& c : stream.columns) is_key.push_back(c.pk_position > 0);
+    Batch upserts(schema), deletes(schema);
+    const int ncols = static_cast<int>(stream.columns.size());
+    int64_t n = 0;
+    for (;;) {
+      auto more = st.Step();
+      if (!more.ok()) return more.status().WithContext("reading changes of " + stream.name);
+      if (!*more) break;
+      const bool del = st.Int64(0) == 2;
+      Batch& b = del ? deletes : upserts;
+      for (int c = 0; c < ncols; ++c) {
+        Column& col = b.column(static_cast<size_t>(c));
+        if (del && !is_key[static_cast<size_t>(c)]) {
+          col.AppendNull();
+          continue;
+        }
+        Status s = AppendValue(st, c + 1, &col);
+        if (!s.ok()) {
+          return Status::InvalidArgument("table " + stream.name + ", column " +
+                                         stream.columns[static_cast<size_t>(c)].name +
+                                         ", change " + std::to_string(st.Int64(ncols + 1)) + ": " +
+                                         s.message());
+        }
+      }
+      if ((++n & 1023) == 0) FaultPoint("source.mid_chunk");
+      if (b.num_rows() >= batch_rows) {
+        if (!emit(b, del)) return Status::Cancelled("sync stopped");
+        b.Clear();
+      }
+    }
+    if (upserts.num_rows() > 0 && !emit(upserts, false)) return Status::Cancelled("sync stopped");
+    if (deletes.num_rows() > 0 && !emit(deletes, true)) return Status::Cancelled("sync stopped");
+    return Status::OK();
+  }
+
+  Status AcknowledgeChanges(const StreamInfo& stream, int64_t position) override {
+    FERRY_ASSIGN_OR_RETURN(auto rw, OpenWriter());
+    FERRY_ASSIGN_OR_RETURN(auto st, rw->Prepare("DELETE FROM main." +
+                                                QuoteIdentifier(ChangeTable(stream)) +
+                                                " WHERE _ferry_seq <= ?1"));
+    st.Bind(1, position);
+    return st.Exec().WithContext("releasing applied changes of " + stream.name);
+  }
+
   std::string Describe() const override {
     return "SQLite database " + path_ +
            " (full refresh: every table read in one transaction, a consistent point)";
@@ -195,11 +335,8 @@ class SqliteSource final : public Source {
     info.chunking = key.expr.empty() ? "whole table (no integer key to split on)"
                                      : "ranges of " + key.expr;
     if (!key.expr.empty()) {
-      FERRY_ASSIGN_OR_RETURN(auto est, db_->Prepare("SELECT max(" + key.expr + ") - min(" +
-                                                    key.expr + ") + 1 FROM main." +
-                                                    QuoteIdentifier(table)));
-      FERRY_ASSIGN_OR_RETURN(bool row, est.Step());
-      if (row && !est.IsNull(0)) info.estimated_rows = est.Int64(0);
+      FERRY_ASSIGN_OR_RETURN(auto range, KeyRange(table, key));
+      if (range) info.estimated_rows = range->second - range->first + 1;
     }
     return info;
   }
@@ -251,6 +388,34 @@ class SqliteSource final : public Source {
                                      }
                                      return out.empty() ? std::string("(none)") : out;
                                    }());
+  }
+
+  // The smallest and largest chunk key, or nullopt for an empty table. Two statements: SQLite
+  // answers a lone min() or max() of an indexed key from the b-tree's edge, not by a scan.
+  Result<std::optional<std::pair<int64_t, int64_t>>> KeyRange(const std::string& table,
+                                                              const ChunkKey& key) {
+    int64_t v[2];
+    const char* fn[2] = {"min", "max"};
+    for (int i = 0; i < 2; ++i) {
+      FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(std::string("SELECT ") + fn[i] + "(" + key.expr +
+                                                   ") FROM main." + QuoteIdentifier(table)));
+      FERRY_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row || st.IsNull(0)) return std::optional<std::pair<int64_t, int64_t>>();
+      v[i] = st.Int64(0);
+    }
+    return std::optional<std::pair<int64_t, int64_t>>(std::make_pair(v[0], v[1]));
+  }
+
+  static std::string ChangeTable(const StreamInfo& stream) { return "_ferry_cdc_" + stream.name; }
+
+  Result<std::unique_ptr<Database>> OpenWriter() {
+    auto rw = Database::Open(path_, Database::Mode::kReadWrite);
+    if (!rw.ok()) {
+      return Status(rw.status().code(), rw.status().message() +
+                                            " (cdc writes change tables into the database: it "
+                                            "needs write access to the file and its folder)");
+    }
+    return std::move(*rw);
   }
 
   ChunkKey KeyFor(const StreamInfo& info) {

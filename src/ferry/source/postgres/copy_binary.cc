@@ -1,0 +1,535 @@
+#include "ferry/source/postgres/copy_binary.h"
+
+#include <cstring>
+#include <limits>
+
+#include "ferry/types/value_parse.h"
+
+namespace ferry::source::pg {
+namespace {
+
+constexpr char kSignature[] = "PGCOPY\n\377\r\n";  // + the terminating NUL: 11 bytes
+constexpr size_t kSignatureBytes = 11;
+constexpr int64_t kDaysFrom1970To2000 = 10957;
+constexpr int64_t kMicrosFrom1970To2000 = 946684800LL * 1000000;
+constexpr int64_t kMicrosPerDay = 86400LL * 1000000;
+
+uint16_t Be16(const char* p) {
+  return static_cast<uint16_t>((static_cast<uint8_t>(p[0]) << 8) | static_cast<uint8_t>(p[1]));
+}
+uint32_t Be32(const char* p) {
+  return (static_cast<uint32_t>(static_cast<uint8_t>(p[0])) << 24) |
+         (static_cast<uint32_t>(static_cast<uint8_t>(p[1])) << 16) |
+         (static_cast<uint32_t>(static_cast<uint8_t>(p[2])) << 8) |
+         static_cast<uint32_t>(static_cast<uint8_t>(p[3]));
+}
+uint64_t Be64(const char* p) { return (static_cast<uint64_t>(Be32(p)) << 32) | Be32(p + 4); }
+
+bool ValidUtf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+  const uint8_t* end = p + s.size();
+  while (p < end) {
+    uint8_t c = *p;
+    if (c < 0x80) {
+      ++p;
+      continue;
+    }
+    int n;
+    uint32_t cp;
+    if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (end - p <= n) return false;
+    for (int i = 1; i <= n; ++i) {
+      if ((p[i] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[i] & 0x3F);
+    }
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    p += n + 1;
+  }
+  return true;
+}
+
+// The parts of a numeric in send format, checked.
+struct NumericParts {
+  enum Kind { kFinite, kNaN, kPosInf, kNegInf } kind = kFinite;
+  bool negative = false;
+  int weight = 0;
+  int dscale = 0;
+  std::vector<uint16_t> digits;
+};
+
+Result<NumericParts> ParseNumeric(std::string_view v) {
+  if (v.size() < 8)
+    return Status::Corruption("numeric value of " + std::to_string(v.size()) + " bytes");
+  int ndigits = static_cast<int16_t>(Be16(v.data()));
+  NumericParts n;
+  n.weight = static_cast<int16_t>(Be16(v.data() + 2));
+  uint16_t sign = Be16(v.data() + 4);
+  n.dscale = Be16(v.data() + 6);
+  if (ndigits < 0 || v.size() != 8 + 2 * static_cast<size_t>(ndigits)) {
+    return Status::Corruption("numeric value with " + std::to_string(ndigits) + " digits in " +
+                              std::to_string(v.size()) + " bytes");
+  }
+  switch (sign) {
+    case 0x0000:
+      break;
+    case 0x4000:
+      n.negative = true;
+      break;
+    case 0xC000:
+      n.kind = NumericParts::kNaN;
+      return n;
+    case 0xD000:
+      n.kind = NumericParts::kPosInf;
+      return n;
+    case 0xF000:
+      n.kind = NumericParts::kNegInf;
+      return n;
+    default:
+      return Status::Corruption("numeric value with sign word " + std::to_string(sign));
+  }
+  if (n.dscale > 0x3FFF)
+    return Status::Corruption("numeric display scale " + std::to_string(n.dscale));
+  n.digits.resize(static_cast<size_t>(ndigits));
+  for (int i = 0; i < ndigits; ++i) {
+    uint16_t d = Be16(v.data() + 8 + 2 * i);
+    if (d >= 10000) return Status::Corruption("numeric base-10000 digit " + std::to_string(d));
+    n.digits[static_cast<size_t>(i)] = d;
+  }
+  return n;
+}
+
+void AppendPadded(std::string* out, int64_t v, int width) {
+  std::string s = std::to_string(v);
+  if (static_cast<int>(s.size()) < width) out->append(static_cast<size_t>(width) - s.size(), '0');
+  *out += s;
+}
+
+// PostgreSQL's AppendSeconds: seconds, then the fraction without trailing zeros (if any).
+void AppendSeconds(std::string* out, int64_t sec, int64_t usec, bool two_digits) {
+  AppendPadded(out, sec < 0 ? -sec : sec, two_digits ? 2 : 1);
+  if (usec != 0) {
+    std::string f;
+    AppendPadded(&f, usec < 0 ? -usec : usec, 6);
+    while (!f.empty() && f.back() == '0') f.pop_back();
+    *out += '.';
+    *out += f;
+  }
+}
+
+}  // namespace
+
+Result<int128_t> NumericToDecimal(std::string_view value, int precision, int scale) {
+  FERRY_ASSIGN_OR_RETURN(NumericParts n, ParseNumeric(value));
+  auto fix = [&](const std::string& what) {
+    return Status::InvalidArgument(
+        what + " cannot be stored in Iceberg decimal(" + std::to_string(precision) + "," +
+        std::to_string(scale) +
+        "); declare the column as numeric without precision (ferry then writes its exact text) "
+        "or replace such values in a view");
+  };
+  if (n.kind == NumericParts::kNaN) return fix("NaN");
+  if (n.kind == NumericParts::kPosInf) return fix("Infinity");
+  if (n.kind == NumericParts::kNegInf) return fix("-Infinity");
+  using u128 = unsigned __int128;
+  const u128 limit = static_cast<u128>(Pow10(precision));
+  u128 acc = 0;
+  for (size_t i = 0; i < n.digits.size(); ++i) {
+    int64_t d = n.digits[i];
+    if (d == 0) continue;
+    // Digit i is worth d * 10000^(weight - i); at `scale` that is d * 10^exp.
+    int64_t exp = 4 * (static_cast<int64_t>(n.weight) - static_cast<int64_t>(i)) + scale;
+    u128 contribution;
+    if (exp < 0) {
+      if (exp <= -4 || d % Pow10(static_cast<int>(-exp)) != 0) {
+        Result<std::string> text = NumericToText(value);
+        return Status::InvalidArgument(
+            "value " + (text.ok() ? *text : std::string("?")) + " has more than " +
+            std::to_string(scale) + " fraction digits, which Iceberg decimal(" +
+            std::to_string(precision) + "," + std::to_string(scale) + ") cannot hold");
+      }
+      contribution = static_cast<u128>(d / Pow10(static_cast<int>(-exp)));
+    } else {
+      if (exp >= precision || d >= Pow10(precision - static_cast<int>(exp))) {
+        contribution = limit;  // too many digits: reported below
+      } else {
+        contribution = static_cast<u128>(d) * static_cast<u128>(Pow10(static_cast<int>(exp)));
+      }
+    }
+    acc += contribution;  // both < 10^38 + 1: no overflow of 128 unsigned bits
+    if (acc >= limit) {
+      Result<std::string> text = NumericToText(value);
+      return Status::InvalidArgument("value " + (text.ok() ? *text : std::string("?")) +
+                                     " has more digits than Iceberg decimal(" +
+                                     std::to_string(precision) + "," + std::to_string(scale) +
+                                     ") holds");
+    }
+  }
+  int128_t out = static_cast<int128_t>(acc);
+  return n.negative ? -out : out;
+}
+
+Result<std::string> NumericToText(std::string_view value) {
+  FERRY_ASSIGN_OR_RETURN(NumericParts n, ParseNumeric(value));
+  if (n.kind == NumericParts::kNaN) return std::string("NaN");
+  if (n.kind == NumericParts::kPosInf) return std::string("Infinity");
+  if (n.kind == NumericParts::kNegInf) return std::string("-Infinity");
+  auto digit = [&](int64_t g) -> int64_t {
+    return g >= 0 && g < static_cast<int64_t>(n.digits.size()) ? n.digits[static_cast<size_t>(g)]
+                                                               : 0;
+  };
+  std::string out;
+  if (n.negative) out += '-';
+  if (n.weight < 0) {
+    out += '0';
+  } else {
+    for (int64_t g = 0; g <= n.weight; ++g) AppendPadded(&out, digit(g), g == 0 ? 1 : 4);
+  }
+  if (n.dscale > 0) {
+    out += '.';
+    size_t start = out.size();
+    for (int64_t g = static_cast<int64_t>(n.weight) + 1;
+         out.size() - start < static_cast<size_t>(n.dscale); ++g) {
+      AppendPadded(&out, digit(g), 4);
+    }
+    out.resize(start + static_cast<size_t>(n.dscale));
+  }
+  return out;
+}
+
+std::string TimeTzToText(int64_t micros, int32_t zone_seconds_west) {
+  std::string out;
+  int64_t hour = micros / 3600000000LL;
+  int64_t rest = micros - hour * 3600000000LL;
+  int64_t min = rest / 60000000;
+  rest -= min * 60000000;
+  int64_t sec = rest / 1000000;
+  AppendPadded(&out, hour, 2);
+  out += ':';
+  AppendPadded(&out, min, 2);
+  out += ':';
+  AppendSeconds(&out, sec, rest - sec * 1000000, true);
+  int64_t tz = zone_seconds_west;
+  int64_t s = tz < 0 ? -tz : tz;
+  int64_t m = s / 60;
+  s -= m * 60;
+  int64_t h = m / 60;
+  m -= h * 60;
+  out += tz <= 0 ? '+' : '-';  // the zone is stored as seconds west of Greenwich
+  AppendPadded(&out, h, 2);
+  if (s != 0 || m != 0) {
+    out += ':';
+    AppendPadded(&out, m, 2);
+  }
+  if (s != 0) {
+    out += ':';
+    AppendPadded(&out, s, 2);
+  }
+  return out;
+}
+
+std::string IntervalToText(int64_t micros, int32_t days, int32_t months) {
+  int64_t year = months / 12, mon = months % 12, mday = days;
+  int64_t hour = micros / 3600000000LL;
+  int64_t t = micros - hour * 3600000000LL;
+  int64_t min = t / 60000000;
+  t -= min * 60000000;
+  int64_t sec = t / 1000000;
+  int64_t usec = t - sec * 1000000;
+  if (year == 0 && mon == 0 && mday == 0 && hour == 0 && min == 0 && sec == 0 && usec == 0) {
+    return "PT0S";
+  }
+  std::string out = "P";
+  auto part = [&](int64_t v, char unit) {
+    if (v == 0) return;
+    out += std::to_string(v);
+    out += unit;
+  };
+  part(year, 'Y');
+  part(mon, 'M');
+  part(mday, 'D');
+  if (hour != 0 || min != 0 || sec != 0 || usec != 0) out += 'T';
+  part(hour, 'H');
+  part(min, 'M');
+  if (sec != 0 || usec != 0) {
+    if (sec < 0 || usec < 0) out += '-';
+    AppendSeconds(&out, sec, usec, false);
+    out += 'S';
+  }
+  return out;
+}
+
+CopyBinaryDecoder::CopyBinaryDecoder(std::vector<CopyField> fields) : fields_(std::move(fields)) {}
+
+std::string CopyBinaryDecoder::RowLocation() const {
+  if (have_tid_) {
+    return "ctid (" + std::to_string(tid_block_) + "," + std::to_string(tid_offset_) + ")";
+  }
+  return "row " + std::to_string(rows_) + " of the chunk";
+}
+
+Status CopyBinaryDecoder::Feed(std::string_view data, Batch* batch) {
+  buffer_.append(data.data(), data.size());
+  auto avail = [&]() { return buffer_.size() - pos_; };
+  if (!header_done_) {
+    if (avail() < kSignatureBytes + 8) return Status::OK();
+    if (std::memcmp(buffer_.data() + pos_, kSignature, kSignatureBytes) != 0) {
+      return Status::Corruption("the COPY stream does not start with the binary signature");
+    }
+    uint32_t flags = Be32(buffer_.data() + pos_ + kSignatureBytes);
+    if (flags != 0) {
+      return Status::Corruption("the COPY stream has header flags " + std::to_string(flags) +
+                                " (OIDs or unknown options)");
+    }
+    uint32_t ext = Be32(buffer_.data() + pos_ + kSignatureBytes + 4);
+    if (ext > (1u << 20)) {
+      return Status::Corruption("the COPY stream has a header extension of " + std::to_string(ext) +
+                                " bytes");
+    }
+    if (avail() < kSignatureBytes + 8 + ext) return Status::OK();
+    pos_ += kSignatureBytes + 8 + ext;
+    header_done_ = true;
+  }
+  for (;;) {
+    if (avail() == 0) break;
+    if (trailer_seen_) return Status::Corruption("the COPY stream has bytes after its trailer");
+    if (avail() < 2) break;
+    int16_t count = static_cast<int16_t>(Be16(buffer_.data() + pos_));
+    if (count == -1) {
+      trailer_seen_ = true;
+      pos_ += 2;
+      continue;
+    }
+    if (count != static_cast<int16_t>(fields_.size()) || count < 0) {
+      return Status::Corruption("a COPY tuple has " + std::to_string(count) + " fields, expected " +
+                                std::to_string(fields_.size()));
+    }
+    // Find the whole tuple before decoding any of it.
+    size_t p = pos_ + 2;
+    bool complete = true;
+    for (size_t f = 0; f < fields_.size(); ++f) {
+      if (buffer_.size() - p < 4) {
+        complete = false;
+        break;
+      }
+      int32_t len = static_cast<int32_t>(Be32(buffer_.data() + p));
+      p += 4;
+      if (len == -1) continue;
+      if (len < 0) return Status::Corruption("a COPY field has length " + std::to_string(len));
+      if (buffer_.size() - p < static_cast<size_t>(len)) {
+        complete = false;
+        break;
+      }
+      p += static_cast<size_t>(len);
+    }
+    if (!complete) break;
+    FERRY_RETURN_IF_ERROR(
+        DecodeTuple(std::string_view(buffer_.data() + pos_ + 2, p - pos_ - 2), batch));
+    pos_ = p;
+  }
+  // Keep the buffer small: drop what was consumed once it is most of it.
+  if (pos_ > 0 && (pos_ == buffer_.size() || pos_ > (64u << 10))) {
+    buffer_.erase(0, pos_);
+    pos_ = 0;
+  }
+  return Status::OK();
+}
+
+Status CopyBinaryDecoder::Finish() const {
+  if (!header_done_) return Status::Corruption("the COPY stream ended inside its header");
+  if (!trailer_seen_) return Status::Corruption("the COPY stream ended without its trailer");
+  if (pos_ != buffer_.size())
+    return Status::Corruption("the COPY stream has bytes after its trailer");
+  return Status::OK();
+}
+
+Status CopyBinaryDecoder::DecodeTuple(std::string_view tuple, Batch* batch) {
+  ++rows_;
+  have_tid_ = false;
+  size_t p = 0;
+  for (const CopyField& f : fields_) {
+    // Lengths were checked by the caller; re-check cheaply so that this stays safe on its own.
+    if (tuple.size() - p < 4) return Status::Corruption("truncated COPY tuple");
+    int32_t len = static_cast<int32_t>(Be32(tuple.data() + p));
+    p += 4;
+    Column* col = f.column >= 0 ? &batch->column(static_cast<size_t>(f.column)) : nullptr;
+    if (len == -1) {
+      if (col) col->AppendNull();
+      continue;
+    }
+    if (len < 0 || tuple.size() - p < static_cast<size_t>(len)) {
+      return Status::Corruption("truncated COPY tuple");
+    }
+    std::string_view v(tuple.data() + p, static_cast<size_t>(len));
+    p += static_cast<size_t>(len);
+    auto corrupt = [&](const std::string& what) {
+      return Status::Corruption("column " + f.name + ", " + RowLocation() + ": " + what);
+    };
+    auto refuse = [&](const std::string& what) {
+      return Status::InvalidArgument("column " + f.name + ", " + RowLocation() + ": " + what);
+    };
+    auto need = [&](size_t n) { return v.size() == n; };
+    if (f.wire == PgWire::kTid) {
+      if (!need(6)) return corrupt("a ctid of " + std::to_string(v.size()) + " bytes");
+      have_tid_ = true;
+      tid_block_ = Be32(v.data());
+      tid_offset_ = Be16(v.data() + 4);
+      continue;
+    }
+    if (!col) continue;
+    switch (f.wire) {
+      case PgWire::kBool:
+        if (!need(1) || static_cast<uint8_t>(v[0]) > 1) return corrupt("not a boolean");
+        col->AppendBool(v[0] == 1);
+        break;
+      case PgWire::kInt2:
+        if (!need(2)) return corrupt("a smallint of " + std::to_string(v.size()) + " bytes");
+        col->AppendInt32(static_cast<int16_t>(Be16(v.data())));
+        break;
+      case PgWire::kInt4:
+        if (!need(4)) return corrupt("an integer of " + std::to_string(v.size()) + " bytes");
+        col->AppendInt32(static_cast<int32_t>(Be32(v.data())));
+        break;
+      case PgWire::kInt8:
+        if (!need(8)) return corrupt("a bigint of " + std::to_string(v.size()) + " bytes");
+        col->AppendInt64(static_cast<int64_t>(Be64(v.data())));
+        break;
+      case PgWire::kOid:
+        if (!need(4)) return corrupt("an oid of " + std::to_string(v.size()) + " bytes");
+        col->AppendInt64(static_cast<int64_t>(Be32(v.data())));
+        break;
+      case PgWire::kFloat4: {
+        if (!need(4)) return corrupt("a real of " + std::to_string(v.size()) + " bytes");
+        uint32_t bits = Be32(v.data());
+        float x;
+        std::memcpy(&x, &bits, 4);
+        col->AppendFloat(x);
+        break;
+      }
+      case PgWire::kFloat8: {
+        if (!need(8)) return corrupt("a double of " + std::to_string(v.size()) + " bytes");
+        uint64_t bits = Be64(v.data());
+        double x;
+        std::memcpy(&x, &bits, 8);
+        col->AppendDouble(x);
+        break;
+      }
+      case PgWire::kNumericDecimal: {
+        auto d = NumericToDecimal(v, col->type().precision(), col->type().scale());
+        if (!d.ok()) {
+          return d.status().code() == StatusCode::kCorruption ? corrupt(d.status().message())
+                                                              : refuse(d.status().message());
+        }
+        col->AppendDecimal(*d);
+        break;
+      }
+      case PgWire::kNumericText: {
+        auto t = NumericToText(v);
+        if (!t.ok()) return corrupt(t.status().message());
+        col->AppendBytes(*t);
+        break;
+      }
+      case PgWire::kText:
+        if (!ValidUtf8(v)) {
+          return refuse(
+              "text that is not valid UTF-8 (is the database's encoding SQL_ASCII?); "
+              "convert it in a view, or map the column to bytea");
+        }
+        col->AppendBytes(v);
+        break;
+      case PgWire::kBytea:
+        col->AppendBytes(v);
+        break;
+      case PgWire::kJsonb:
+        if (v.empty() || v[0] != 1) return corrupt("a jsonb value without version byte 1");
+        v.remove_prefix(1);
+        if (!ValidUtf8(v)) return refuse("jsonb text that is not valid UTF-8");
+        col->AppendBytes(v);
+        break;
+      case PgWire::kDate: {
+        if (!need(4)) return corrupt("a date of " + std::to_string(v.size()) + " bytes");
+        int32_t d = static_cast<int32_t>(Be32(v.data()));
+        if (d == std::numeric_limits<int32_t>::max() || d == std::numeric_limits<int32_t>::min()) {
+          return refuse(std::string(d > 0 ? "infinity" : "-infinity") +
+                        " has no Iceberg date; replace it in a view (e.g. CASE WHEN isfinite(col) "
+                        "THEN col END) or exclude the table");
+        }
+        int64_t days = static_cast<int64_t>(d) + kDaysFrom1970To2000;
+        if (days > std::numeric_limits<int32_t>::max())
+          return refuse("date beyond Iceberg's range");
+        col->AppendInt32(static_cast<int32_t>(days));
+        break;
+      }
+      case PgWire::kTime: {
+        if (!need(8)) return corrupt("a time of " + std::to_string(v.size()) + " bytes");
+        int64_t t = static_cast<int64_t>(Be64(v.data()));
+        if (t == kMicrosPerDay) {
+          return refuse(
+              "24:00:00 has no Iceberg time (it ends at 23:59:59.999999); replace it "
+              "in a view or cast the column to text");
+        }
+        if (t < 0 || t > kMicrosPerDay) return corrupt("time of day " + std::to_string(t) + " µs");
+        col->AppendInt64(t);
+        break;
+      }
+      case PgWire::kTimeTz: {
+        if (!need(12)) return corrupt("a timetz of " + std::to_string(v.size()) + " bytes");
+        int64_t t = static_cast<int64_t>(Be64(v.data()));
+        int32_t zone = static_cast<int32_t>(Be32(v.data() + 8));
+        if (t < 0 || t > kMicrosPerDay) return corrupt("time of day " + std::to_string(t) + " µs");
+        if (zone < -86400 || zone > 86400)
+          return corrupt("time zone offset " + std::to_string(zone));
+        col->AppendBytes(TimeTzToText(t, zone));
+        break;
+      }
+      case PgWire::kTimestamp:
+      case PgWire::kTimestampTz: {
+        if (!need(8)) return corrupt("a timestamp of " + std::to_string(v.size()) + " bytes");
+        int64_t t = static_cast<int64_t>(Be64(v.data()));
+        if (t == std::numeric_limits<int64_t>::max() || t == std::numeric_limits<int64_t>::min()) {
+          return refuse(std::string(t > 0 ? "infinity" : "-infinity") +
+                        " has no Iceberg timestamp; replace it in a view (e.g. CASE WHEN "
+                        "isfinite(col) THEN col END) or exclude the table");
+        }
+        int64_t out;
+        if (__builtin_add_overflow(t, kMicrosFrom1970To2000, &out)) {
+          return refuse(
+              "timestamp beyond Iceberg's range (microseconds since 1970 in 64 bits, "
+              "about year 294247)");
+        }
+        col->AppendInt64(out);
+        break;
+      }
+      case PgWire::kInterval: {
+        if (!need(16)) return corrupt("an interval of " + std::to_string(v.size()) + " bytes");
+        col->AppendBytes(IntervalToText(static_cast<int64_t>(Be64(v.data())),
+                                        static_cast<int32_t>(Be32(v.data() + 8)),
+                                        static_cast<int32_t>(Be32(v.data() + 12))));
+        break;
+      }
+      case PgWire::kUuid:
+        if (!need(16)) return corrupt("a uuid of " + std::to_string(v.size()) + " bytes");
+        col->AppendUuid(reinterpret_cast<const uint8_t*>(v.data()));
+        break;
+      case PgWire::kTid:
+        break;  // handled above
+    }
+  }
+  if (p != tuple.size()) return Status::Corruption("a COPY tuple has bytes after its last field");
+  return Status::OK();
+}
+
+}  // namespace ferry::source::pg

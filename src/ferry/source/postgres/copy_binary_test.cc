@@ -1,0 +1,227 @@
+#include "ferry/source/postgres/copy_binary.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "ferry/types/value_parse.h"
+
+namespace ferry::source::pg {
+namespace {
+
+// ---- building COPY binary bytes by hand ----
+std::string Be16(uint16_t v) { return std::string{char(v >> 8), char(v & 0xFF)}; }
+std::string Be32(uint32_t v) { return Be16(uint16_t(v >> 16)) + Be16(uint16_t(v & 0xFFFF)); }
+std::string Be64(uint64_t v) { return Be32(uint32_t(v >> 32)) + Be32(uint32_t(v & 0xFFFFFFFF)); }
+std::string Header() { return std::string("PGCOPY\n\377\r\n\0", 11) + Be32(0) + Be32(0); }
+std::string Trailer() { return Be16(0xFFFF); }
+std::string Val(const std::string& v) { return Be32(uint32_t(v.size())) + v; }
+std::string Null() { return Be32(0xFFFFFFFF); }
+
+// numeric send format: ndigits, weight, sign, dscale, base-10000 digits.
+std::string Numeric(int16_t weight, uint16_t sign, uint16_t dscale, std::vector<uint16_t> digits) {
+  std::string s =
+      Be16(uint16_t(digits.size())) + Be16(uint16_t(weight)) + Be16(sign) + Be16(dscale);
+  for (uint16_t d : digits) s += Be16(d);
+  return s;
+}
+
+std::shared_ptr<const Schema> SchemaOf(std::vector<DataType> types) {
+  auto s = std::make_shared<Schema>();
+  int id = 0;
+  for (auto& t : types) s->fields.push_back(Field{++id, "c" + std::to_string(id), t, false, ""});
+  return s;
+}
+
+TEST(NumericTest, TextMatchesPostgresOutput) {
+  // 12345.678 -> digits 1, 2345, 6780; weight 1; dscale 3.
+  EXPECT_EQ(*NumericToText(Numeric(1, 0, 3, {1, 2345, 6780})), "12345.678");
+  EXPECT_EQ(*NumericToText(Numeric(1, 0x4000, 3, {1, 2345, 6780})), "-12345.678");
+  // 0.0001 -> weight -1, digit 1, dscale 4; 0.00 -> no digits, dscale 2.
+  EXPECT_EQ(*NumericToText(Numeric(-1, 0, 4, {1})), "0.0001");
+  EXPECT_EQ(*NumericToText(Numeric(0, 0, 2, {})), "0.00");
+  EXPECT_EQ(*NumericToText(Numeric(0, 0, 0, {})), "0");
+  // 10000000000 (trailing zero groups are not sent): weight 2, digit 1.
+  EXPECT_EQ(*NumericToText(Numeric(2, 0, 0, {1})), "100000000");
+  // 1.50 -> digits 1, 5000, dscale 2.
+  EXPECT_EQ(*NumericToText(Numeric(0, 0, 2, {1, 5000})), "1.50");
+  // 0.000012 -> weight -2, digits 12 (0.0000|12..) = 0.00001200 -> dscale 6.
+  EXPECT_EQ(*NumericToText(Numeric(-2, 0, 6, {1200})), "0.000012");
+  EXPECT_EQ(*NumericToText(Numeric(0, 0xC000, 0, {})), "NaN");
+  EXPECT_EQ(*NumericToText(Numeric(0, 0xD000, 0, {})), "Infinity");
+  EXPECT_EQ(*NumericToText(Numeric(0, 0xF000, 0, {})), "-Infinity");
+}
+
+TEST(NumericTest, DecimalIsExactOrRefused) {
+  auto v = NumericToDecimal(Numeric(1, 0, 3, {1, 2345, 6780}), 10, 3);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(FormatDecimal(*v, 3), "12345.678");
+  EXPECT_EQ(FormatDecimal(*NumericToDecimal(Numeric(1, 0x4000, 3, {1, 2345, 6780}), 10, 4), 4),
+            "-12345.6780");
+  EXPECT_EQ(FormatDecimal(*NumericToDecimal(Numeric(0, 0, 0, {}), 5, 2), 2), "0.00");
+  // 38 nines with scale 0: 99 9999 ... (weight 9, first digit 99).
+  std::vector<uint16_t> nines(10, 9999);
+  nines[0] = 99;
+  auto max38 = NumericToDecimal(Numeric(9, 0x4000, 0, nines), 38, 0);
+  ASSERT_TRUE(max38.ok()) << max38.status().ToString();
+  EXPECT_EQ(*max38, -(Pow10(38) - 1));
+  // One more digit does not fit decimal(38,0).
+  nines[0] = 999;
+  EXPECT_EQ(NumericToDecimal(Numeric(9, 0, 0, nines), 38, 0).status().code(),
+            StatusCode::kInvalidArgument);
+  // 0.12345678901234567890123456789012345678 at decimal(38,38).
+  auto frac = NumericToDecimal(
+      Numeric(-1, 0, 38, {1234, 5678, 9012, 3456, 7890, 1234, 5678, 9012, 3456, 7800}), 38, 38);
+  ASSERT_TRUE(frac.ok()) << frac.status().ToString();
+  EXPECT_EQ(FormatDecimal(*frac, 38), "0.12345678901234567890123456789012345678");
+  // Too many fraction digits; too many integer digits; NaN names the fix.
+  EXPECT_FALSE(NumericToDecimal(Numeric(0, 0, 3, {1, 2345}), 10, 2).ok());
+  EXPECT_FALSE(NumericToDecimal(Numeric(1, 0, 0, {1, 0}), 4, 0).ok());
+  auto nan = NumericToDecimal(Numeric(0, 0xC000, 0, {}), 10, 2);
+  ASSERT_FALSE(nan.ok());
+  EXPECT_NE(nan.status().message().find("numeric without precision"), std::string::npos);
+  // Malformed: a digit >= 10000, a length that disagrees with ndigits, a bad sign.
+  EXPECT_EQ(NumericToText(Numeric(0, 0, 0, {10000})).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(NumericToText(Numeric(0, 0, 0, {1}).substr(0, 9)).status().code(),
+            StatusCode::kCorruption);
+  EXPECT_EQ(NumericToText(Numeric(0, 0x1234, 0, {})).status().code(), StatusCode::kCorruption);
+}
+
+TEST(TextFormsTest, TimeTzAndInterval) {
+  EXPECT_EQ(TimeTzToText(45296789000LL, -19800), "12:34:56.789+05:30");
+  EXPECT_EQ(TimeTzToText(0, 0), "00:00:00+00");
+  EXPECT_EQ(TimeTzToText(86400000000LL, 3600), "24:00:00-01");
+  EXPECT_EQ(TimeTzToText(1, -(5 * 3600 + 30 * 60 + 15)), "00:00:00.000001+05:30:15");
+  EXPECT_EQ(IntervalToText(0, 0, 0), "PT0S");
+  EXPECT_EQ(IntervalToText(4 * 3600000000LL + 5 * 60000000LL + 6500000, 3, 14), "P1Y2M3DT4H5M6.5S");
+  EXPECT_EQ(IntervalToText(-(1 * 3600000000LL + 500000), -2, -13), "P-1Y-1M-2DT-1H-0.5S");
+  EXPECT_EQ(IntervalToText(0, 1, 0), "P1D");
+}
+
+TEST(CopyBinaryDecoderTest, DecodesEveryWireForm) {
+  auto schema =
+      SchemaOf({DataType::Boolean(), DataType::Int32(), DataType::Int32(), DataType::Int64(),
+                DataType::Float32(), DataType::Float64(), DataType::Decimal(10, 2),
+                DataType::String(), DataType::String(), DataType::Binary(), DataType::String(),
+                DataType::Date(), DataType::Time(), DataType::String(), DataType::Timestamp(),
+                DataType::TimestampTz(), DataType::String(), DataType::Uuid()});
+  std::vector<CopyField> fields = {{"ctid", PgWire::kTid, -1}};
+  std::vector<PgWire> wires = {PgWire::kBool,           PgWire::kInt2,        PgWire::kInt4,
+                               PgWire::kInt8,           PgWire::kFloat4,      PgWire::kFloat8,
+                               PgWire::kNumericDecimal, PgWire::kNumericText, PgWire::kText,
+                               PgWire::kBytea,          PgWire::kJsonb,       PgWire::kDate,
+                               PgWire::kTime,           PgWire::kTimeTz,      PgWire::kTimestamp,
+                               PgWire::kTimestampTz,    PgWire::kInterval,    PgWire::kUuid};
+  for (size_t i = 0; i < wires.size(); ++i)
+    fields.push_back({"c" + std::to_string(i + 1), wires[i], int(i)});
+  CopyBinaryDecoder dec(fields);
+  Batch batch(schema);
+
+  double neg_zero = -0.0;
+  uint64_t nz_bits;
+  std::memcpy(&nz_bits, &neg_zero, 8);
+  float inf = INFINITY;
+  uint32_t inf_bits;
+  std::memcpy(&inf_bits, &inf, 4);
+  std::string uuid("\x12\x34\x56\x78\x9a\xbc\xde\xf0\x01\x02\x03\x04\x05\x06\x07\x08", 16);
+  std::string row1 =
+      Be16(19) + Val(Be32(7) + Be16(3)) + Val("\x01") + Val(Be16(0x8000)) + Val(Be32(0x7FFFFFFF)) +
+      Val(Be64(0x8000000000000000ULL)) + Val(Be32(inf_bits)) + Val(Be64(nz_bits)) +
+      Val(Numeric(0, 0x4000, 2, {12, 3400})) + Val(Numeric(0, 0xC000, 0, {})) + Val("zoë 名") +
+      Val(std::string("\0\xff", 2)) + Val("\x01{\"a\": 1}") + Val(Be32(uint32_t(-10957))) +
+      Val(Be64(86399999999ULL)) + Val(Be64(45296789000ULL) + Be32(uint32_t(-19800))) +
+      Val(Be64(0)) + Val(Be64(uint64_t(-946684800000000LL))) +
+      Val(Be64(6500000) + Be32(3) + Be32(14)) + Val(uuid);
+  std::string row2 = Be16(19) + Val(Be32(0) + Be16(4));
+  for (int i = 0; i < 18; ++i) row2 += Null();
+  std::string all = Header() + row1 + row2 + Trailer();
+  // Fed byte by byte: tuples are decoded only when complete.
+  for (char c : all) ASSERT_TRUE(dec.Feed(std::string_view(&c, 1), &batch).ok());
+  ASSERT_TRUE(dec.Finish().ok());
+  ASSERT_EQ(batch.num_rows(), 2u);
+  EXPECT_EQ(batch.column(0).values<uint8_t>()[0], 1);
+  EXPECT_EQ(batch.column(1).values<int32_t>()[0], -32768);
+  EXPECT_EQ(batch.column(2).values<int32_t>()[0], 2147483647);
+  EXPECT_EQ(batch.column(3).values<int64_t>()[0], INT64_MIN);
+  EXPECT_TRUE(std::isinf(batch.column(4).values<float>()[0]));
+  EXPECT_TRUE(std::signbit(batch.column(5).values<double>()[0]));
+  EXPECT_EQ(FormatDecimal(batch.column(6).values<int128_t>()[0], 2), "-12.34");
+  EXPECT_EQ(batch.column(7).GetBytes(0), "NaN");
+  EXPECT_EQ(batch.column(8).GetBytes(0), "zoë 名");
+  EXPECT_EQ(batch.column(9).GetBytes(0), std::string("\0\xff", 2));
+  EXPECT_EQ(batch.column(10).GetBytes(0), "{\"a\": 1}");
+  EXPECT_EQ(batch.column(11).values<int32_t>()[0], 0);  // 1970-01-01
+  EXPECT_EQ(batch.column(12).values<int64_t>()[0], 86399999999LL);
+  EXPECT_EQ(batch.column(13).GetBytes(0), "12:34:56.789+05:30");
+  EXPECT_EQ(batch.column(14).values<int64_t>()[0], 946684800000000LL);  // 2000-01-01
+  EXPECT_EQ(batch.column(15).values<int64_t>()[0], 0);
+  EXPECT_EQ(batch.column(16).GetBytes(0), "P1Y2M3DT6.5S");
+  EXPECT_EQ(std::memcmp(batch.column(17).fixed_data(), uuid.data(), 16), 0);
+  for (size_t c = 0; c < 18; ++c) EXPECT_FALSE(batch.column(c).IsValid(1)) << c;
+}
+
+struct Case {
+  std::string bytes;
+  StatusCode code;
+  const char* says;
+};
+
+TEST(CopyBinaryDecoderTest, RefusesMalformedAndUnrepresentable) {
+  auto run = [](PgWire wire, DataType type, const std::string& body) {
+    CopyBinaryDecoder dec({{"ctid", PgWire::kTid, -1}, {"v", wire, 0}});
+    Batch batch(SchemaOf({type}));
+    Status s = dec.Feed(Header() + body, &batch);
+    if (s.ok()) s = dec.Finish();
+    return s;
+  };
+  auto tuple = [](const std::string& v) {
+    return Be16(2) + Val(Be32(5) + Be16(9)) + v + Trailer();
+  };
+  std::vector<std::tuple<PgWire, DataType, std::string, StatusCode, const char*>> cases = {
+      {PgWire::kDate, DataType::Date(), tuple(Val(Be32(0x7FFFFFFF))), StatusCode::kInvalidArgument,
+       "infinity"},
+      {PgWire::kTimestampTz, DataType::TimestampTz(), tuple(Val(Be64(0x8000000000000000ULL))),
+       StatusCode::kInvalidArgument, "-infinity"},
+      {PgWire::kTimestamp, DataType::Timestamp(), tuple(Val(Be64(0x7FFFFFFFFFFFFF00ULL))),
+       StatusCode::kInvalidArgument, "range"},
+      {PgWire::kTime, DataType::Time(), tuple(Val(Be64(86400000000ULL))),
+       StatusCode::kInvalidArgument, "24:00:00"},
+      {PgWire::kNumericDecimal, DataType::Decimal(10, 2), tuple(Val(Numeric(0, 0xC000, 0, {}))),
+       StatusCode::kInvalidArgument, "ctid (5,9)"},
+      {PgWire::kText, DataType::String(), tuple(Val("\xc3\x28")), StatusCode::kInvalidArgument,
+       "UTF-8"},
+      {PgWire::kInt4, DataType::Int32(), tuple(Val(Be16(1))), StatusCode::kCorruption,
+       "integer of 2 bytes"},
+      {PgWire::kBool, DataType::Boolean(), tuple(Val("\x02")), StatusCode::kCorruption, "boolean"},
+      {PgWire::kJsonb, DataType::String(), tuple(Val("\x02{}")), StatusCode::kCorruption,
+       "version"},
+      {PgWire::kInt4, DataType::Int32(), Be16(3) + Trailer(), StatusCode::kCorruption, "3 fields"},
+      {PgWire::kInt4, DataType::Int32(), Be16(2) + Val(Be32(0) + Be16(1)) + Be32(0xFFFFFFFE),
+       StatusCode::kCorruption, "length -2"},
+      {PgWire::kInt4, DataType::Int32(), Be16(2) + Val(Be32(0) + Be16(1)) + Be32(4) + "ab",
+       StatusCode::kCorruption, "without its trailer"},
+      {PgWire::kInt4, DataType::Int32(), Trailer() + "x", StatusCode::kCorruption,
+       "after its trailer"},
+  };
+  for (const auto& [wire, type, body, code, says] : cases) {
+    Status s = run(wire, type, body);
+    EXPECT_EQ(s.code(), code) << says << ": " << s.ToString();
+    EXPECT_NE(s.message().find(says), std::string::npos) << s.message();
+  }
+  // A bad signature, flags with OIDs, a stream that ends inside its header.
+  CopyBinaryDecoder dec({{"v", PgWire::kInt4, 0}});
+  Batch batch(SchemaOf({DataType::Int32()}));
+  EXPECT_EQ(dec.Feed("PGCOPY\n\377\r\n\1" + Be32(0) + Be32(0), &batch).code(),
+            StatusCode::kCorruption);
+  CopyBinaryDecoder dec2({{"v", PgWire::kInt4, 0}});
+  EXPECT_EQ(
+      dec2.Feed(std::string("PGCOPY\n\377\r\n\0", 11) + Be32(1 << 16) + Be32(0), &batch).code(),
+      StatusCode::kCorruption);
+  CopyBinaryDecoder dec3({{"v", PgWire::kInt4, 0}});
+  EXPECT_TRUE(dec3.Feed("PGCO", &batch).ok());
+  EXPECT_EQ(dec3.Finish().code(), StatusCode::kCorruption);
+}
+
+}  // namespace
+}  // namespace ferry::source::pg

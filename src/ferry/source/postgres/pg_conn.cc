@@ -1,0 +1,234 @@
+#include "ferry/source/postgres/pg_conn.h"
+
+#include <libpq-fe.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "ferry/base/log.h"
+#include "ferry/config/config.h"
+
+namespace ferry::source::pg {
+namespace {
+
+void NoticeToLog(void*, const char* message) {
+  std::string m = message ? message : "";
+  while (!m.empty() && m.back() == '\n') m.pop_back();
+  FERRY_LOG(kDebug) << "PostgreSQL: " << config::Redact(m);
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+bool Contains(const std::string& hay, const char* needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+std::string QuoteIdent(std::string_view name) {
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+PgResult::PgResult(pg_result* r) : r_(r, PQclear) {}
+int PgResult::rows() const { return r_ ? PQntuples(r_.get()) : 0; }
+bool PgResult::IsNull(int row, int col) const { return PQgetisnull(r_.get(), row, col) != 0; }
+std::string PgResult::Text(int row, int col) const {
+  return std::string(PQgetvalue(r_.get(), row, col),
+                     static_cast<size_t>(PQgetlength(r_.get(), row, col)));
+}
+int64_t PgResult::Int64(int row, int col) const {
+  if (IsNull(row, col)) return 0;
+  return std::strtoll(PQgetvalue(r_.get(), row, col), nullptr, 10);
+}
+double PgResult::Double(int row, int col) const {
+  if (IsNull(row, col)) return 0;
+  return std::strtod(PQgetvalue(r_.get(), row, col), nullptr);
+}
+bool PgResult::Bool(int row, int col) const {
+  return !IsNull(row, col) && PQgetvalue(r_.get(), row, col)[0] == 't';
+}
+
+Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const std::string& dsn) {
+  // Parse first: to validate, to know the password (to scrub it from any message) and to name
+  // the server in errors without echoing the DSN.
+  char* parse_error = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &parse_error);
+  if (!opts) {
+    std::string m = parse_error ? Trim(parse_error) : "out of memory";
+    if (parse_error) PQfreemem(parse_error);
+    return Status::InvalidArgument("source.dsn is not a valid libpq connection string (" +
+                                   config::Redact(m) +
+                                   "); write it as \"host=... port=... dbname=... user=... "
+                                   "password=${PGPASSWORD}\" or as a postgresql:// URI");
+  }
+  std::string password, where;
+  for (PQconninfoOption* o = opts; o->keyword; ++o) {
+    if (!o->val) continue;
+    std::string k = o->keyword;
+    if (k == "password") password = o->val;
+    if (k == "host" || k == "hostaddr" || k == "port" || k == "dbname" || k == "user") {
+      where += (where.empty() ? "" : " ") + k + "=" + o->val;
+    }
+  }
+  PQconninfoFree(opts);
+
+  // Later keywords override earlier ones, and the expanded DSN sits in the middle: the DSN may
+  // override the timeout, never the encoding (COPY's text values must be UTF-8).
+  const char* keys[] = {"connect_timeout", "dbname", "client_encoding", "fallback_application_name",
+                        nullptr};
+  const char* vals[] = {"10", dsn.c_str(), "UTF8", "ferry", nullptr};
+  PGconn* conn = PQconnectdbParams(keys, vals, 1);
+  if (!conn) return Status::Unavailable("cannot allocate a PostgreSQL connection");
+  auto c = std::unique_ptr<PgConnection>(new PgConnection(conn, password));
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::string m = c->Clean(Trim(PQerrorMessage(conn)));
+    std::string server =
+        "PostgreSQL (" + (where.empty() ? std::string("libpq defaults") : where) + ")";
+    if (Contains(m, "password authentication failed") || Contains(m, "no password supplied") ||
+        Contains(m, "authentication failed") || Contains(m, "pg_hba.conf")) {
+      return Status::PermissionDenied("cannot log in to " + server + ": " + m +
+                                      "; check the user and password in source.dsn (e.g. "
+                                      "password=${PGPASSWORD}) and the server's pg_hba.conf");
+    }
+    if (Contains(m, "does not exist")) {
+      return Status::NotFound("cannot connect to " + server + ": " + m +
+                              "; check dbname and user in source.dsn");
+    }
+    return Status::Unavailable("cannot connect to " + server + ": " + m +
+                               "; check host and port in source.dsn and that the server runs and "
+                               "accepts TCP connections from here (listen_addresses, pg_hba.conf)");
+  }
+  PQsetNoticeProcessor(conn, NoticeToLog, nullptr);
+  // A sync holds one transaction open while sinks commit: server-side timeouts must not end it.
+  FERRY_RETURN_IF_ERROR(c->Exec("SET statement_timeout = 0"));
+  FERRY_RETURN_IF_ERROR(c->Exec("SET idle_in_transaction_session_timeout = 0"));
+  // Text forms that do not depend on the server's or role's defaults: timestamptz as
+  // "2024-01-01 12:00:00+00", dates as ISO, floats with every digit (shortest exact form).
+  FERRY_RETURN_IF_ERROR(c->Exec("SET TimeZone = 'UTC'"));
+  FERRY_RETURN_IF_ERROR(c->Exec("SET DateStyle = 'ISO, YMD'"));
+  FERRY_RETURN_IF_ERROR(c->Exec("SET extra_float_digits = 3"));
+  return c;
+}
+
+PgConnection::~PgConnection() { PQfinish(conn_); }
+
+std::string PgConnection::Clean(std::string m) const {
+  if (password_.size() >= 3) {
+    for (size_t at; (at = m.find(password_)) != std::string::npos;)
+      m.replace(at, password_.size(), "***");
+  }
+  return config::Redact(m);
+}
+
+std::string PgConnection::User() const { return PQuser(conn_); }
+
+std::string PgConnection::Describe() const {
+  int v = PQserverVersion(conn_);
+  std::string host = PQhost(conn_) ? PQhost(conn_) : "";
+  return "PostgreSQL " + std::to_string(v / 10000) + "." + std::to_string(v % 10000) + " at " +
+         host + ":" + PQport(conn_) + ", database " + PQdb(conn_) + ", user " + PQuser(conn_);
+}
+
+Status PgConnection::ConnectionError(const std::string& what) const {
+  return Status::Unavailable(
+      what + ": the connection to PostgreSQL was lost: " + Clean(Trim(PQerrorMessage(conn_))));
+}
+
+Status PgConnection::ErrorOf(pg_result* r, const std::string& what) const {
+  if (PQstatus(conn_) != CONNECTION_OK) return ConnectionError(what);
+  const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+  const char* primary = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
+  const char* hint = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_HINT) : nullptr;
+  std::string code = state ? state : "";
+  std::string m = primary ? primary : Trim(PQerrorMessage(conn_));
+  if (hint) m += " (hint: " + std::string(hint) + ")";
+  m = what + ": PostgreSQL: " + Clean(m) + (code.empty() ? "" : " [SQLSTATE " + code + "]");
+  if (code == "42501") return Status::PermissionDenied(m);
+  if (code == "42P01" || code == "3F000") return Status::NotFound(m);
+  if (code.rfind("08", 0) == 0 || code.rfind("57P", 0) == 0) return Status::Unavailable(m);
+  if (code == "57014") return Status::Cancelled(m);
+  return Status::IOError(m);
+}
+
+Result<PgResult> PgConnection::Query(const std::string& sql,
+                                     const std::vector<std::optional<std::string>>& params) {
+  std::vector<const char*> values;
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  PGresult* r = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                             values.data(), nullptr, nullptr, 0);
+  PgResult owned(r);
+  ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) return ErrorOf(r, "query");
+  return owned;
+}
+
+Result<std::string> PgConnection::Literal(std::string_view value) const {
+  char* q = PQescapeLiteral(conn_, value.data(), value.size());
+  if (!q) {
+    return Status::InvalidArgument("cannot quote a value as an SQL literal: " +
+                                   Clean(Trim(PQerrorMessage(conn_))));
+  }
+  std::string out(q);
+  PQfreemem(q);
+  return out;
+}
+
+Status PgConnection::Exec(const std::string& sql) {
+  auto r = Query(sql);
+  return r.ok() ? Status::OK() : r.status();
+}
+
+Status PgConnection::CopyOut(const std::string& sql,
+                             const std::function<Status(std::string_view)>& on_data) {
+  {
+    PGresult* r = PQexec(conn_, sql.c_str());
+    PgResult owned(r);
+    if (!r || PQresultStatus(r) != PGRES_COPY_OUT) return ErrorOf(r, "COPY");
+  }
+  Status failed;
+  for (;;) {
+    char* buf = nullptr;
+    int n = PQgetCopyData(conn_, &buf, 0);
+    if (n == -1) break;  // the COPY is over; its result follows
+    if (n == -2) return ConnectionError("COPY");
+    if (n < 0 || !buf) return Status::Internal("PQgetCopyData returned " + std::to_string(n));
+    Status s = on_data(std::string_view(buf, static_cast<size_t>(n)));
+    PQfreemem(buf);
+    if (!s.ok()) {
+      failed = s;
+      break;
+    }
+  }
+  if (!failed.ok()) {
+    // Stop the server's side and drain what is in flight, so the connection stays usable (the
+    // transaction is then aborted; EndSnapshot's COMMIT becomes a rollback).
+    if (PGcancel* cancel = PQgetCancel(conn_)) {
+      char err[256];
+      PQcancel(cancel, err, sizeof err);
+      PQfreeCancel(cancel);
+    }
+    for (;;) {
+      char* buf = nullptr;
+      int n = PQgetCopyData(conn_, &buf, 0);
+      if (buf) PQfreemem(buf);
+      if (n < 0) break;
+    }
+  }
+  Status result = failed;
+  while (PGresult* r = PQgetResult(conn_)) {
+    if (result.ok() && PQresultStatus(r) != PGRES_COMMAND_OK) result = ErrorOf(r, "COPY");
+    PQclear(r);
+  }
+  return result;
+}
+
+}  // namespace ferry::source::pg

@@ -1,0 +1,82 @@
+// A thin RAII layer over one libpq connection: connect with errors that name the fix (never the
+// password), parameterised queries with text results, and COPY ... TO STDOUT streaming.
+//
+// Secrets: the DSN is never echoed. Messages from libpq and the server are scrubbed of the DSN's
+// password and passed through config::Redact before they reach a Status.
+// Thread-safety: one thread at a time (libpq's rule for a PGconn).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ferry/base/status.h"
+
+struct pg_conn;
+struct pg_result;
+
+namespace ferry::source::pg {
+
+// "name" -> "\"name\"", doubling embedded quotes: safe for any identifier.
+std::string QuoteIdent(std::string_view name);
+
+class PgResult {
+ public:
+  PgResult() = default;
+  explicit PgResult(pg_result* r);
+  int rows() const;
+  bool IsNull(int row, int col) const;
+  std::string Text(int row, int col) const;
+  int64_t Int64(int row, int col) const;  // 0 for NULL or non-numbers
+  double Double(int row, int col) const;
+  bool Bool(int row, int col) const;  // 't' is true
+
+ private:
+  std::shared_ptr<pg_result> r_;
+};
+
+class PgConnection {
+ public:
+  // Connects with a libpq connection string or URI. Adds client_encoding=UTF8 and (unless the DSN
+  // sets them) connect_timeout=10 and application_name=ferry. The session then pins TimeZone UTC,
+  // DateStyle ISO and extra_float_digits 3, so that values printed as text (cursor values, views
+  // computing text) are unambiguous and exact whatever the server's or role's defaults. Errors:
+  //   kInvalidArgument  the DSN does not parse;
+  //   kPermissionDenied authentication failed;
+  //   kNotFound         the database or role does not exist;
+  //   kUnavailable      the server cannot be reached (retryable).
+  static Result<std::unique_ptr<PgConnection>> Connect(const std::string& dsn);
+  ~PgConnection();
+  PgConnection(const PgConnection&) = delete;
+  PgConnection& operator=(const PgConnection&) = delete;
+
+  // Runs `sql` with text parameters ($1, $2, ...; nullopt = NULL) and text results.
+  Result<PgResult> Query(const std::string& sql,
+                         const std::vector<std::optional<std::string>>& params = {});
+  Status Exec(const std::string& sql);
+  // `value` as a quoted SQL string literal (PQescapeLiteral: quotes and backslashes escaped for
+  // this connection's encoding and settings), for statements that take no parameters (COPY).
+  Result<std::string> Literal(std::string_view value) const;
+
+  // Runs a COPY ... TO STDOUT and hands each CopyData message to `on_data`. If `on_data` fails,
+  // the COPY is cancelled on the server, the connection drained, and that status returned.
+  Status CopyOut(const std::string& sql, const std::function<Status(std::string_view)>& on_data);
+
+  // "PostgreSQL 15.18 at 127.0.0.1:5432, database shop, user ferry" (no secrets).
+  std::string Describe() const;
+  std::string User() const;
+
+ private:
+  PgConnection(pg_conn* conn, std::string password) : conn_(conn), password_(std::move(password)) {}
+  std::string Clean(std::string message) const;
+  Status ErrorOf(pg_result* r, const std::string& what) const;
+  Status ConnectionError(const std::string& what) const;
+
+  pg_conn* conn_;
+  std::string password_;  // only to scrub messages
+};
+
+}  // namespace ferry::source::pg
