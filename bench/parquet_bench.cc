@@ -2,12 +2,12 @@
 // Usage: parquet_bench [rows=5000000] [zstd|snappy|none] [path=/tmp/ferry_bench.parquet]
 // Batches are built once and reused, so the figure is the writer's own cost (encode, stats,
 // compression, I/O).
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
-#include <unistd.h>
 
 #include "ferry/format/parquet/writer.h"
 
@@ -64,8 +64,9 @@ int main(int argc, char** argv) {
   auto m = (*w)->Close();
   if (!m.ok()) return std::fprintf(stderr, "%s\n", m.status().ToString().c_str()), 1;
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%zu rows, %s: %.3f s, %.2f M rows/s, file %.1f MB, %zu row groups, peak buffers %.1f MB\n",
-              rows, codec.c_str(), secs, rows / secs / 1e6, m->file_size_bytes / 1e6,
-              m->split_offsets.size(), (*w)->BufferedMemoryBytes() / 1e6);
+  std::printf(
+      "%zu rows, %s: %.3f s, %.2f M rows/s, file %.1f MB, %zu row groups, peak buffers %.1f MB\n",
+      rows, codec.c_str(), secs, rows / secs / 1e6, m->file_size_bytes / 1e6,
+      m->split_offsets.size(), (*w)->BufferedMemoryBytes() / 1e6);
   return 0;
 }

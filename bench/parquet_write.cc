@@ -1,7 +1,9 @@
-// ferry's Parquet writer on the benchmark table (see docs/benchmarks.md, bench/parquet_vs_duckdb.sh).
+// ferry's Parquet writer on the benchmark table (see docs/benchmarks.md,
+// bench/parquet_vs_duckdb.sh).
 //
 // Usage: parquet_write <rows> <out.parquet> [zstd|snappy|none] [batch_rows=65536] [dict|plain]
-//   dict (default): WriterOptions defaults, dictionary encoding on; plain: WriterOptions::dictionary off.
+//   dict (default): WriterOptions defaults, dictionary encoding on; plain:
+//   WriterOptions::dictionary off.
 //
 // Writes `rows` rows of the 7-column benchmark table, the same values bench/duckdb_write.mjs
 // generates in SQL (row i = 1..rows; h = i * 2654435761 mod 2^32):
@@ -16,6 +18,7 @@
 // Writer::Write. Generation and writing are timed separately, so "write" is the writer's own cost
 // (encoding, statistics, compression, file output) and "total" adds the row generation.
 // Prints one JSON object on stdout.
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -24,7 +27,6 @@
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 #include "ferry/format/parquet/writer.h"
 
@@ -54,8 +56,9 @@ void Generate(Batch& batch, int64_t first, int64_t count) {
     batch.column(2).AppendBytes(kStatus[(h >> 7) % 5]);
     batch.column(3).AppendDecimal(static_cast<int128_t>(h % 10000000));
     batch.column(4).AppendInt64((1704067200LL + i * 7) * 1000000LL);
-    int n = std::snprintf(note, sizeof note, "order %08" PRId64 " ref %08" PRIx64 " cust %06" PRId64,
-                          i, h, h % 999983);
+    int n =
+        std::snprintf(note, sizeof note, "order %08" PRId64 " ref %08" PRIx64 " cust %06" PRId64, i,
+                      h, h % 999983);
     batch.column(5).AppendBytes(std::string_view(note, static_cast<size_t>(n)));
     batch.column(6).AppendBool(((h >> 3) & 1) != 0);
   }
@@ -70,7 +73,9 @@ int Fail(const Status& s) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: parquet_write <rows> <out.parquet> [zstd|snappy|none] [batch_rows] [dict|plain]\n");
+    std::fprintf(
+        stderr,
+        "usage: parquet_write <rows> <out.parquet> [zstd|snappy|none] [batch_rows] [dict|plain]\n");
     return 2;
   }
   const int64_t rows = std::strtoll(argv[1], nullptr, 10);
@@ -79,7 +84,8 @@ int main(int argc, char** argv) {
   const int64_t batch_rows = argc > 4 ? std::strtoll(argv[4], nullptr, 10) : 65536;
   const std::string encoding = argc > 5 ? argv[5] : "dict";
   if (encoding != "dict" && encoding != "plain") {
-    std::fprintf(stderr, "parquet_write: encoding must be dict or plain, not %s\n", encoding.c_str());
+    std::fprintf(stderr, "parquet_write: encoding must be dict or plain, not %s\n",
+                 encoding.c_str());
     return 2;
   }
 
@@ -131,7 +137,7 @@ int main(int argc, char** argv) {
       "{\"rows\": %" PRId64 ", \"codec\": \"%s\", \"encoding\": \"%s\", \"batch_rows\": %" PRId64
       ", \"generate_s\": %.4f, \"write_s\": %.4f, \"total_s\": %.4f, \"file_bytes\": %" PRIu64
       ", \"row_groups\": %zu, \"max_writer_buffers_bytes\": %" PRIu64 ", \"peak_rss_kb\": %ld}\n",
-      rows, codec.c_str(), encoding.c_str(), batch_rows, gen_s, write_s, gen_s + write_s, m->file_size_bytes,
-      m->split_offsets.size(), max_buffered, PeakRssKb());
+      rows, codec.c_str(), encoding.c_str(), batch_rows, gen_s, write_s, gen_s + write_s,
+      m->file_size_bytes, m->split_offsets.size(), max_buffered, PeakRssKb());
   return 0;
 }

@@ -34,8 +34,12 @@ int main(int argc, char** argv) {
     ++rows;
     for (int c = 0; c < ncols; ++c) {
       switch (sqlite3_column_type(st, c)) {
-        case SQLITE_INTEGER: check += static_cast<uint64_t>(sqlite3_column_int64(st, c)); break;
-        case SQLITE_FLOAT: check += static_cast<uint64_t>(sqlite3_column_double(st, c)); break;
+        case SQLITE_INTEGER:
+          check += static_cast<uint64_t>(sqlite3_column_int64(st, c));
+          break;
+        case SQLITE_FLOAT:
+          check += static_cast<uint64_t>(sqlite3_column_double(st, c));
+          break;
         case SQLITE_TEXT:
         case SQLITE_BLOB: {
           const unsigned char* p = sqlite3_column_text(st, c);
@@ -43,7 +47,8 @@ int main(int argc, char** argv) {
           check += static_cast<uint64_t>(n) + (n > 0 ? p[n - 1] : 0);
           break;
         }
-        default: break;
+        default:
+          break;
       }
     }
   }

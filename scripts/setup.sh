@@ -13,7 +13,7 @@ packages=(
   libsqlite3-dev sqlite3 libzstd-dev libsnappy-dev zlib1g-dev
   libpq-dev postgresql
   nlohmann-json3-dev libyaml-cpp-dev libgtest-dev
-  python3 ca-certificates
+  python3 ca-certificates clang-format
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -32,9 +32,11 @@ const std::vector<FaultPointInfo>& AllFaultPoints() {
       {"source.mid_chunk", "the source has read part of a chunk (hit every 1024 rows)"},
       {"sink.data_written", "a chunk's data files are written, nothing committed"},
       {"sink.before_commit", "the catalog commit (data + marker) is about to be sent"},
-      {"catalog.after_metadata_write", "the new metadata file is written, the catalog row not yet swapped"},
+      {"catalog.after_metadata_write",
+       "the new metadata file is written, the catalog row not yet swapped"},
       {"sink.after_commit", "data and marker are committed, the state file not yet written"},
-      {"state.temp_written", "the new state file is written to its temporary name, not yet renamed"},
+      {"state.temp_written",
+       "the new state file is written to its temporary name, not yet renamed"},
       {"state.after_write", "the state file is written, the source not yet acknowledged"},
       {"sink.before_publish", "all chunks are committed on the load branch, main not yet replaced"},
       {"sink.after_publish", "main now shows the new contents, the state file not yet written"},
@@ -74,7 +76,8 @@ std::string_view ArmFaultsFromEnvironment() {
 }
 
 void FaultPoint(std::string_view name) {
-  if (!g_any.load(std::memory_order_acquire)) [[likely]] return;
+  if (!g_any.load(std::memory_order_acquire)) [[likely]]
+    return;
   if (g_armed->name != name) return;
   long hit = g_armed->hits.fetch_add(1) + 1;
   if (hit != g_armed->nth) return;

@@ -29,7 +29,7 @@ class LogMessage {
 
 }  // namespace ferry
 
-#define FERRY_LOG(level)                                        \
-  if (::ferry::LogLevel::level < ::ferry::GetLogLevel()) {     \
-  } else                                                        \
+#define FERRY_LOG(level)                                   \
+  if (::ferry::LogLevel::level < ::ferry::GetLogLevel()) { \
+  } else                                                   \
     ::ferry::internal::LogMessage(::ferry::LogLevel::level).stream()

@@ -4,19 +4,32 @@ namespace ferry {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kAlreadyExists: return "already exists";
-    case StatusCode::kIOError: return "I/O error";
-    case StatusCode::kCorruption: return "corruption";
-    case StatusCode::kNotSupported: return "not supported";
-    case StatusCode::kCommitFailed: return "commit failed";
-    case StatusCode::kCommitStateUnknown: return "commit state unknown";
-    case StatusCode::kUnavailable: return "unavailable";
-    case StatusCode::kPermissionDenied: return "permission denied";
-    case StatusCode::kCancelled: return "cancelled";
-    case StatusCode::kInternal: return "internal error";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kAlreadyExists:
+      return "already exists";
+    case StatusCode::kIOError:
+      return "I/O error";
+    case StatusCode::kCorruption:
+      return "corruption";
+    case StatusCode::kNotSupported:
+      return "not supported";
+    case StatusCode::kCommitFailed:
+      return "commit failed";
+    case StatusCode::kCommitStateUnknown:
+      return "commit state unknown";
+    case StatusCode::kUnavailable:
+      return "unavailable";
+    case StatusCode::kPermissionDenied:
+      return "permission denied";
+    case StatusCode::kCancelled:
+      return "cancelled";
+    case StatusCode::kInternal:
+      return "internal error";
   }
   return "unknown";
 }

@@ -5,14 +5,13 @@
 //   kNotFound          a named thing (file, table, stream) does not exist.
 //   kAlreadyExists     a create raced with another creator.
 //   kIOError           the operating system refused a read or write.
-//   kCorruption        stored bytes do not parse (state file, metadata, a page); never auto-repaired.
-//   kNotSupported      a valid request ferry does not handle (e.g. a type it cannot map).
-//   kCommitFailed      a compare-and-swap lost the race; nothing was committed; safe to retry.
-//   kCommitStateUnknown the commit may or may not have landed; read the marker back, never retry blindly.
-//   kUnavailable       a server could not be reached; retryable.
-//   kPermissionDenied  the server refused for lack of privilege.
-//   kCancelled         a stop was requested.
-//   kInternal          a bug in ferry.
+//   kCorruption        stored bytes do not parse (state file, metadata, a page); never
+//   auto-repaired. kNotSupported      a valid request ferry does not handle (e.g. a type it cannot
+//   map). kCommitFailed      a compare-and-swap lost the race; nothing was committed; safe to
+//   retry. kCommitStateUnknown the commit may or may not have landed; read the marker back, never
+//   retry blindly. kUnavailable       a server could not be reached; retryable. kPermissionDenied
+//   the server refused for lack of privilege. kCancelled         a stop was requested. kInternal a
+//   bug in ferry.
 #pragma once
 
 #include <string>
@@ -46,7 +45,9 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status OK() { return Status(); }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
   static Status IOError(std::string m) { return {StatusCode::kIOError, std::move(m)}; }
@@ -83,7 +84,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     if (std::get<Status>(v_).ok()) v_ = Status::Internal("Result constructed from an OK status");
   }
@@ -118,10 +119,10 @@ Status ToStatus(const Result<T>& r) {
 #define FERRY_CONCAT_INNER(a, b) a##b
 #define FERRY_CONCAT(a, b) FERRY_CONCAT_INNER(a, b)
 
-#define FERRY_RETURN_IF_ERROR(expr)                                    \
-  do {                                                                 \
-    ::ferry::Status _ferry_st = ::ferry::internal::ToStatus((expr));   \
-    if (!_ferry_st.ok()) return _ferry_st;                             \
+#define FERRY_RETURN_IF_ERROR(expr)                                  \
+  do {                                                               \
+    ::ferry::Status _ferry_st = ::ferry::internal::ToStatus((expr)); \
+    if (!_ferry_st.ok()) return _ferry_st;                           \
   } while (0)
 
 #define FERRY_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

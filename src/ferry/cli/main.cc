@@ -137,21 +137,22 @@ int CmdDiscover(const Args& a) {
                         {"nullable", c.nullable},
                         {"primary_key_position", c.pk_position}});
       }
-      out.push_back({{"namespace", s.ns},
-                     {"name", s.name},
-                     {"columns", cols},
-                     {"primary_key", s.primary_key},
-                     {"cursor_candidates", s.cursor_candidates},
-                     {"estimated_rows", s.estimated_rows},
-                     {"chunking", s.chunking},
-                     {"error", s.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.error)}});
+      out.push_back(
+          {{"namespace", s.ns},
+           {"name", s.name},
+           {"columns", cols},
+           {"primary_key", s.primary_key},
+           {"cursor_candidates", s.cursor_candidates},
+           {"estimated_rows", s.estimated_rows},
+           {"chunking", s.chunking},
+           {"error", s.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.error)}});
     }
     std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   for (const auto& s : *streams) {
-    std::printf("%s.%s  (about %lld rows; full refresh split by %s)\n", s.ns.c_str(), s.name.c_str(),
-                static_cast<long long>(s.estimated_rows), s.chunking.c_str());
+    std::printf("%s.%s  (about %lld rows; full refresh split by %s)\n", s.ns.c_str(),
+                s.name.c_str(), static_cast<long long>(s.estimated_rows), s.chunking.c_str());
     std::printf("  %-24s %-20s %-16s %-9s %s\n", "column", "source type", "iceberg type",
                 "nullable", "key");
     for (const auto& c : s.columns) {
@@ -191,8 +192,8 @@ int CmdSync(const Args& a) {
     }
     return Fail(s, ExitCodeFor(s));
   }
-  std::printf("%-24s %-32s %-36s %12s %6s %11s %8s\n", "stream", "table", "action", "rows",
-              "files", "bytes", "seconds");
+  std::printf("%-24s %-32s %-36s %12s %6s %11s %8s\n", "stream", "table", "action", "rows", "files",
+              "bytes", "seconds");
   uint64_t rows = 0, files = 0, bytes = 0;
   for (const auto& r : report.streams) {
     std::printf("%-24s %-32s %-36s %12llu %6llu %11s %8.2f\n", r.stream.c_str(), r.table.c_str(),
@@ -238,8 +239,12 @@ int CmdState(const Args& a) {
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : streams) {
-      out.push_back({{"stream", r.stream}, {"table", r.table}, {"mode", r.mode},
-                     {"state", r.state}, {"marker", r.marker}, {"next_sync", r.restart},
+      out.push_back({{"stream", r.stream},
+                     {"table", r.table},
+                     {"mode", r.mode},
+                     {"state", r.state},
+                     {"marker", r.marker},
+                     {"next_sync", r.restart},
                      {"state_behind_marker", r.state_behind}});
     }
     std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());

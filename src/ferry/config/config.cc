@@ -14,9 +14,7 @@ namespace {
 
 int LineOf(const YAML::Node& n) { return n.Mark().line + 1; }
 
-std::string At(const std::string& file, int line) {
-  return file + ":" + std::to_string(line);
-}
+std::string At(const std::string& file, int line) { return file + ":" + std::to_string(line); }
 
 // Levenshtein distance, for "did you mean" hints.
 size_t EditDistance(const std::string& a, const std::string& b) {
@@ -25,7 +23,8 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   for (size_t i = 1; i <= a.size(); ++i) {
     cur[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      cur[j] =
+          std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
     }
     std::swap(prev, cur);
   }
@@ -73,8 +72,8 @@ class Parser {
     for (auto it = root.begin(); it != root.end(); ++it) {
       std::string key = it->first.as<std::string>();
       if (std::find(kTop.begin(), kTop.end(), key) == kTop.end()) {
-        return Status::InvalidArgument(
-            At(file_, LineOf(it->first)) + ": " + UnknownKeyMessage(key, "the pipeline file", kTop));
+        return Status::InvalidArgument(At(file_, LineOf(it->first)) + ": " +
+                                       UnknownKeyMessage(key, "the pipeline file", kTop));
       }
     }
     FERRY_ASSIGN_OR_RETURN(cfg.name, RequiredScalar(root, "name", "the pipeline file"));
@@ -136,8 +135,7 @@ class Parser {
   Status ParseSource(const YAML::Node& root, SourceConfig* src) {
     YAML::Node n = root["source"];
     if (!n || !n.IsMap()) {
-      return Status::InvalidArgument(file_ +
-                                     ": missing 'source:' mapping (with at least 'type')");
+      return Status::InvalidArgument(file_ + ": missing 'source:' mapping (with at least 'type')");
     }
     FERRY_ASSIGN_OR_RETURN(src->type, RequiredScalar(n, "type", "source"));
     if (n["mode"]) {
@@ -198,7 +196,8 @@ class Parser {
       }
     }
     FERRY_ASSIGN_OR_RETURN(sc->name, RequiredScalar(s, "name", "a stream"));
-    if (sc->name.empty()) return Status::InvalidArgument(At(file_, sc->line) + ": empty stream name");
+    if (sc->name.empty())
+      return Status::InvalidArgument(At(file_, sc->line) + ": empty stream name");
     if (s["mode"]) {
       FERRY_ASSIGN_OR_RETURN(std::string m, Scalar(s["mode"], "mode"));
       auto mode = ParseSyncMode(m);
@@ -260,17 +259,21 @@ class Parser {
 
 std::string_view SyncModeName(SyncMode mode) {
   switch (mode) {
-    case SyncMode::kFullRefresh: return "full_refresh";
-    case SyncMode::kIncremental: return "incremental";
-    case SyncMode::kCdc: return "cdc";
-    case SyncMode::kCdcOnly: return "cdc_only";
+    case SyncMode::kFullRefresh:
+      return "full_refresh";
+    case SyncMode::kIncremental:
+      return "incremental";
+    case SyncMode::kCdc:
+      return "cdc";
+    case SyncMode::kCdcOnly:
+      return "cdc_only";
   }
   return "?";
 }
 
 Result<SyncMode> ParseSyncMode(const std::string& text) {
-  for (SyncMode m : {SyncMode::kFullRefresh, SyncMode::kIncremental, SyncMode::kCdc,
-                     SyncMode::kCdcOnly}) {
+  for (SyncMode m :
+       {SyncMode::kFullRefresh, SyncMode::kIncremental, SyncMode::kCdc, SyncMode::kCdcOnly}) {
     if (text == SyncModeName(m)) return m;
   }
   return Status::InvalidArgument("unknown mode '" + text +
@@ -280,7 +283,8 @@ Result<SyncMode> ParseSyncMode(const std::string& text) {
 std::string Options::Where(const std::string& key) const {
   auto it = values_.find(key);
   std::string w = section_ + "." + key;
-  if (it != values_.end() && it->second.line > 0) w += " (line " + std::to_string(it->second.line) + ")";
+  if (it != values_.end() && it->second.line > 0)
+    w += " (line " + std::to_string(it->second.line) + ")";
   return w;
 }
 
@@ -336,19 +340,28 @@ Result<int64_t> Options::TakeBytes(const std::string& key, int64_t default_value
   static const std::regex kBytes(R"(\s*([0-9]+)\s*([KMGT]?i?B?)?\s*)", std::regex::icase);
   std::smatch m;
   if (!std::regex_match(*v, m, kBytes)) {
-    return Status::InvalidArgument(Where(key) + " must be a size like 512MB, 64KiB or 1048576, not '" +
-                                   *v + "'");
+    return Status::InvalidArgument(
+        Where(key) + " must be a size like 512MB, 64KiB or 1048576, not '" + *v + "'");
   }
   int64_t n = std::stoll(m[1].str());
   std::string unit = m[2].str();
   int64_t mult = 1;
   if (!unit.empty()) {
     switch (std::toupper(static_cast<unsigned char>(unit[0]))) {
-      case 'K': mult = 1ll << 10; break;
-      case 'M': mult = 1ll << 20; break;
-      case 'G': mult = 1ll << 30; break;
-      case 'T': mult = 1ll << 40; break;
-      default: mult = 1;
+      case 'K':
+        mult = 1ll << 10;
+        break;
+      case 'M':
+        mult = 1ll << 20;
+        break;
+      case 'G':
+        mult = 1ll << 30;
+        break;
+      case 'T':
+        mult = 1ll << 40;
+        break;
+      default:
+        mult = 1;
     }
   }
   if (n <= 0 || n > (int64_t{1} << 50) / mult) {
@@ -407,8 +420,7 @@ Result<std::string> ExpandEnvironment(const std::string& text) {
       out += *def;
     } else {
       return Status::InvalidArgument("environment variable " + inner +
-                                     " is not set; export it or write ${" + inner +
-                                     ":-default}");
+                                     " is not set; export it or write ${" + inner + ":-default}");
     }
     i = close;
   }
@@ -416,8 +428,8 @@ Result<std::string> ExpandEnvironment(const std::string& text) {
 }
 
 std::string Redact(const std::string& text) {
-  static const std::regex kKeyValue(R"((password|passwd|pwd|secret|token)\s*=\s*('[^']*'|[^\s&;]*))",
-                                    std::regex::icase);
+  static const std::regex kKeyValue(
+      R"((password|passwd|pwd|secret|token)\s*=\s*('[^']*'|[^\s&;]*))", std::regex::icase);
   static const std::regex kUrl(R"(([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*):([^@\s]*)@)");
   std::string out = std::regex_replace(text, kKeyValue, "$1=***");
   out = std::regex_replace(out, kUrl, "$1:***@");
@@ -433,9 +445,8 @@ Result<PipelineConfig> ParsePipeline(const std::string& yaml_text, const std::st
 Result<PipelineConfig> LoadPipelineFile(const std::string& path) {
   auto text = ReadFile(path);
   if (!text.ok()) {
-    return Status(text.status().code(),
-                  "cannot read pipeline file: " + text.status().message() +
-                      " (pass the file with -c PATH)");
+    return Status(text.status().code(), "cannot read pipeline file: " + text.status().message() +
+                                            " (pass the file with -c PATH)");
   }
   std::string abs = AbsolutePath(path);
   return ParsePipeline(*text, abs, ParentDir(abs));

@@ -4,8 +4,8 @@
 // Common keys are parsed here; each source and destination type reads its own keys from an
 // Options bag (see Options::Take*), and Options::CheckAllUsed() reports any key nobody took, so
 // that a typo is an error, never silently ignored. Any value may reference environment variables
-// as ${NAME} or ${NAME:-default}: secrets stay out of the file, and Redact() keeps them out of logs.
-// Relative paths are resolved against the folder of the pipeline file.
+// as ${NAME} or ${NAME:-default}: secrets stay out of the file, and Redact() keeps them out of
+// logs. Relative paths are resolved against the folder of the pipeline file.
 #pragma once
 
 #include <cstdint>
@@ -43,13 +43,13 @@ class Options {
   Result<std::string> TakeString(const std::string& key);  // required
   std::optional<std::string> TakeOptionalString(const std::string& key);
   Result<std::string> TakePath(const std::string& key);  // required, made absolute
-  Result<int64_t> TakeInt(const std::string& key, int64_t default_value, int64_t min,
-                          int64_t max);
+  Result<int64_t> TakeInt(const std::string& key, int64_t default_value, int64_t min, int64_t max);
   Result<bool> TakeBool(const std::string& key, bool default_value);
   // "128MB", "64 KiB", "1048576" -> bytes.
   Result<int64_t> TakeBytes(const std::string& key, int64_t default_value);
 
-  // Error for the first key nobody took: "unknown key 'chunk_row' in source (line 7); known keys: ..."
+  // Error for the first key nobody took: "unknown key 'chunk_row' in source (line 7); known keys:
+  // ..."
   Status CheckAllUsed(const std::vector<std::string>& known) const;
 
   const std::string& section() const { return section_; }
@@ -63,21 +63,21 @@ class Options {
 };
 
 struct StreamConfig {
-  std::string name;              // as the source names it: "orders", "public.orders"
+  std::string name;  // as the source names it: "orders", "public.orders"
   SyncMode mode = SyncMode::kFullRefresh;
-  int64_t chunk_rows = 100000;   // full refresh: rows per chunk (a chunk commits on its own)
-  std::optional<std::string> cursor;             // incremental: the cursor column
-  std::vector<std::string> primary_key;          // overrides the source's key when set
+  int64_t chunk_rows = 100000;        // full refresh: rows per chunk (a chunk commits on its own)
+  std::optional<std::string> cursor;  // incremental: the cursor column
+  std::vector<std::string> primary_key;  // overrides the source's key when set
   int line = 0;
 };
 
 struct SourceConfig {
-  std::string type;                  // "sqlite", "postgres", ...
+  std::string type;  // "sqlite", "postgres", ...
   SyncMode mode = SyncMode::kFullRefresh;
   int64_t chunk_rows = 100000;
-  bool all_streams = true;           // no `streams:` list: every table
+  bool all_streams = true;  // no `streams:` list: every table
   std::vector<StreamConfig> streams;
-  Options options;                   // type-specific keys
+  Options options;  // type-specific keys
 };
 
 struct DestinationConfig {

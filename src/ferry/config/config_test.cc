@@ -67,7 +67,8 @@ destination: {type: iceberg}
 }
 
 TEST(ConfigTest, TypeSpecificKeysNobodyTookAreReported) {
-  auto cfg = Parse("name: a\nsource: {type: sqlite, path: x.db, pth: y}\ndestination: {type: iceberg}\n");
+  auto cfg =
+      Parse("name: a\nsource: {type: sqlite, path: x.db, pth: y}\ndestination: {type: iceberg}\n");
   ASSERT_TRUE(cfg.ok());
   ASSERT_TRUE(cfg->source.options.TakePath("path").ok());
   Status s = cfg->source.options.CheckAllUsed({"path"});
@@ -77,13 +78,19 @@ TEST(ConfigTest, TypeSpecificKeysNobodyTookAreReported) {
 
 TEST(ConfigTest, BadValuesAreExplained) {
   EXPECT_NE(Parse("name: 'a b'\nsource: {type: sqlite}\ndestination: {type: iceberg}\n")
-                .status().message().find("pipeline name 'a b'"),
+                .status()
+                .message()
+                .find("pipeline name 'a b'"),
             std::string::npos);
   EXPECT_NE(Parse("name: a\nsource: {type: sqlite, mode: fast}\ndestination: {type: iceberg}\n")
-                .status().message().find("unknown mode 'fast'"),
+                .status()
+                .message()
+                .find("unknown mode 'fast'"),
             std::string::npos);
   EXPECT_NE(Parse("name: a\nsource: {type: sqlite, chunk_rows: -3}\ndestination: {type: iceberg}\n")
-                .status().message().find("positive whole number"),
+                .status()
+                .message()
+                .find("positive whole number"),
             std::string::npos);
   EXPECT_NE(Parse("name: a\nsource: {type: sqlite}\n").status().message().find("destination"),
             std::string::npos);

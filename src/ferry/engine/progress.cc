@@ -71,14 +71,19 @@ Result<IndexSet> IndexSet::FromJson(const Json& j) {
 Json FullRefreshProgress::ToJson() const {
   Json plan_j{{"count", plan.count}, {"step", plan.step}};
   plan_j["first"] = plan.first ? Json(*plan.first) : Json(nullptr);
-  Json j{{"mode", "full_refresh"}, {"stream", stream},      {"run", run},
-         {"plan", plan_j},         {"committed", committed.ToJson()},
-         {"rows", rows},           {"published", published}};
+  Json j{{"mode", "full_refresh"},
+         {"stream", stream},
+         {"run", run},
+         {"plan", plan_j},
+         {"committed", committed.ToJson()},
+         {"rows", rows},
+         {"published", published}};
   if (cdc_start) j["cdc_start"] = *cdc_start;
   return j;
 }
 
-Result<FullRefreshProgress> FullRefreshProgress::FromJson(const Json& j, const std::string& origin) {
+Result<FullRefreshProgress> FullRefreshProgress::FromJson(const Json& j,
+                                                          const std::string& origin) {
   auto bad = [&](const std::string& what) {
     return Status::Corruption(origin + " is not a valid full-refresh progress record: " + what);
   };
@@ -90,12 +95,14 @@ Result<FullRefreshProgress> FullRefreshProgress::FromJson(const Json& j, const s
   p.run = j["run"];
   p.stream = j.value("stream", "");
   const Json& plan = j["plan"];
-  if (!plan.contains("count") || !plan["count"].is_number_integer() || plan["count"].get<int64_t>() < 1) {
+  if (!plan.contains("count") || !plan["count"].is_number_integer() ||
+      plan["count"].get<int64_t>() < 1) {
     return bad("plan.count must be a positive integer");
   }
   p.plan.count = plan["count"];
   p.plan.step = plan.value("step", int64_t{0});
-  if (plan.contains("first") && !plan["first"].is_null()) p.plan.first = plan["first"].get<int64_t>();
+  if (plan.contains("first") && !plan["first"].is_null())
+    p.plan.first = plan["first"].get<int64_t>();
   if (p.plan.count > 1 && (!p.plan.first || p.plan.step <= 0)) return bad("plan lacks first/step");
   auto committed = IndexSet::FromJson(j.value("committed", Json::array()));
   if (!committed.ok()) return bad(committed.status().message());
@@ -168,7 +175,8 @@ Json IncrementalProgress::ToJson() const {
               {"cursor", cursor},      {"window", window}, {"from", from}};
 }
 
-Result<IncrementalProgress> IncrementalProgress::FromJson(const Json& j, const std::string& origin) {
+Result<IncrementalProgress> IncrementalProgress::FromJson(const Json& j,
+                                                          const std::string& origin) {
   if (!j.is_object() || j.value("mode", "") != "incremental" || !j.contains("cursor_column") ||
       !j["cursor_column"].is_string() || !j.contains("cursor")) {
     return Status::Corruption(origin + " is not a valid incremental progress record");
@@ -195,8 +203,8 @@ Result<IncrementalDecision> DecideIncremental(const std::string& stream, const s
                            IncrementalProgress::FromJson(state, "the state file's entry"));
     if (st.cursor_column != cursor) {
       return Status::InvalidArgument(
-          "stream " + stream + ": the cursor was '" + st.cursor_column + "' and is now '" +
-          cursor + "'; values of two columns cannot be compared. Put the old cursor back, or "
+          "stream " + stream + ": the cursor was '" + st.cursor_column + "' and is now '" + cursor +
+          "'; values of two columns cannot be compared. Put the old cursor back, or "
           "run a full_refresh of the stream to start over");
     }
     d.start.cursor = st.cursor;
@@ -237,7 +245,8 @@ Result<int64_t> CdcPosition(const Json& j, const std::string& origin) {
     }
     return j["position"].get<int64_t>();
   }
-  if (j.value("mode", "") == "full_refresh" && j.value("published", false) && j.contains("cdc_start")) {
+  if (j.value("mode", "") == "full_refresh" && j.value("published", false) &&
+      j.contains("cdc_start")) {
     FERRY_ASSIGN_OR_RETURN(FullRefreshProgress p, FullRefreshProgress::FromJson(j, origin));
     return *p.cdc_start;
   }
@@ -270,8 +279,10 @@ Result<CdcDecision> DecideCdc(const Json& state, const Json& marker) {
     d.backfill = false;
     d.position = *d.full.progress.cdc_start;
     d.state_behind = true;
-    d.explanation = "the backfill was published but the state missed it: state repaired, "
-                    "applying changes after position " + std::to_string(d.position);
+    d.explanation =
+        "the backfill was published but the state missed it: state repaired, "
+        "applying changes after position " +
+        std::to_string(d.position);
     return d;
   }
   if (d.full.action == Action::kResume && !d.full.progress.cdc_start) {

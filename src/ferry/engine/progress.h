@@ -35,11 +35,11 @@ class IndexSet {
 };
 
 struct FullRefreshProgress {
-  std::string run;                // the load's id; a new full refresh gets a new run
+  std::string run;  // the load's id; a new full refresh gets a new run
   source::ChunkPlan plan;
-  IndexSet committed;             // chunk indices whose rows are committed
-  int64_t rows = 0;               // rows committed by this run
-  bool published = false;         // the load replaced the table's main
+  IndexSet committed;      // chunk indices whose rows are committed
+  int64_t rows = 0;        // rows committed by this run
+  bool published = false;  // the load replaced the table's main
   std::string stream;
   // CDC backfill: the change-log position of the snapshot the load started from; changes after
   // it are applied once the load is published.
@@ -107,9 +107,9 @@ struct CdcProgress {
 };
 
 struct CdcDecision {
-  bool backfill = false;   // true: a full refresh first (new or resumed), see `full`
-  Decision full;           // the backfill's decision
-  int64_t position = 0;    // !backfill: apply changes after this position
+  bool backfill = false;  // true: a full refresh first (new or resumed), see `full`
+  Decision full;          // the backfill's decision
+  int64_t position = 0;   // !backfill: apply changes after this position
   bool state_behind = false;
   std::string explanation;
 };

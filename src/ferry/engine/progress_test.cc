@@ -137,7 +137,8 @@ TEST(DecideIncrementalTest, StateAndMarkerAgreeContinuesFromTheState) {
 
 TEST(DecideIncrementalTest, MarkerOfTheWindowStartingAtTheStateFinishesItFromTheMarker) {
   // The window (20, 35] committed; the crash came before the state write.
-  auto d = DecideIncremental("items", "updated_at", Window(10, 20).ToJson(), Window(20, 35).ToJson());
+  auto d =
+      DecideIncremental("items", "updated_at", Window(10, 20).ToJson(), Window(20, 35).ToJson());
   ASSERT_TRUE(d.ok());
   EXPECT_TRUE(d->state_behind);
   EXPECT_EQ(d->start.cursor, 35);

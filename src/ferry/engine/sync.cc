@@ -45,9 +45,10 @@ Result<std::vector<source::StreamInfo>> SelectStreams(config::SourceConfig& cfg,
       if (sc.mode == config::SyncMode::kIncremental && !sc.cursor) {
         std::string cands;
         for (const auto& c : it->cursor_candidates) cands += (cands.empty() ? "" : ", ") + c;
-        return Status::InvalidArgument("stream '" + sc.name + "' (line " + std::to_string(sc.line) +
-                                       "): mode incremental needs `cursor: <column>`; candidates: " +
-                                       (cands.empty() ? "(none)" : cands));
+        return Status::InvalidArgument(
+            "stream '" + sc.name + "' (line " + std::to_string(sc.line) +
+            "): mode incremental needs `cursor: <column>`; candidates: " +
+            (cands.empty() ? "(none)" : cands));
       }
       out.push_back(*it);
     }
@@ -73,7 +74,8 @@ config::StreamConfig StreamSettings(const config::SourceConfig& cfg, const std::
 // Records acknowledged progress in the state file, one writer at a time.
 class Recorder {
  public:
-  Recorder(state::StateStore* store, state::PipelineState st) : store_(store), state_(std::move(st)) {}
+  Recorder(state::StateStore* store, state::PipelineState st)
+      : store_(store), state_(std::move(st)) {}
   Status Record(const std::string& ns, const std::string& stream, const Json& progress) {
     std::lock_guard<std::mutex> lock(mu_);
     state_.SetStream(ns, stream, progress);
@@ -97,10 +99,10 @@ struct StreamTask {
   source::StreamInfo info;
   config::StreamConfig settings;
   std::unique_ptr<sink::IcebergStream> out;
-  FullRefreshProgress progress;   // full refresh
-  IncrementalProgress window;     // incremental: the window this sync reads (from, cursor = to)
-  CdcProgress changes;            // cdc after the backfill: the changes this sync applies
-  bool cdc_backfill = false;      // cdc stream whose full refresh is new or in flight
+  FullRefreshProgress progress;  // full refresh
+  IncrementalProgress window;    // incremental: the window this sync reads (from, cursor = to)
+  CdcProgress changes;           // cdc after the backfill: the changes this sync applies
+  bool cdc_backfill = false;     // cdc stream whose full refresh is new or in flight
   bool incremental() const { return settings.mode == config::SyncMode::kIncremental; }
   bool cdc() const {
     return settings.mode == config::SyncMode::kCdc || settings.mode == config::SyncMode::kCdcOnly;
@@ -131,9 +133,8 @@ class SourceNode : public graph::Node {
       for (int64_t i = 0; i < t->progress.plan.count; ++i) {
         if (t->progress.committed.Contains(i)) continue;
         source::Chunk chunk = t->progress.plan.At(i);
-        Status s = src_->ReadChunk(
-            t->info, chunk, t->out->schema(), opts_.batch_rows,
-            [&](Batch& b) { return Forward(t, b); });
+        Status s = src_->ReadChunk(t->info, chunk, t->out->schema(), opts_.batch_rows,
+                                   [&](Batch& b) { return Forward(t, b); });
         if (!s.ok()) {
           if (opts_.stop && opts_.stop->requested()) return Status::Cancelled("stop requested");
           return s;
@@ -153,9 +154,9 @@ class SourceNode : public graph::Node {
   // One incremental window: the rows, then a barrier carrying the window's end.
   Status RunWindow(StreamTask* t) {
     if (!t->window.cursor.is_null()) {
-      Status s = src_->ReadCursorRange(
-          t->info, t->window.cursor_column, t->window.from, t->window.cursor, t->out->schema(),
-          opts_.batch_rows, [&](Batch& b) { return Forward(t, b); });
+      Status s = src_->ReadCursorRange(t->info, t->window.cursor_column, t->window.from,
+                                       t->window.cursor, t->out->schema(), opts_.batch_rows,
+                                       [&](Batch& b) { return Forward(t, b); });
       if (!s.ok()) {
         if (opts_.stop && opts_.stop->requested()) return Status::Cancelled("stop requested");
         return s;
@@ -204,7 +205,8 @@ class SourceNode : public graph::Node {
 
 class SinkNode : public graph::Node {
  public:
-  SinkNode(StreamTask* task, Recorder* recorder, const std::string& pipeline, const SyncOptions& opts)
+  SinkNode(StreamTask* task, Recorder* recorder, const std::string& pipeline,
+           const SyncOptions& opts)
       : t_(task), recorder_(recorder), pipeline_(pipeline), opts_(opts) {}
   std::string name() const override { return "sink " + t_->info.name; }
 
@@ -243,14 +245,15 @@ class SinkNode : public graph::Node {
           FullRefreshProgress next = p;
           next.committed.Add(chunk);
           next.rows += static_cast<int64_t>(t_->out->pending_rows());
-          auto landed = [&](const lake::TableMetadata& md) {
-            return ChunkLanded(md, run, chunk);
-          };
+          auto landed = [&](const lake::TableMetadata& md) { return ChunkLanded(md, run, chunk); };
           std::map<std::string, std::string> summary = {
-              {"ferry.pipeline", pipeline_}, {"ferry.run", run},
+              {"ferry.pipeline", pipeline_},
+              {"ferry.run", run},
               {"ferry.chunk", m->barrier.position["id"].get<std::string>()}};
           auto r = t_->out->Commit(p.Branch(pipeline_), next.ToJson(), summary, landed);
-          if (!r.ok()) return r.status().WithContext("committing " + m->barrier.position["id"].get<std::string>());
+          if (!r.ok())
+            return r.status().WithContext("committing " +
+                                          m->barrier.position["id"].get<std::string>());
           p = next;
           FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, p.ToJson()));
           if (opts_.print_progress) {
@@ -318,7 +321,8 @@ class SinkNode : public graph::Node {
     std::map<std::string, std::string> summary = {{"ferry.pipeline", pipeline_},
                                                   {"ferry.position", std::to_string(c.position)}};
     auto r = t_->out->Commit("main", c.ToJson(), summary, landed);
-    if (!r.ok()) return r.status().WithContext("committing changes up to " + std::to_string(c.position));
+    if (!r.ok())
+      return r.status().WithContext("committing changes up to " + std::to_string(c.position));
     FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, c.ToJson()));
     if (opts_.print_progress) {
       FERRY_LOG(kInfo) << t_->info.name << ": changes " << c.from << ".." << c.position
@@ -360,9 +364,12 @@ class SinkNode : public graph::Node {
 
 std::string ActionName(Action a) {
   switch (a) {
-    case Action::kStartNewRun: return "new load";
-    case Action::kResume: return "resumed load";
-    case Action::kAlreadyPublished: return "already published (state repaired)";
+    case Action::kStartNewRun:
+      return "new load";
+    case Action::kResume:
+      return "resumed load";
+    case Action::kAlreadyPublished:
+      return "already published (state repaired)";
   }
   return "?";
 }
@@ -377,7 +384,8 @@ Status ApplyKeyOverride(const config::StreamConfig& sc, source::StreamInfo* info
                            [&](const source::ColumnInfo& c) { return c.name == name; });
     if (it == info->columns.end()) {
       return Status::InvalidArgument("stream " + info->name + " (line " + std::to_string(sc.line) +
-                                     "): primary_key column '" + name + "' is not a column of the table");
+                                     "): primary_key column '" + name +
+                                     "' is not a column of the table");
     }
     it->pk_position = ++pos;
   }
@@ -395,7 +403,8 @@ Status PlanWindow(source::Source* src, StreamTask* t, const Json& state, const J
   FERRY_LOG(kInfo) << t->info.name << ": " << d->explanation;
   if (t->out->schema()->identifier_field_ids.empty()) {
     return Status::InvalidArgument(
-        "stream " + t->info.name + ": incremental mode upserts by primary key, and the table has "
+        "stream " + t->info.name +
+        ": incremental mode upserts by primary key, and the table has "
         "none (or a key column may be NULL); declare a NOT NULL primary key on the source table, "
         "set the stream's primary_key to NOT NULL columns, or use full_refresh");
   }
@@ -411,13 +420,11 @@ Status PlanWindow(source::Source* src, StreamTask* t, const Json& state, const J
   // source, not by their spelling ("1000.5" < "29.99" as text): any other maximum opens a window,
   // and the source's own comparison in the read decides which rows it holds.
   bool nothing = upper.is_null() ||
-                 (!w.from.is_null() && (w.from.is_number() && upper.is_number()
-                                            ? !(w.from < upper)
-                                            : w.from == upper));
+                 (!w.from.is_null() &&
+                  (w.from.is_number() && upper.is_number() ? !(w.from < upper) : w.from == upper));
   w.cursor = nothing ? Json(nullptr) : upper;
   t->window = w;
-  t->report->action = nothing ? "incremental: nothing new"
-                              : "incremental up to " + upper.dump();
+  t->report->action = nothing ? "incremental: nothing new" : "incremental up to " + upper.dump();
   return Status::OK();
 }
 
@@ -546,7 +553,8 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
         if (cd.backfill) {
           // cdc_only: no backfill; changes from now on.
           FERRY_ASSIGN_OR_RETURN(cd.position, src->ChangeLogEnd(t->info));
-          cd.explanation = "cdc_only: applying changes after position " + std::to_string(cd.position);
+          cd.explanation =
+              "cdc_only: applying changes after position " + std::to_string(cd.position);
           CdcProgress start{t->info.name, cd.position, cd.position};
           FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, start.ToJson()));
         } else if (cd.state_behind) {
@@ -570,8 +578,8 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     }
     auto decision = backfill ? Result<Decision>(*backfill) : DecideFullRefresh(st, marker);
     if (!decision.ok()) {
-      return decision.status().WithContext("stream " + t->info.name +
-                                           " (state file " + cfg.state_path + ")");
+      return decision.status().WithContext("stream " + t->info.name + " (state file " +
+                                           cfg.state_path + ")");
     }
     FERRY_LOG(kInfo) << t->info.name << ": " << decision->explanation;
     t->report->action = ActionName(decision->action);

@@ -19,7 +19,7 @@ struct StreamReport {
   std::string stream;
   std::string table;  // namespace.table in the destination
   std::string action;
-  uint64_t rows = 0;    // rows written by this run
+  uint64_t rows = 0;  // rows written by this run
   uint64_t files = 0;
   uint64_t bytes = 0;
   int64_t chunks_total = 0;
@@ -33,10 +33,10 @@ struct SyncReport {
 };
 
 struct SyncOptions {
-  graph::StopFlag* stop = nullptr;   // set by a signal handler to stop early
+  graph::StopFlag* stop = nullptr;  // set by a signal handler to stop early
   size_t batch_rows = 65536;
-  size_t edge_capacity = 4;          // batches buffered between source and each sink
-  size_t parallel_streams = 2;       // sinks running at once
+  size_t edge_capacity = 4;     // batches buffered between source and each sink
+  size_t parallel_streams = 2;  // sinks running at once
   bool print_progress = true;
 };
 

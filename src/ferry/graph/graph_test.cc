@@ -7,7 +7,8 @@ namespace {
 
 class Producer : public Node {
  public:
-  Producer(std::shared_ptr<Edge> out, int n, bool fail) : out_(std::move(out)), n_(n), fail_(fail) {}
+  Producer(std::shared_ptr<Edge> out, int n, bool fail)
+      : out_(std::move(out)), n_(n), fail_(fail) {}
   std::string name() const override { return "producer"; }
   Status Run() override {
     auto schema = std::make_shared<Schema>();

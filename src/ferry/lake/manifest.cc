@@ -14,18 +14,21 @@ Json F(const char* name, Json type, int id) {
   return Json{{"name", name}, {"type", std::move(type)}, {"field-id", id}};
 }
 Json Opt(const char* name, Json type, int id) {
-  return Json{{"name", name}, {"type", Json::array({"null", std::move(type)})}, {"default", nullptr},
+  return Json{{"name", name},
+              {"type", Json::array({"null", std::move(type)})},
+              {"default", nullptr},
               {"field-id", id}};
 }
 // Iceberg's int-keyed map: an array of {key, value} records with logicalType "map".
 Json IntMap(int key_id, int value_id, const char* value_type) {
   std::string rec = "k" + std::to_string(key_id) + "_v" + std::to_string(value_id);
-  return Json{{"type", "array"},
-              {"logicalType", "map"},
-              {"items",
-               {{"type", "record"},
-                {"name", rec},
-                {"fields", Json::array({F("key", "int", key_id), F("value", value_type, value_id)})}}}};
+  return Json{
+      {"type", "array"},
+      {"logicalType", "map"},
+      {"items",
+       {{"type", "record"},
+        {"name", rec},
+        {"fields", Json::array({F("key", "int", key_id), F("value", value_type, value_id)})}}}};
 }
 Json List(const char* item, int element_id) {
   return Json{{"type", "array"}, {"items", item}, {"element-id", element_id}};
@@ -41,7 +44,8 @@ const std::string& ManifestEntrySchema() {
              F("content", "int", 134),
              F("file_path", "string", 100),
              F("file_format", "string", 101),
-             F("partition", Json{{"type", "record"}, {"name", "r102"}, {"fields", Json::array()}}, 102),
+             F("partition", Json{{"type", "record"}, {"name", "r102"}, {"fields", Json::array()}},
+               102),
              F("record_count", "long", 103),
              F("file_size_in_bytes", "long", 104),
              Opt("column_sizes", IntMap(117, 118, "long"), 108),
@@ -69,26 +73,33 @@ const std::string& ManifestEntrySchema() {
 
 const std::string& ManifestListSchema() {
   static const std::string kSchema = [] {
-    Json summary{{"type", "record"},
-                 {"name", "r508"},
-                 {"fields", Json::array({F("contains_null", "boolean", 509),
-                                         Opt("contains_nan", "boolean", 518),
-                                         Opt("lower_bound", "bytes", 510),
-                                         Opt("upper_bound", "bytes", 511)})}};
-    Json list{{"type", "record"},
-              {"name", "manifest_file"},
-              {"fields",
-               Json::array({
-                   F("manifest_path", "string", 500), F("manifest_length", "long", 501),
-                   F("partition_spec_id", "int", 502), F("content", "int", 517),
-                   F("sequence_number", "long", 515), F("min_sequence_number", "long", 516),
-                   F("added_snapshot_id", "long", 503), F("added_files_count", "int", 504),
-                   F("existing_files_count", "int", 505), F("deleted_files_count", "int", 506),
-                   F("added_rows_count", "long", 512), F("existing_rows_count", "long", 513),
-                   F("deleted_rows_count", "long", 514),
-                   Opt("partitions", Json{{"type", "array"}, {"items", summary}, {"element-id", 508}}, 507),
-                   Opt("key_metadata", "bytes", 519),
-               })}};
+    Json summary{
+        {"type", "record"},
+        {"name", "r508"},
+        {"fields",
+         Json::array({F("contains_null", "boolean", 509), Opt("contains_nan", "boolean", 518),
+                      Opt("lower_bound", "bytes", 510), Opt("upper_bound", "bytes", 511)})}};
+    Json list{
+        {"type", "record"},
+        {"name", "manifest_file"},
+        {"fields", Json::array({
+                       F("manifest_path", "string", 500),
+                       F("manifest_length", "long", 501),
+                       F("partition_spec_id", "int", 502),
+                       F("content", "int", 517),
+                       F("sequence_number", "long", 515),
+                       F("min_sequence_number", "long", 516),
+                       F("added_snapshot_id", "long", 503),
+                       F("added_files_count", "int", 504),
+                       F("existing_files_count", "int", 505),
+                       F("deleted_files_count", "int", 506),
+                       F("added_rows_count", "long", 512),
+                       F("existing_rows_count", "long", 513),
+                       F("deleted_rows_count", "long", 514),
+                       Opt("partitions",
+                           Json{{"type", "array"}, {"items", summary}, {"element-id", 508}}, 507),
+                       Opt("key_metadata", "bytes", 519),
+                   })}};
     return list.dump();
   }();
   return kSchema;
@@ -341,7 +352,8 @@ Result<std::vector<ManifestEntry>> ReadManifest(FileIO& io, const ManifestFile& 
       en.file_sequence_number = manifest.sequence_number;
     }
     const Json* df = r.Get(2);
-    if (!df) return Status::Corruption("manifest " + manifest.path + " has an entry without data_file");
+    if (!df)
+      return Status::Corruption("manifest " + manifest.path + " has an entry without data_file");
     ById d(r.TypeOf(2), *df);
     DataFile& f = en.file;
     f.content = static_cast<FileContent>(d.Long(134));

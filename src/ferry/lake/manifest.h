@@ -49,7 +49,7 @@ struct ManifestFile {
   std::string path;
   int64_t length = 0;
   int32_t partition_spec_id = 0;
-  int32_t content = 0;  // 0 data, 1 deletes
+  int32_t content = 0;               // 0 data, 1 deletes
   int64_t sequence_number = -1;      // -1: a new manifest; the commit assigns its number
   int64_t min_sequence_number = -1;  // likewise
   int64_t added_snapshot_id = 0;

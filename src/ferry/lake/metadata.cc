@@ -196,7 +196,8 @@ void TableMetadata::StartUpdate(const std::string& previous_location, int64_t no
       long n = std::strtol(v->c_str(), nullptr, 10);
       if (n > 0) keep = static_cast<size_t>(n);
     }
-    if (log.size() > keep) log.erase(log.begin(), log.begin() + static_cast<long>(log.size() - keep));
+    if (log.size() > keep)
+      log.erase(log.begin(), log.begin() + static_cast<long>(log.size() - keep));
   }
   doc_["last-updated-ms"] = std::max(now_ms, prev_updated);
 }

@@ -31,10 +31,14 @@ TEST(MetadataTest, NewTableHasEveryRequiredV2Field) {
 
 TEST(MetadataTest, SnapshotsGetIncreasingSequenceNumbersAndMainUpdatesTheLog) {
   TableMetadata m = TableMetadata::NewTable("u", "file:///w/t", TwoColumns(), {});
-  m.AddSnapshot(Json{{"snapshot-id", 10}, {"timestamp-ms", 100}, {"manifest-list", "x"},
+  m.AddSnapshot(Json{{"snapshot-id", 10},
+                     {"timestamp-ms", 100},
+                     {"manifest-list", "x"},
                      {"summary", {{"operation", "append"}}}},
                 "main");
-  m.AddSnapshot(Json{{"snapshot-id", 11}, {"timestamp-ms", 200}, {"manifest-list", "y"},
+  m.AddSnapshot(Json{{"snapshot-id", 11},
+                     {"timestamp-ms", 200},
+                     {"manifest-list", "y"},
                      {"summary", {{"operation", "append"}}}},
                 "load");
   EXPECT_EQ(m.last_sequence_number(), 2);
@@ -75,8 +79,8 @@ TEST(MetadataTest, AddSchemaReusesAnEqualSchemaAndTracksLastColumnId) {
 }
 
 TEST(MetadataTest, MetadataLogIsTrimmedToPreviousVersionsMax) {
-  TableMetadata m = TableMetadata::NewTable(
-      "u", "file:///w/t", TwoColumns(), {{"write.metadata.previous-versions-max", "3"}});
+  TableMetadata m = TableMetadata::NewTable("u", "file:///w/t", TwoColumns(),
+                                            {{"write.metadata.previous-versions-max", "3"}});
   for (int i = 0; i < 10; ++i) m.StartUpdate("file:///w/t/metadata/" + std::to_string(i), 1000 + i);
   EXPECT_EQ(m.doc()["metadata-log"].size(), 3u);
   EXPECT_EQ(m.doc()["metadata-log"][2]["metadata-file"], "file:///w/t/metadata/9");

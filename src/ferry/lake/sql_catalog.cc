@@ -31,18 +31,21 @@ class SqliteCatalog final : public Catalog {
 
   Status CreateNamespace(const std::string& ns) override {
     std::lock_guard<std::mutex> lock(mu_);
-    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(
-        "INSERT OR IGNORE INTO iceberg_namespace_properties"
-        " (catalog_name, namespace, property_key, property_value) VALUES (?, ?, 'exists', 'true')"));
+    FERRY_ASSIGN_OR_RETURN(auto st,
+                           db_->Prepare("INSERT OR IGNORE INTO iceberg_namespace_properties"
+                                        " (catalog_name, namespace, property_key, property_value) "
+                                        "VALUES (?, ?, 'exists', 'true')"));
     st.Bind(1, name_).Bind(2, ns);
     return st.Exec().WithContext("creating namespace '" + ns + "' in " + Describe());
   }
 
   Result<std::vector<TableIdent>> ListTables(const std::string& ns) override {
     std::lock_guard<std::mutex> lock(mu_);
-    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(
-        "SELECT table_name FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ?"
-        " AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL) ORDER BY table_name"));
+    FERRY_ASSIGN_OR_RETURN(
+        auto st,
+        db_->Prepare(
+            "SELECT table_name FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ?"
+            " AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL) ORDER BY table_name"));
     st.Bind(1, name_).Bind(2, ns);
     std::vector<TableIdent> out;
     for (;;) {
@@ -55,9 +58,11 @@ class SqliteCatalog final : public Catalog {
 
   Result<std::optional<std::string>> LoadMetadataLocation(const TableIdent& t) override {
     std::lock_guard<std::mutex> lock(mu_);
-    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(
-        "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND"
-        " table_namespace = ? AND table_name = ? AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)"));
+    FERRY_ASSIGN_OR_RETURN(
+        auto st,
+        db_->Prepare("SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND"
+                     " table_namespace = ? AND table_name = ? AND (iceberg_type = 'TABLE' OR "
+                     "iceberg_type IS NULL)"));
     st.Bind(1, name_).Bind(2, t.ns).Bind(3, t.name);
     auto row = st.Step();
     if (!row.ok()) return row.status().WithContext("loading table " + t.ToString());
@@ -67,9 +72,11 @@ class SqliteCatalog final : public Catalog {
 
   Status CreateTable(const TableIdent& t, const std::string& metadata_location) override {
     std::lock_guard<std::mutex> lock(mu_);
-    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(
-        "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,"
-        " metadata_location, previous_metadata_location, iceberg_type) VALUES (?, ?, ?, ?, NULL, 'TABLE')"));
+    FERRY_ASSIGN_OR_RETURN(
+        auto st,
+        db_->Prepare("INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,"
+                     " metadata_location, previous_metadata_location, iceberg_type) VALUES (?, ?, "
+                     "?, ?, NULL, 'TABLE')"));
     st.Bind(1, name_).Bind(2, t.ns).Bind(3, t.name).Bind(4, metadata_location);
     Status s = st.Exec();
     if (s.code() == StatusCode::kAlreadyExists) {
@@ -81,11 +88,18 @@ class SqliteCatalog final : public Catalog {
   Status SwapMetadataLocation(const TableIdent& t, const std::string& expected,
                               const std::string& next) override {
     std::lock_guard<std::mutex> lock(mu_);
-    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(
-        "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ?"
-        " WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?"
-        " AND metadata_location = ? AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)"));
-    st.Bind(1, next).Bind(2, expected).Bind(3, name_).Bind(4, t.ns).Bind(5, t.name).Bind(6, expected);
+    FERRY_ASSIGN_OR_RETURN(
+        auto st,
+        db_->Prepare(
+            "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ?"
+            " WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?"
+            " AND metadata_location = ? AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)"));
+    st.Bind(1, next)
+        .Bind(2, expected)
+        .Bind(3, name_)
+        .Bind(4, t.ns)
+        .Bind(5, t.name)
+        .Bind(6, expected);
     Status s = st.Exec();
     if (!s.ok()) {
       // SQLite applies the update atomically or not at all, and reports a failure before

@@ -146,8 +146,8 @@ Result<CommitOutcome> Table::Commit(
       return s.WithContext("committing to table " + ident_.ToString() + " after " +
                            std::to_string(attempt) + " attempt(s)");
     }
-    FERRY_LOG(kDebug) << "commit conflict on " << ident_.ToString() << ", retrying in "
-                      << backoff << " ms";
+    FERRY_LOG(kDebug) << "commit conflict on " << ident_.ToString() << ", retrying in " << backoff
+                      << " ms";
     std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
     backoff = std::min(backoff * 2, retry_.max_backoff_ms);
   }
@@ -182,7 +182,8 @@ Status Table::AddSnapshotOnBranch(TableMetadata& next, const std::string& branch
   summary["total-data-files"] = total("total-data-files", change.added_files);
   summary["total-records"] = total("total-records", change.added_records);
   summary["total-files-size"] = total("total-files-size", change.added_bytes);
-  const int64_t delete_files = change.added_equality_delete_files + change.added_position_delete_files;
+  const int64_t delete_files =
+      change.added_equality_delete_files + change.added_position_delete_files;
   if (delete_files > 0) {
     summary["added-delete-files"] = std::to_string(delete_files);
     summary["added-equality-delete-files"] = std::to_string(change.added_equality_delete_files);
@@ -191,8 +192,10 @@ Status Table::AddSnapshotOnBranch(TableMetadata& next, const std::string& branch
     summary["added-position-deletes"] = std::to_string(change.added_position_deletes);
   }
   summary["total-delete-files"] = total("total-delete-files", delete_files);
-  summary["total-position-deletes"] = total("total-position-deletes", change.added_position_deletes);
-  summary["total-equality-deletes"] = total("total-equality-deletes", change.added_equality_deletes);
+  summary["total-position-deletes"] =
+      total("total-position-deletes", change.added_position_deletes);
+  summary["total-equality-deletes"] =
+      total("total-equality-deletes", change.added_equality_deletes);
   summary["manifests-created"] = std::to_string(change.new_manifests.size());
   summary["manifests-kept"] = std::to_string(manifests.size() - change.new_manifests.size());
   summary["engine-name"] = "ferry";
@@ -204,8 +207,11 @@ Status Table::AddSnapshotOnBranch(TableMetadata& next, const std::string& branch
     if (!summary.count("operation")) summary["operation"] = "delete";
   }
   if (!summary.count("operation")) {
-    // As Java's RowDelta names them: data only -> append, deletes only -> delete, both -> overwrite.
-    summary["operation"] = delete_files == 0 ? "append" : change.added_files == 0 ? "delete" : "overwrite";
+    // As Java's RowDelta names them: data only -> append, deletes only -> delete, both ->
+    // overwrite.
+    summary["operation"] = delete_files == 0         ? "append"
+                           : change.added_files == 0 ? "delete"
+                                                     : "overwrite";
   }
 
   Json snap{{"snapshot-id", snapshot_id},
@@ -243,7 +249,8 @@ Result<CommitOutcome> Table::Append(const AppendRequest& req) {
   if (!req.delete_files.empty()) {
     std::vector<ManifestEntry> deletes;
     for (const auto& f : req.delete_files) {
-      if (f.content == FileContent::kData) return Status::Internal("a data file among delete files");
+      if (f.content == FileContent::kData)
+        return Status::Internal("a data file among delete files");
       ManifestEntry e;
       e.status = EntryStatus::kAdded;
       e.snapshot_id = snapshot_id;
@@ -291,7 +298,8 @@ Result<CommitOutcome> Table::Publish(const PublishRequest& req) {
         for (const auto& [k, v] : req.set_properties) next.SetProperty(k, v);
         if (!req.remove_branches_with_prefix.empty()) {
           for (const auto& b : next.Branches()) {
-            if (b != req.branch && b != "main" && b.rfind(req.remove_branches_with_prefix, 0) == 0) {
+            if (b != req.branch && b != "main" &&
+                b.rfind(req.remove_branches_with_prefix, 0) == 0) {
               next.RemoveBranch(b);
             }
           }

@@ -46,7 +46,8 @@ struct PublishRequest {
   std::string branch;              // its head becomes main's; the branch is removed
   const Schema* schema = nullptr;  // becomes the current schema
   std::map<std::string, std::string> set_properties;
-  std::map<std::string, std::string> summary;  // for the empty snapshot made when the branch has none
+  std::map<std::string, std::string>
+      summary;  // for the empty snapshot made when the branch has none
   // Other branches to drop in the same commit (e.g. left behind by abandoned loads).
   std::string remove_branches_with_prefix;
   LandedCheck already_landed;

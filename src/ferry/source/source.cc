@@ -63,8 +63,9 @@ Status NoChangeLog(const StreamInfo& stream) {
 
 Status Source::PrepareChangeCapture(const StreamInfo& stream) { return NoChangeLog(stream); }
 Result<int64_t> Source::ChangeLogEnd(const StreamInfo& stream) { return NoChangeLog(stream); }
-Status Source::ReadChanges(const StreamInfo& stream, int64_t, int64_t, std::shared_ptr<const Schema>,
-                           size_t, const std::function<bool(Batch&, bool)>&) {
+Status Source::ReadChanges(const StreamInfo& stream, int64_t, int64_t,
+                           std::shared_ptr<const Schema>, size_t,
+                           const std::function<bool(Batch&, bool)>&) {
   return NoChangeLog(stream);
 }
 Status Source::AcknowledgeChanges(const StreamInfo& stream, int64_t) { return NoChangeLog(stream); }

@@ -35,7 +35,7 @@ struct ColumnInfo {
   std::string source_type;  // as declared in the source
   DataType type;            // the Iceberg type it maps to
   bool nullable = true;
-  int pk_position = 0;      // 1-based position in the primary key; 0 = not a key column
+  int pk_position = 0;  // 1-based position in the primary key; 0 = not a key column
 };
 
 struct StreamInfo {
@@ -49,7 +49,7 @@ struct StreamInfo {
   // PostgreSQL: the table's REPLICA IDENTITY ("default", "index", "full", "nothing"); empty for
   // sources without one. CDC needs it to know what a change carries of the old row.
   std::string replica_identity;
-  std::string error;     // why it cannot be synced, if it cannot
+  std::string error;  // why it cannot be synced, if it cannot
 
   // Schema with ids 1..n in column order; key columns become identifier fields when all are
   // NOT NULL (Iceberg requires identifier fields to be required).

@@ -48,17 +48,24 @@ Status FromCode(sqlite3* db, int rc, std::string_view what) {
   m += db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
   switch (rc & 0xff) {
     case SQLITE_BUSY:
-    case SQLITE_LOCKED: return Status::Unavailable(m + " (the database is locked by another writer)");
+    case SQLITE_LOCKED:
+      return Status::Unavailable(m + " (the database is locked by another writer)");
     case SQLITE_CORRUPT:
-    case SQLITE_NOTADB: return Status::Corruption(m);
+    case SQLITE_NOTADB:
+      return Status::Corruption(m);
     case SQLITE_PERM:
     case SQLITE_READONLY:
-    case SQLITE_AUTH: return Status::PermissionDenied(m);
-    case SQLITE_CANTOPEN: return Status::NotFound(m);
-    case SQLITE_CONSTRAINT: return Status::AlreadyExists(m);
+    case SQLITE_AUTH:
+      return Status::PermissionDenied(m);
+    case SQLITE_CANTOPEN:
+      return Status::NotFound(m);
+    case SQLITE_CONSTRAINT:
+      return Status::AlreadyExists(m);
     case SQLITE_IOERR:
-    case SQLITE_FULL: return Status::IOError(m);
-    default: return Status::IOError(m);
+    case SQLITE_FULL:
+      return Status::IOError(m);
+    default:
+      return Status::IOError(m);
   }
 }
 }  // namespace
@@ -100,9 +107,15 @@ std::string_view Statement::Blob(int i) const {
 Result<std::unique_ptr<Database>> Database::Open(const std::string& path, Mode mode) {
   int flags = SQLITE_OPEN_NOMUTEX;
   switch (mode) {
-    case Mode::kReadOnly: flags |= SQLITE_OPEN_READONLY; break;
-    case Mode::kReadWrite: flags |= SQLITE_OPEN_READWRITE; break;
-    case Mode::kReadWriteCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE; break;
+    case Mode::kReadOnly:
+      flags |= SQLITE_OPEN_READONLY;
+      break;
+    case Mode::kReadWrite:
+      flags |= SQLITE_OPEN_READWRITE;
+      break;
+    case Mode::kReadWriteCreate:
+      flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+      break;
   }
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);

@@ -6,8 +6,8 @@
 namespace ferry::state {
 
 PipelineState::PipelineState(std::string pipeline) : pipeline_(std::move(pipeline)) {
-  doc_ = Json{{"version", 1}, {"pipeline", pipeline_}, {"type", "STREAM"},
-              {"streams", Json::array()}};
+  doc_ =
+      Json{{"version", 1}, {"pipeline", pipeline_}, {"type", "STREAM"}, {"streams", Json::array()}};
 }
 
 Result<PipelineState> PipelineState::FromJson(const Json& doc, const std::string& origin) {
@@ -19,8 +19,8 @@ Result<PipelineState> PipelineState::FromJson(const Json& doc, const std::string
   if (!doc.is_object()) return bad("the top level is not an object");
   if (!doc.contains("version") || !doc["version"].is_number_integer()) return bad("no version");
   if (doc["version"].get<int>() != 1) {
-    return Status::NotSupported("state " + origin + " has version " +
-                                doc["version"].dump() + "; this ferry reads version 1");
+    return Status::NotSupported("state " + origin + " has version " + doc["version"].dump() +
+                                "; this ferry reads version 1");
   }
   if (!doc.contains("pipeline") || !doc["pipeline"].is_string()) return bad("no pipeline name");
   if (!doc.contains("streams") || !doc["streams"].is_array()) return bad("no streams list");
@@ -54,7 +54,8 @@ void PipelineState::SetStream(const std::string& ns, const std::string& stream, 
       return;
     }
   }
-  doc_["streams"].push_back(Json{{"stream", stream}, {"namespace", ns}, {"state", std::move(state)}});
+  doc_["streams"].push_back(
+      Json{{"stream", stream}, {"namespace", ns}, {"state", std::move(state)}});
 }
 
 void PipelineState::RemoveStream(const std::string& ns, const std::string& stream) {

@@ -51,11 +51,10 @@ TEST(BatchTest, ClearKeepsCapacityForReuse) {
 }
 
 TEST(DataTypeTest, IcebergSpellingRoundTrips) {
-  for (DataType t : {DataType::Boolean(), DataType::Int32(), DataType::Int64(),
-                     DataType::Float32(), DataType::Float64(), DataType::Decimal(38, 10),
-                     DataType::Date(), DataType::Time(), DataType::Timestamp(),
-                     DataType::TimestampTz(), DataType::String(), DataType::Binary(),
-                     DataType::Uuid()}) {
+  for (DataType t : {DataType::Boolean(), DataType::Int32(), DataType::Int64(), DataType::Float32(),
+                     DataType::Float64(), DataType::Decimal(38, 10), DataType::Date(),
+                     DataType::Time(), DataType::Timestamp(), DataType::TimestampTz(),
+                     DataType::String(), DataType::Binary(), DataType::Uuid()}) {
     auto back = DataType::FromIceberg(t.ToIceberg());
     ASSERT_TRUE(back.ok()) << t.ToIceberg();
     EXPECT_TRUE(*back == t) << t.ToIceberg();

@@ -7,51 +7,74 @@ namespace ferry {
 
 int DataType::FixedWidth() const {
   switch (kind_) {
-    case TypeKind::kBoolean: return 1;
+    case TypeKind::kBoolean:
+      return 1;
     case TypeKind::kInt32:
     case TypeKind::kFloat32:
-    case TypeKind::kDate: return 4;
+    case TypeKind::kDate:
+      return 4;
     case TypeKind::kInt64:
     case TypeKind::kFloat64:
     case TypeKind::kTime:
     case TypeKind::kTimestamp:
-    case TypeKind::kTimestampTz: return 8;
+    case TypeKind::kTimestampTz:
+      return 8;
     case TypeKind::kDecimal:
-    case TypeKind::kUuid: return 16;
+    case TypeKind::kUuid:
+      return 16;
     case TypeKind::kString:
-    case TypeKind::kBinary: return 0;
+    case TypeKind::kBinary:
+      return 0;
   }
   return 0;
 }
 
 std::string DataType::ToIceberg() const {
   switch (kind_) {
-    case TypeKind::kBoolean: return "boolean";
-    case TypeKind::kInt32: return "int";
-    case TypeKind::kInt64: return "long";
-    case TypeKind::kFloat32: return "float";
-    case TypeKind::kFloat64: return "double";
+    case TypeKind::kBoolean:
+      return "boolean";
+    case TypeKind::kInt32:
+      return "int";
+    case TypeKind::kInt64:
+      return "long";
+    case TypeKind::kFloat32:
+      return "float";
+    case TypeKind::kFloat64:
+      return "double";
     case TypeKind::kDecimal:
       return "decimal(" + std::to_string(precision_) + "," + std::to_string(scale_) + ")";
-    case TypeKind::kDate: return "date";
-    case TypeKind::kTime: return "time";
-    case TypeKind::kTimestamp: return "timestamp";
-    case TypeKind::kTimestampTz: return "timestamptz";
-    case TypeKind::kString: return "string";
-    case TypeKind::kBinary: return "binary";
-    case TypeKind::kUuid: return "uuid";
+    case TypeKind::kDate:
+      return "date";
+    case TypeKind::kTime:
+      return "time";
+    case TypeKind::kTimestamp:
+      return "timestamp";
+    case TypeKind::kTimestampTz:
+      return "timestamptz";
+    case TypeKind::kString:
+      return "string";
+    case TypeKind::kBinary:
+      return "binary";
+    case TypeKind::kUuid:
+      return "uuid";
   }
   return "?";
 }
 
 Result<DataType> DataType::FromIceberg(const std::string& text) {
   static const std::pair<const char*, TypeKind> kSimple[] = {
-      {"boolean", TypeKind::kBoolean},     {"int", TypeKind::kInt32},
-      {"long", TypeKind::kInt64},          {"float", TypeKind::kFloat32},
-      {"double", TypeKind::kFloat64},      {"date", TypeKind::kDate},
-      {"time", TypeKind::kTime},           {"timestamp", TypeKind::kTimestamp},
-      {"timestamptz", TypeKind::kTimestampTz}, {"string", TypeKind::kString},
-      {"binary", TypeKind::kBinary},       {"uuid", TypeKind::kUuid},
+      {"boolean", TypeKind::kBoolean},
+      {"int", TypeKind::kInt32},
+      {"long", TypeKind::kInt64},
+      {"float", TypeKind::kFloat32},
+      {"double", TypeKind::kFloat64},
+      {"date", TypeKind::kDate},
+      {"time", TypeKind::kTime},
+      {"timestamp", TypeKind::kTimestamp},
+      {"timestamptz", TypeKind::kTimestampTz},
+      {"string", TypeKind::kString},
+      {"binary", TypeKind::kBinary},
+      {"uuid", TypeKind::kUuid},
   };
   for (const auto& [name, kind] : kSimple) {
     if (text == name) return DataType(kind);

@@ -26,7 +26,7 @@ enum class TypeKind : uint8_t {
   kTimestampTz,  // microseconds since 1970-01-01 00:00 UTC, int64
   kString,       // UTF-8
   kBinary,
-  kUuid,         // 16 bytes, big-endian as written in text form
+  kUuid,  // 16 bytes, big-endian as written in text form
 };
 
 class DataType {

@@ -29,8 +29,8 @@ Status Bad(std::string_view what, std::string_view text) {
 // Parses "YYYY-MM-DD" at the start; sets *end.
 Result<int64_t> DatePart(std::string_view s, size_t* end) {
   int64_t y, m, d;
-  if (!Digits(s, 0, 4, &y) || s.size() < 10 || s[4] != '-' || !Digits(s, 5, 2, &m) ||
-      s[7] != '-' || !Digits(s, 8, 2, &d)) {
+  if (!Digits(s, 0, 4, &y) || s.size() < 10 || s[4] != '-' || !Digits(s, 5, 2, &m) || s[7] != '-' ||
+      !Digits(s, 8, 2, &d)) {
     return Bad("date (expected YYYY-MM-DD)", s);
   }
   if (m < 1 || m > 12 || d < 1 || d > DaysInMonth(y, static_cast<unsigned>(m))) {

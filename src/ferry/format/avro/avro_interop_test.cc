@@ -124,7 +124,7 @@ class AvroInteropTest : public ::testing::Test {
     if (!fs::exists(kInterop + "/node_modules/avsc")) {
       if (std::getenv("FERRY_REQUIRE_INTEROP") != nullptr) {
         GTEST_FAIL() << kInterop << "/node_modules/avsc is missing: run `npm install` in "
-                   << kInterop;
+                     << kInterop;
       }
       GTEST_SKIP() << kInterop << "/node_modules/avsc is missing: run `npm install` in "
                    << kInterop;

@@ -1,6 +1,6 @@
+#include "ferry/format/parquet/encoding.h"
 #include <cstdio>
 #include <vector>
-#include "ferry/format/parquet/encoding.h"
 
 namespace ferry::parquet::internal {
 
@@ -54,7 +54,8 @@ void EncodeLevelsBitWidth1(const uint8_t* levels, size_t n, size_t zeros, ByteBu
       if (base + 8 <= n) {
         for (int b = 0; b < 8; ++b) byte |= static_cast<uint8_t>((levels[base + b] & 1) << b);
       } else {
-        for (size_t b = 0; base + b < n; ++b) byte |= static_cast<uint8_t>((levels[base + b] & 1) << b);
+        for (size_t b = 0; base + b < n; ++b)
+          byte |= static_cast<uint8_t>((levels[base + b] & 1) << b);
       }
       dst[g] = static_cast<char>(byte);
     }
@@ -78,7 +79,8 @@ void EncodeRleHybrid(const uint32_t* values, size_t n, int bit_width, ByteBuffer
     const size_t run = run_at(i, SIZE_MAX);
     if (run >= 8 || i + run == n) {
       out->PutVarint(static_cast<uint64_t>(run) << 1);
-      for (size_t b = 0; b < value_bytes; ++b) out->PushBack(static_cast<uint8_t>(values[i] >> (8 * b)));
+      for (size_t b = 0; b < value_bytes; ++b)
+        out->PushBack(static_cast<uint8_t>(values[i] >> (8 * b)));
       i += run;
       continue;
     }
@@ -192,7 +194,10 @@ std::optional<std::string> TruncateUtf8Upper(std::string_view v, size_t code_poi
     while (start > 0 && IsContinuation(static_cast<uint8_t>(prefix[start]))) --start;
     auto lead = static_cast<uint8_t>(prefix[start]);
     size_t len = prefix.size() - start;
-    uint32_t cp = len == 1 ? lead : len == 2 ? (lead & 0x1Fu) : len == 3 ? (lead & 0x0Fu) : (lead & 0x07u);
+    uint32_t cp = len == 1   ? lead
+                  : len == 2 ? (lead & 0x1Fu)
+                  : len == 3 ? (lead & 0x0Fu)
+                             : (lead & 0x07u);
     for (size_t k = start + 1; k < prefix.size(); ++k) {
       cp = (cp << 6) | (static_cast<uint8_t>(prefix[k]) & 0x3Fu);
     }
@@ -208,7 +213,9 @@ std::optional<std::string> TruncateUtf8Upper(std::string_view v, size_t code_poi
   return std::nullopt;
 }
 
-std::string TruncateBinaryLower(std::string_view v, size_t n) { return std::string(v.substr(0, n)); }
+std::string TruncateBinaryLower(std::string_view v, size_t n) {
+  return std::string(v.substr(0, n));
+}
 
 std::optional<std::string> TruncateBinaryUpper(std::string_view v, size_t n) {
   if (v.size() <= n) return std::string(v);

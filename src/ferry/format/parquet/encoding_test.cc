@@ -86,10 +86,10 @@ TEST(DecimalBytesTest, MinimalTwosComplement) {
   __int128 p38 = 1;
   for (int i = 0; i < 38; ++i) p38 *= 10;
   // 10^38 - 1 = 0x4B3B4CA85A86C47A098A223FFFFFFFFF
-  EXPECT_EQ(MinimalBigEndian(p38 - 1),
-            Bytes({0x4B, 0x3B, 0x4C, 0xA8, 0x5A, 0x86, 0xC4, 0x7A, 0x09, 0x8A, 0x22, 0x3F, 0xFF, 0xFF, 0xFF, 0xFF}));
-  EXPECT_EQ(MinimalBigEndian(-(p38 - 1)),
-            Bytes({0xB4, 0xC4, 0xB3, 0x57, 0xA5, 0x79, 0x3B, 0x85, 0xF6, 0x75, 0xDD, 0xC0, 0x00, 0x00, 0x00, 0x01}));
+  EXPECT_EQ(MinimalBigEndian(p38 - 1), Bytes({0x4B, 0x3B, 0x4C, 0xA8, 0x5A, 0x86, 0xC4, 0x7A, 0x09,
+                                              0x8A, 0x22, 0x3F, 0xFF, 0xFF, 0xFF, 0xFF}));
+  EXPECT_EQ(MinimalBigEndian(-(p38 - 1)), Bytes({0xB4, 0xC4, 0xB3, 0x57, 0xA5, 0x79, 0x3B, 0x85,
+                                                 0xF6, 0x75, 0xDD, 0xC0, 0x00, 0x00, 0x00, 0x01}));
 }
 
 TEST(DecimalBytesTest, FixedWidthAndPrecisionTable) {
@@ -97,9 +97,11 @@ TEST(DecimalBytesTest, FixedWidthAndPrecisionTable) {
   BigEndianBytes(-2, 5, b);
   EXPECT_EQ(std::string(reinterpret_cast<char*>(b), 5), Bytes({0xFF, 0xFF, 0xFF, 0xFF, 0xFE}));
   // The table of parquet-format's LogicalTypes.md (max precision per byte count).
-  const int expected[] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4, 5, 5, 6, 6, 6, 7, 7, 8, 8, 9,
-                          9, 9, 10, 10, 11, 11, 11, 12, 12, 13, 13, 13, 14, 14, 15, 15, 16, 16, 16};
-  for (int p = 1; p <= 38; ++p) EXPECT_EQ(DecimalBytesForPrecision(p), expected[p]) << "precision " << p;
+  const int expected[] = {0,  1,  1,  2,  2,  3,  3,  4,  4,  4,  5,  5,  6,
+                          6,  6,  7,  7,  8,  8,  9,  9,  9,  10, 10, 11, 11,
+                          11, 12, 12, 13, 13, 13, 14, 14, 15, 15, 16, 16, 16};
+  for (int p = 1; p <= 38; ++p)
+    EXPECT_EQ(DecimalBytesForPrecision(p), expected[p]) << "precision " << p;
 }
 
 TEST(TruncateTest, Utf8ShortValuesAreKeptWhole) {
@@ -139,7 +141,8 @@ TEST(TruncateTest, Utf8UpperCarriesPastMaxCodePointAndSkipsSurrogates) {
   std::string before_surrogates = std::string(15, 'a') + "\xED\x9F\xBF" + "x";
   EXPECT_EQ(TruncateUtf8Upper(before_surrogates, 16), std::string(15, 'a') + "\xEE\x80\x80");
   // U+007F + 1 = U+0080 changes the encoded width.
-  EXPECT_EQ(TruncateUtf8Upper(std::string(15, 'a') + "\x7F" + "x", 16), std::string(15, 'a') + "\xC2\x80");
+  EXPECT_EQ(TruncateUtf8Upper(std::string(15, 'a') + "\x7F" + "x", 16),
+            std::string(15, 'a') + "\xC2\x80");
 }
 
 TEST(TruncateTest, BinaryUpperIncrementsLastByteBelowFF) {
@@ -193,7 +196,8 @@ TEST(EncodingTest, RleHybridRoundTrips) {
       std::vector<uint32_t> v(n);
       for (size_t i = 0; i < n; ++i) {
         // Stretches of runs and of random values.
-        v[i] = (i / 37) % 2 == 0 ? static_cast<uint32_t>((i / 10) & mask) : static_cast<uint32_t>(rng() & mask);
+        v[i] = (i / 37) % 2 == 0 ? static_cast<uint32_t>((i / 10) & mask)
+                                 : static_cast<uint32_t>(rng() & mask);
       }
       ByteBuffer b;
       EncodeRleHybrid(v.data(), n, width, &b);

@@ -110,47 +110,73 @@ void Generate(Batch* batch, size_t first, size_t n, json* rows, size_t cycle = 0
     const bool extreme = r < 12;
     auto& c = *batch;
     // b
-    if (null) { c.column(0).AppendNull(); row.push_back(nullptr); }
-    else { bool v = r % 3 == 0; c.column(0).AppendBool(v); row.push_back(v); }
+    if (null) {
+      c.column(0).AppendNull();
+      row.push_back(nullptr);
+    } else {
+      bool v = r % 3 == 0;
+      c.column(0).AppendBool(v);
+      row.push_back(v);
+    }
     // i
-    if (null) { c.column(1).AppendNull(); row.push_back(nullptr); }
-    else {
-      static const int32_t ex[] = {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), 0, -1};
+    if (null) {
+      c.column(1).AppendNull();
+      row.push_back(nullptr);
+    } else {
+      static const int32_t ex[] = {std::numeric_limits<int32_t>::min(),
+                                   std::numeric_limits<int32_t>::max(), 0, -1};
       int32_t v = extreme && x < 4 ? ex[x] : static_cast<int32_t>(r * 7919 % 100003) - 50000;
       c.column(1).AppendInt32(v);
       row.push_back(v);
     }
     // l
-    if (null) { c.column(2).AppendNull(); row.push_back(nullptr); }
-    else {
+    if (null) {
+      c.column(2).AppendNull();
+      row.push_back(nullptr);
+    } else {
       static const int64_t ex[] = {kI64Min, kI64Max, 0, -1};
       int64_t v = extreme && x < 4 ? ex[x] : static_cast<int64_t>(r) * 1000003 - 7000000000LL;
       c.column(2).AppendInt64(v);
       row.push_back(std::to_string(v));
     }
     // f
-    if (null) { c.column(3).AppendNull(); row.push_back(nullptr); }
-    else {
-      static const float ex[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                                 -std::numeric_limits<float>::infinity(), -0.0f, std::numeric_limits<float>::max(),
-                                 std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::max()};
+    if (null) {
+      c.column(3).AppendNull();
+      row.push_back(nullptr);
+    } else {
+      static const float ex[] = {
+          std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+          -std::numeric_limits<float>::infinity(), -0.0f,
+          std::numeric_limits<float>::max(),       std::numeric_limits<float>::denorm_min(),
+          -std::numeric_limits<float>::max()};
       float v = extreme && x < 7 ? ex[x] : static_cast<float>(r) * 0.25f - 100.0f;
       c.column(3).AppendFloat(v);
       row.push_back(FloatJson(v));
     }
     // d
-    if (null) { c.column(4).AppendNull(); row.push_back(nullptr); }
-    else {
-      static const double ex[] = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
-                                  -std::numeric_limits<double>::infinity(), -0.0, std::numeric_limits<double>::max(),
-                                  std::numeric_limits<double>::denorm_min(), 0.0, -1e300};
+    if (null) {
+      c.column(4).AppendNull();
+      row.push_back(nullptr);
+    } else {
+      static const double ex[] = {std::numeric_limits<double>::quiet_NaN(),
+                                  std::numeric_limits<double>::infinity(),
+                                  -std::numeric_limits<double>::infinity(),
+                                  -0.0,
+                                  std::numeric_limits<double>::max(),
+                                  std::numeric_limits<double>::denorm_min(),
+                                  0.0,
+                                  -1e300};
       double v = extreme && x < 8 ? ex[x] : static_cast<double>(r) / 3.0 - 1000.0;
       c.column(4).AppendDouble(v);
       row.push_back(FloatJson(v));
     }
     // dec9, dec18, dec38
     auto dec = [&](size_t col, int precision, int128_t gen) {
-      if (null) { c.column(col).AppendNull(); row.push_back(nullptr); return; }
+      if (null) {
+        c.column(col).AppendNull();
+        row.push_back(nullptr);
+        return;
+      }
       int128_t m = Pow10(precision) - 1;
       int128_t v = extreme && x < 3 ? (x == 0 ? m : x == 1 ? -m : 0) : gen;
       c.column(col).AppendDecimal(v);
@@ -160,62 +186,98 @@ void Generate(Batch* batch, size_t first, size_t n, json* rows, size_t cycle = 0
     dec(6, 18, static_cast<int128_t>(r) * 123456789011LL - 5);
     dec(7, 38, (r % 2 == 0 ? 1 : -1) * (d38 / (static_cast<int128_t>(r) + 3)));
     // dt
-    if (null) { c.column(8).AppendNull(); row.push_back(nullptr); }
-    else {
+    if (null) {
+      c.column(8).AppendNull();
+      row.push_back(nullptr);
+    } else {
       static const int32_t ex[] = {-719162, -1, 0, 2932896, -25567};
       int32_t v = extreme && x < 5 ? ex[x] : static_cast<int32_t>(r % 40000) - 20000;
       c.column(8).AppendInt32(v);
       row.push_back(v);
     }
     // tm
-    if (null) { c.column(9).AppendNull(); row.push_back(nullptr); }
-    else {
-      int64_t v = extreme && x < 2 ? (x == 0 ? 0 : 86399999999LL) : static_cast<int64_t>(r) * 1000001 % 86400000000LL;
+    if (null) {
+      c.column(9).AppendNull();
+      row.push_back(nullptr);
+    } else {
+      int64_t v = extreme && x < 2 ? (x == 0 ? 0 : 86399999999LL)
+                                   : static_cast<int64_t>(r) * 1000001 % 86400000000LL;
       c.column(9).AppendInt64(v);
       row.push_back(std::to_string(v));
     }
     // ts, tstz
     for (size_t col : {size_t{10}, size_t{11}}) {
-      if (null) { c.column(col).AppendNull(); row.push_back(nullptr); continue; }
+      if (null) {
+        c.column(col).AppendNull();
+        row.push_back(nullptr);
+        continue;
+      }
       static const int64_t ex[] = {-62135596800000000LL, 253402300799999999LL, -1, 0};
       int64_t v = extreme && x < 4 ? ex[x] : 1700000000000000LL + static_cast<int64_t>(r) * 1234567;
       c.column(col).AppendInt64(v);
       row.push_back(std::to_string(v));
     }
     // s
-    if (null) { c.column(12).AppendNull(); row.push_back(nullptr); }
-    else {
+    if (null) {
+      c.column(12).AppendNull();
+      row.push_back(nullptr);
+    } else {
       std::string v;
       switch (extreme ? x : 99) {
-        case 0: v = ""; break;
-        case 1: v = "a"; break;
-        case 2: v = "h\xC3\xA9llo w\xC3\xB6rld \xE2\x9C\x93 \xF0\x9F\x98\x80"; break;
-        case 3: v = big; break;
-        case 4: v = big_unicode; break;
-        case 5: v = "quote\" backslash\\ tab\t newline\n"; break;
-        default: v = "row " + std::to_string(r);
+        case 0:
+          v = "";
+          break;
+        case 1:
+          v = "a";
+          break;
+        case 2:
+          v = "h\xC3\xA9llo w\xC3\xB6rld \xE2\x9C\x93 \xF0\x9F\x98\x80";
+          break;
+        case 3:
+          v = big;
+          break;
+        case 4:
+          v = big_unicode;
+          break;
+        case 5:
+          v = "quote\" backslash\\ tab\t newline\n";
+          break;
+        default:
+          v = "row " + std::to_string(r);
       }
       c.column(12).AppendBytes(v);
       row.push_back(v);
     }
     // bin
-    if (null) { c.column(13).AppendNull(); row.push_back(nullptr); }
-    else {
+    if (null) {
+      c.column(13).AppendNull();
+      row.push_back(nullptr);
+    } else {
       std::string v;
       switch (extreme ? x : 99) {
-        case 0: v = ""; break;
-        case 1: v = std::string("\x00\xff\x00", 3); break;
-        case 2: v = std::string(20000, '\xfe'); break;
-        default: v = std::string(1, static_cast<char>(r & 0xff)) + "bin" + std::to_string(r);
+        case 0:
+          v = "";
+          break;
+        case 1:
+          v = std::string("\x00\xff\x00", 3);
+          break;
+        case 2:
+          v = std::string(20000, '\xfe');
+          break;
+        default:
+          v = std::string(1, static_cast<char>(r & 0xff)) + "bin" + std::to_string(r);
       }
       c.column(13).AppendBytes(v);
       row.push_back(Hex(v));
     }
     // u
-    if (null) { c.column(14).AppendNull(); row.push_back(nullptr); }
-    else {
+    if (null) {
+      c.column(14).AppendNull();
+      row.push_back(nullptr);
+    } else {
       uint8_t b[16];
-      for (int i = 0; i < 16; ++i) b[i] = static_cast<uint8_t>(r * 31 + static_cast<size_t>(i) * 17);
+      for (int i = 0; i < 16; ++i)
+        b[i] = static_cast<uint8_t>(r * 31 + static_cast<size_t>(i) * 17);
       if (extreme && x == 0) std::memset(b, 0, 16);
       if (extreme && x == 1) std::memset(b, 0xff, 16);
       c.column(14).AppendUuid(b);
@@ -239,8 +301,10 @@ void Generate(Batch* batch, size_t first, size_t n, json* rows, size_t cycle = 0
 std::string ShellQuote(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out.push_back(c);
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out.push_back(c);
   }
   return out + "'";
 }
@@ -259,8 +323,9 @@ class ParquetInteropTest : public ::testing::TestWithParam<std::string> {
         !fs::exists(interop_dir_ + "/node_modules/hyparquet") ||
         !fs::exists(interop_dir_ + "/node_modules/parquet-wasm")) {
       if (std::getenv("FERRY_REQUIRE_INTEROP") != nullptr) {
-        GTEST_FAIL() << interop_dir_ << "/node_modules is missing the readers: run `npm install` in "
-                   << interop_dir_;
+        GTEST_FAIL() << interop_dir_
+                     << "/node_modules is missing the readers: run `npm install` in "
+                     << interop_dir_;
       }
       GTEST_SKIP() << interop_dir_ << "/node_modules is missing the readers: run `npm install` in "
                    << interop_dir_;
@@ -302,8 +367,10 @@ class ParquetInteropTest : public ::testing::TestWithParam<std::string> {
     json expected;
     expected["columns"] = json::array();
     for (const auto& f : schema->fields) {
-      expected["columns"].push_back(
-          {{"name", f.name}, {"field_id", f.id}, {"type", f.type.ToIceberg()}, {"required", f.required}});
+      expected["columns"].push_back({{"name", f.name},
+                                     {"field_id", f.id},
+                                     {"type", f.type.ToIceberg()},
+                                     {"required", f.required}});
     }
     expected["rows"] = std::move(rows);
     expected["codec"] = opts.compression == Compression::kZstd     ? "ZSTD"
@@ -362,7 +429,8 @@ TEST_P(ParquetInteropTest, LowCardinalityDictionaries) {
   opts.compression = *ParseCompression(GetParam());
   opts.page_bytes = 2048;
   opts.row_group_bytes = 48 << 10;
-  WriteAndCheck("lowcard_" + GetParam(), opts, 6000, 1000, /*min_row_groups=*/2, "on", /*cycle=*/40);
+  WriteAndCheck("lowcard_" + GetParam(), opts, 6000, 1000, /*min_row_groups=*/2, "on",
+                /*cycle=*/40);
 }
 
 // Dictionaries of 1 KiB: every non-boolean column falls back to PLAIN mid-chunk.

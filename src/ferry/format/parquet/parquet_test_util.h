@@ -32,7 +32,8 @@ struct TValue {
   bool has(int16_t id) const { return fields.count(id) > 0; }
   const TValue& operator[](int16_t id) const {
     auto it = fields.find(id);
-    if (it == fields.end()) throw std::runtime_error("thrift field " + std::to_string(id) + " absent");
+    if (it == fields.end())
+      throw std::runtime_error("thrift field " + std::to_string(id) + " absent");
     return it->second;
   }
 };
@@ -76,17 +77,27 @@ class CompactReader {
     }
     throw std::runtime_error("thrift: bad varint");
   }
-  static int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+  static int64_t UnZigZag(uint64_t v) {
+    return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+  }
   TValue ReadValue(uint8_t type) {
     TValue v;
     v.type = type;
     switch (type) {
-      case 1: v.b = true; break;
-      case 2: v.b = false; break;
-      case 3: v.i = static_cast<int8_t>(Byte()); break;
+      case 1:
+        v.b = true;
+        break;
+      case 2:
+        v.b = false;
+        break;
+      case 3:
+        v.i = static_cast<int8_t>(Byte());
+        break;
       case 4:
       case 5:
-      case 6: v.i = UnZigZag(Varint()); break;
+      case 6:
+        v.i = UnZigZag(Varint());
+        break;
       case 7: {
         uint64_t bits = 0;
         for (int k = 0; k < 8; ++k) bits |= static_cast<uint64_t>(Byte()) << (8 * k);
@@ -118,8 +129,11 @@ class CompactReader {
         }
         break;
       }
-      case 12: v = ReadStruct(); break;
-      default: throw std::runtime_error("thrift: unsupported type " + std::to_string(type));
+      case 12:
+        v = ReadStruct();
+        break;
+      default:
+        throw std::runtime_error("thrift: unsupported type " + std::to_string(type));
     }
     return v;
   }
@@ -131,7 +145,8 @@ class CompactReader {
 
 // Parses the footer of a complete Parquet file.
 inline TValue ReadFooter(const std::string& file) {
-  if (file.size() < 12 || file.compare(0, 4, "PAR1") != 0 || file.compare(file.size() - 4, 4, "PAR1") != 0) {
+  if (file.size() < 12 || file.compare(0, 4, "PAR1") != 0 ||
+      file.compare(file.size() - 4, 4, "PAR1") != 0) {
     throw std::runtime_error("not a parquet file");
   }
   uint32_t len;
@@ -161,7 +176,8 @@ inline std::string Decompress(int codec, std::string_view in, size_t uncompresse
     size_t r = ZSTD_decompress(out.data(), out.size(), in.data(), in.size());
     if (ZSTD_isError(r) || r != uncompressed) throw std::runtime_error("zstd decompress failed");
   } else if (codec == 1) {
-    if (!snappy::RawUncompress(in.data(), in.size(), out.data())) throw std::runtime_error("snappy failed");
+    if (!snappy::RawUncompress(in.data(), in.size(), out.data()))
+      throw std::runtime_error("snappy failed");
   } else {
     throw std::runtime_error("codec");
   }
@@ -231,8 +247,10 @@ inline std::vector<uint32_t> DecodeHybrid(std::string_view data, size_t n, int b
       uint64_t run = h >> 1;
       if (run == 0) throw std::runtime_error("hybrid: empty RLE run");
       uint32_t v = 0;
-      for (size_t b = 0; b < value_bytes; ++b) v |= static_cast<uint32_t>(static_cast<uint8_t>(data.at(pos++))) << (8 * b);
-      if (bit_width < 32 && (v >> bit_width) != 0) throw std::runtime_error("hybrid: RLE value too wide");
+      for (size_t b = 0; b < value_bytes; ++b)
+        v |= static_cast<uint32_t>(static_cast<uint8_t>(data.at(pos++))) << (8 * b);
+      if (bit_width < 32 && (v >> bit_width) != 0)
+        throw std::runtime_error("hybrid: RLE value too wide");
       out.insert(out.end(), run, v);
     }
   }
@@ -242,15 +260,22 @@ inline std::vector<uint32_t> DecodeHybrid(std::string_view data, size_t n, int b
 }
 
 // Splits PLAIN-encoded bytes holding `n` values of a physical type into one string per value.
-inline std::vector<std::string> SplitPlain(std::string_view vals, size_t n, int physical, int type_length) {
+inline std::vector<std::string> SplitPlain(std::string_view vals, size_t n, int physical,
+                                           int type_length) {
   std::vector<std::string> out;
   size_t vp = 0;
   for (size_t i = 0; i < n; ++i) {
     switch (physical) {
       case 1:
-      case 4: out.emplace_back(vals.substr(vp, 4)); vp += 4; break;
+      case 4:
+        out.emplace_back(vals.substr(vp, 4));
+        vp += 4;
+        break;
       case 2:
-      case 5: out.emplace_back(vals.substr(vp, 8)); vp += 8; break;
+      case 5:
+        out.emplace_back(vals.substr(vp, 8));
+        vp += 8;
+        break;
       case 6: {
         uint32_t len;
         if (vp + 4 > vals.size()) throw std::runtime_error("plain: truncated");
@@ -263,7 +288,8 @@ inline std::vector<std::string> SplitPlain(std::string_view vals, size_t n, int 
         out.emplace_back(vals.substr(vp, static_cast<size_t>(type_length)));
         vp += static_cast<size_t>(type_length);
         break;
-      default: throw std::runtime_error("physical type");
+      default:
+        throw std::runtime_error("physical type");
     }
     if (vp > vals.size()) throw std::runtime_error("plain: truncated");
   }
@@ -286,8 +312,10 @@ inline ChunkData ReadChunk(const std::string& file, const TValue& footer, size_t
   ChunkData out;
   std::optional<std::vector<std::string>> dict;
   while (pos < end) {
-    if (!dict && md.has(11) && pos != static_cast<size_t>(md[11].i)) throw std::runtime_error("dictionary page offset");
-    if (!out.pages.empty() && out.pages.size() == (md.has(11) ? 1u : 0u) && pos != static_cast<size_t>(md[9].i)) {
+    if (!dict && md.has(11) && pos != static_cast<size_t>(md[11].i))
+      throw std::runtime_error("dictionary page offset");
+    if (!out.pages.empty() && out.pages.size() == (md.has(11) ? 1u : 0u) &&
+        pos != static_cast<size_t>(md[9].i)) {
       throw std::runtime_error("data_page_offset is not the first data page");
     }
     CompactReader r(file.data() + pos, end - pos);
@@ -297,7 +325,8 @@ inline ChunkData ReadChunk(const std::string& file, const TValue& footer, size_t
     pos += r.pos();
     const TValue& ph = page.header;
     size_t compressed = static_cast<size_t>(ph[3].i);
-    std::string body = Decompress(codec, std::string_view(file).substr(pos, compressed), static_cast<size_t>(ph[2].i));
+    std::string body = Decompress(codec, std::string_view(file).substr(pos, compressed),
+                                  static_cast<size_t>(ph[2].i));
     pos += compressed;
     if (ph[1].i == 2) {  // DICTIONARY_PAGE
       if (dict || !out.pages.empty()) throw std::runtime_error("dictionary page not first");
@@ -307,7 +336,8 @@ inline ChunkData ReadChunk(const std::string& file, const TValue& footer, size_t
       continue;
     }
     if (ph[1].i != 0) throw std::runtime_error("unexpected page type");
-    if (out.pages.empty() && md.has(11)) throw std::runtime_error("dictionary_page_offset without a dictionary page");
+    if (out.pages.empty() && md.has(11))
+      throw std::runtime_error("dictionary_page_offset without a dictionary page");
     size_t n = static_cast<size_t>(ph[5][1].i);
     std::vector<uint8_t> levels(n, 1);
     std::string_view vals(body);
@@ -352,9 +382,15 @@ inline ChunkData ReadChunk(const std::string& file, const TValue& footer, size_t
           break;
         }
         case 1:
-        case 4: out.values.push_back(std::string(vals.substr(vp, 4))); vp += 4; break;
+        case 4:
+          out.values.push_back(std::string(vals.substr(vp, 4)));
+          vp += 4;
+          break;
         case 2:
-        case 5: out.values.push_back(std::string(vals.substr(vp, 8))); vp += 8; break;
+        case 5:
+          out.values.push_back(std::string(vals.substr(vp, 8)));
+          vp += 8;
+          break;
         case 6: {
           uint32_t len;
           std::memcpy(&len, vals.data() + vp, 4);
@@ -366,7 +402,8 @@ inline ChunkData ReadChunk(const std::string& file, const TValue& footer, size_t
           out.values.push_back(std::string(vals.substr(vp, static_cast<size_t>(type_length))));
           vp += static_cast<size_t>(type_length);
           break;
-        default: throw std::runtime_error("physical type");
+        default:
+          throw std::runtime_error("physical type");
       }
     }
     if (physical == 0) vp = (bit + 7) / 8;

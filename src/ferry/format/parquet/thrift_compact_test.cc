@@ -15,14 +15,14 @@ TEST(ThriftCompactTest, ShortFieldHeadersUseDeltas) {
   std::string out;
   CompactWriter w(&out);
   w.BeginStruct();
-  w.I32Field(1, 1);       // 0x15 (delta 1, i32), zigzag(1) = 2
-  w.I32Field(2, -1);      // 0x15, zigzag(-1) = 1
-  w.I64Field(3, 300);     // 0x16, zigzag(300) = 600 = 0xD8 0x04
-  w.BinaryField(4, "ab"); // 0x18, len 2, 'a' 'b'
-  w.BoolField(5, true);   // 0x11
-  w.BoolField(6, false);  // 0x12
-  w.I32Field(9, 3);       // delta 3: 0x35, zigzag(3) = 6
-  w.EndStruct();          // 0x00
+  w.I32Field(1, 1);        // 0x15 (delta 1, i32), zigzag(1) = 2
+  w.I32Field(2, -1);       // 0x15, zigzag(-1) = 1
+  w.I64Field(3, 300);      // 0x16, zigzag(300) = 600 = 0xD8 0x04
+  w.BinaryField(4, "ab");  // 0x18, len 2, 'a' 'b'
+  w.BoolField(5, true);    // 0x11
+  w.BoolField(6, false);   // 0x12
+  w.I32Field(9, 3);        // delta 3: 0x35, zigzag(3) = 6
+  w.EndStruct();           // 0x00
   EXPECT_EQ(out, Bytes({0x15, 0x02, 0x15, 0x01, 0x16, 0xD8, 0x04, 0x18, 0x02, 'a', 'b', 0x11, 0x12,
                         0x35, 0x06, 0x00}));
 }
@@ -63,14 +63,15 @@ TEST(ThriftCompactTest, ListsAndNestedStructs) {
   w.ListField(2, kI32, 2);  // 0x29, list header 0x25 (size 2, i32)
   w.I32(0);
   w.I32(3);
-  w.StructField(3);  // 0x1C: delta 1 from 2, struct
-  w.I32Field(1, 1);  // nested ids restart: 0x15 0x02
-  w.EndStruct();     // 0x00
-  w.I32Field(4, 2);  // back in the outer struct, last id 3: 0x15 0x04
+  w.StructField(3);             // 0x1C: delta 1 from 2, struct
+  w.I32Field(1, 1);             // nested ids restart: 0x15 0x02
+  w.EndStruct();                // 0x00
+  w.I32Field(4, 2);             // back in the outer struct, last id 3: 0x15 0x04
   w.ListField(5, kBinary, 16);  // 0x19, 0xF8 then varint 16
   for (int i = 0; i < 16; ++i) w.Binary("");
   w.EndStruct();
-  std::string want = Bytes({0x29, 0x25, 0x00, 0x06, 0x1C, 0x15, 0x02, 0x00, 0x15, 0x04, 0x19, 0xF8, 0x10});
+  std::string want =
+      Bytes({0x29, 0x25, 0x00, 0x06, 0x1C, 0x15, 0x02, 0x00, 0x15, 0x04, 0x19, 0xF8, 0x10});
   want += std::string(16, '\0');
   want += Bytes({0x00});
   EXPECT_EQ(out, want);
@@ -81,18 +82,18 @@ TEST(ThriftCompactTest, DataPageHeaderBytes) {
   std::string out;
   CompactWriter w(&out);
   w.BeginStruct();
-  w.I32Field(1, 0);     // type DATA_PAGE: 0x15 0x00
-  w.I32Field(2, 100);   // uncompressed_page_size: 0x15 0xC8 0x01
-  w.I32Field(3, 64);    // compressed_page_size: 0x15 0x80 0x01
-  w.StructField(5);     // data_page_header: 0x2C
-  w.I32Field(1, 10);    // num_values: 0x15 0x14
-  w.I32Field(2, 0);     // PLAIN: 0x15 0x00
-  w.I32Field(3, 3);     // RLE: 0x15 0x06
-  w.I32Field(4, 3);     // RLE: 0x15 0x06
+  w.I32Field(1, 0);    // type DATA_PAGE: 0x15 0x00
+  w.I32Field(2, 100);  // uncompressed_page_size: 0x15 0xC8 0x01
+  w.I32Field(3, 64);   // compressed_page_size: 0x15 0x80 0x01
+  w.StructField(5);    // data_page_header: 0x2C
+  w.I32Field(1, 10);   // num_values: 0x15 0x14
+  w.I32Field(2, 0);    // PLAIN: 0x15 0x00
+  w.I32Field(3, 3);    // RLE: 0x15 0x06
+  w.I32Field(4, 3);    // RLE: 0x15 0x06
   w.EndStruct();
   w.EndStruct();
-  EXPECT_EQ(out, Bytes({0x15, 0x00, 0x15, 0xC8, 0x01, 0x15, 0x80, 0x01, 0x2C, 0x15, 0x14, 0x15, 0x00,
-                        0x15, 0x06, 0x15, 0x06, 0x00, 0x00}));
+  EXPECT_EQ(out, Bytes({0x15, 0x00, 0x15, 0xC8, 0x01, 0x15, 0x80, 0x01, 0x2C, 0x15, 0x14, 0x15,
+                        0x00, 0x15, 0x06, 0x15, 0x06, 0x00, 0x00}));
   EXPECT_EQ(w.depth(), 0);
 }
 

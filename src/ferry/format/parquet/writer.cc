@@ -80,31 +80,41 @@ enum LogicalType : int16_t {
 
 int32_t PhysicalTypeOf(const DataType& t) {
   switch (t.kind()) {
-    case TypeKind::kBoolean: return pq::kBoolean;
+    case TypeKind::kBoolean:
+      return pq::kBoolean;
     case TypeKind::kInt32:
-    case TypeKind::kDate: return pq::kInt32;
+    case TypeKind::kDate:
+      return pq::kInt32;
     case TypeKind::kInt64:
     case TypeKind::kTime:
     case TypeKind::kTimestamp:
-    case TypeKind::kTimestampTz: return pq::kInt64;
-    case TypeKind::kFloat32: return pq::kFloat;
-    case TypeKind::kFloat64: return pq::kDouble;
+    case TypeKind::kTimestampTz:
+      return pq::kInt64;
+    case TypeKind::kFloat32:
+      return pq::kFloat;
+    case TypeKind::kFloat64:
+      return pq::kDouble;
     case TypeKind::kDecimal:
       if (t.precision() <= 9) return pq::kInt32;
       if (t.precision() <= 18) return pq::kInt64;
       return pq::kFixedLenByteArray;
     case TypeKind::kString:
-    case TypeKind::kBinary: return pq::kByteArray;
-    case TypeKind::kUuid: return pq::kFixedLenByteArray;
+    case TypeKind::kBinary:
+      return pq::kByteArray;
+    case TypeKind::kUuid:
+      return pq::kFixedLenByteArray;
   }
   return pq::kByteArray;
 }
 
 int32_t CodecOf(Compression c) {
   switch (c) {
-    case Compression::kUncompressed: return pq::kUncompressed;
-    case Compression::kSnappy: return pq::kSnappy;
-    case Compression::kZstd: return pq::kZstd;
+    case Compression::kUncompressed:
+      return pq::kUncompressed;
+    case Compression::kSnappy:
+      return pq::kSnappy;
+    case Compression::kZstd:
+      return pq::kZstd;
   }
   return pq::kUncompressed;
 }
@@ -153,7 +163,8 @@ class Compressor {
         out->Truncate(len);
         return Status::OK();
       }
-      case Compression::kUncompressed: break;
+      case Compression::kUncompressed:
+        break;
     }
     out->Append(data, n);
     return Status::OK();
@@ -167,10 +178,10 @@ class Compressor {
 
 // What the footer needs about one column chunk.
 struct ChunkMeta {
-  int64_t file_offset = 0;            // first page: the dictionary page if any
-  int64_t data_page_offset = 0;       // first data page
+  int64_t file_offset = 0;              // first page: the dictionary page if any
+  int64_t data_page_offset = 0;         // first data page
   int64_t dictionary_page_offset = -1;  // -1: no dictionary page
-  int64_t num_values = 0;   // including NULLs
+  int64_t num_values = 0;               // including NULLs
   int64_t uncompressed_bytes = 0;
   int64_t compressed_bytes = 0;
   int64_t null_count = 0;
@@ -488,11 +499,11 @@ class ColumnWriter {
   const Field field_;
   const bool optional_;
   const int32_t physical_type_;
-  const bool dict_enabled_;   // the options and the type allow a dictionary
+  const bool dict_enabled_;    // the options and the type allow a dictionary
   const uint64_t dict_limit_;  // PLAIN bytes the dictionary may reach
-  ByteBuffer values_;  // the open page's encoded values (uint32 indices in dictionary mode)
-  bool dict_active_;   // this chunk's pages are still dictionary-encoded
-  bool fallback_ = false;  // set by EncodeValues: the dictionary is full
+  ByteBuffer values_;          // the open page's encoded values (uint32 indices in dictionary mode)
+  bool dict_active_;           // this chunk's pages are still dictionary-encoded
+  bool fallback_ = false;      // set by EncodeValues: the dictionary is full
 
  private:
   uint64_t PageBytes() const { return values_.size() + PendingValueBytes() + levels_.size(); }
@@ -665,7 +676,9 @@ class FixedDictWriter : public ColumnWriter {
 
   size_t DictSize() const override { return dict_.size(); }
   uint64_t DictPlainBytes() const override { return dict_.size() * plain_width_; }
-  void DictPlain(ByteBuffer* out) const override { out->Append(dict_.keys(), dict_.size() * sizeof(K)); }
+  void DictPlain(ByteBuffer* out) const override {
+    out->Append(dict_.keys(), dict_.size() * sizeof(K));
+  }
   void DictClear() override { dict_.Clear(); }
   uint64_t DictMemoryBytes() const override { return dict_.MemoryBytes(); }
 
@@ -1109,8 +1122,9 @@ class UuidWriter final : public FixedDictWriter<Bytes16> {
 class DecimalFlbaWriter final : public FixedDictWriter<int128_t> {
  public:
   DecimalFlbaWriter(const Field& field, Compressor* compressor, const ColumnConfig& cfg)
-      : FixedDictWriter(field, compressor, cfg,
-                        static_cast<size_t>(internal::DecimalBytesForPrecision(field.type.precision()))),
+      : FixedDictWriter(
+            field, compressor, cfg,
+            static_cast<size_t>(internal::DecimalBytesForPrecision(field.type.precision()))),
         width_(internal::DecimalBytesForPrecision(field.type.precision())) {}
   int width() const { return width_; }
 
@@ -1119,7 +1133,8 @@ class DecimalFlbaWriter final : public FixedDictWriter<int128_t> {
     const auto w = static_cast<size_t>(width_);
     auto* dst = reinterpret_cast<uint8_t*>(out->AppendUninit(dict_.size() * w));
     const int128_t* keys = dict_.keys();
-    for (size_t i = 0; i < dict_.size(); ++i) internal::BigEndianBytes(keys[i], width_, dst + i * w);
+    for (size_t i = 0; i < dict_.size(); ++i)
+      internal::BigEndianBytes(keys[i], width_, dst + i * w);
   }
 
   size_t EncodeValues(const Column& col, size_t begin, size_t end, size_t budget) override {
@@ -1176,18 +1191,23 @@ class DecimalFlbaWriter final : public FixedDictWriter<int128_t> {
   int128_t min_ = 0, max_ = 0, file_min_ = 0, file_max_ = 0;
 };
 
-std::unique_ptr<ColumnWriter> MakeColumnWriter(const Field& f, Compressor* c, const ColumnConfig& cfg) {
+std::unique_ptr<ColumnWriter> MakeColumnWriter(const Field& f, Compressor* c,
+                                               const ColumnConfig& cfg) {
   switch (f.type.kind()) {
-    case TypeKind::kBoolean: return std::make_unique<BoolWriter>(f, c, cfg);
+    case TypeKind::kBoolean:
+      return std::make_unique<BoolWriter>(f, c, cfg);
     case TypeKind::kInt32:
-    case TypeKind::kDate: return std::make_unique<IntWriter<int32_t, int32_t>>(f, c, cfg);
+    case TypeKind::kDate:
+      return std::make_unique<IntWriter<int32_t, int32_t>>(f, c, cfg);
     case TypeKind::kInt64:
     case TypeKind::kTime:
     case TypeKind::kTimestamp:
     case TypeKind::kTimestampTz:
       return std::make_unique<IntWriter<int64_t, int64_t>>(f, c, cfg);
-    case TypeKind::kFloat32: return std::make_unique<FloatWriter<float>>(f, c, cfg);
-    case TypeKind::kFloat64: return std::make_unique<FloatWriter<double>>(f, c, cfg);
+    case TypeKind::kFloat32:
+      return std::make_unique<FloatWriter<float>>(f, c, cfg);
+    case TypeKind::kFloat64:
+      return std::make_unique<FloatWriter<double>>(f, c, cfg);
     case TypeKind::kDecimal:
       if (f.type.precision() <= 9) {
         return std::make_unique<IntWriter<int128_t, int32_t>>(f, c, cfg);
@@ -1197,8 +1217,10 @@ std::unique_ptr<ColumnWriter> MakeColumnWriter(const Field& f, Compressor* c, co
       }
       return std::make_unique<DecimalFlbaWriter>(f, c, cfg);
     case TypeKind::kString:
-    case TypeKind::kBinary: return std::make_unique<ByteArrayWriter>(f, c, cfg);
-    case TypeKind::kUuid: return std::make_unique<UuidWriter>(f, c, cfg);
+    case TypeKind::kBinary:
+      return std::make_unique<ByteArrayWriter>(f, c, cfg);
+    case TypeKind::kUuid:
+      return std::make_unique<UuidWriter>(f, c, cfg);
   }
   return nullptr;
 }
@@ -1209,22 +1231,30 @@ void WriteSchemaElement(CompactWriter& w, const Field& f) {
   w.BeginStruct();
   w.I32Field(1, physical);
   if (physical == pq::kFixedLenByteArray) {
-    w.I32Field(2, t.kind() == TypeKind::kUuid ? 16 : internal::DecimalBytesForPrecision(t.precision()));
+    w.I32Field(
+        2, t.kind() == TypeKind::kUuid ? 16 : internal::DecimalBytesForPrecision(t.precision()));
   }
   w.I32Field(3, f.required ? pq::kRequired : pq::kOptional);
   w.BinaryField(4, internal::ParquetColumnName(f.name));
   // Legacy converted types only where their meaning matches: TIME_MICROS and TIMESTAMP_MICROS
   // imply isAdjustedToUTC=true, so only timestamptz gets one.
   switch (t.kind()) {
-    case TypeKind::kString: w.I32Field(6, pq::kUtf8); break;
+    case TypeKind::kString:
+      w.I32Field(6, pq::kUtf8);
+      break;
     case TypeKind::kDecimal:
       w.I32Field(6, pq::kDecimal);
       w.I32Field(7, t.scale());
       w.I32Field(8, t.precision());
       break;
-    case TypeKind::kDate: w.I32Field(6, pq::kDate); break;
-    case TypeKind::kTimestampTz: w.I32Field(6, pq::kTimestampMicros); break;
-    default: break;
+    case TypeKind::kDate:
+      w.I32Field(6, pq::kDate);
+      break;
+    case TypeKind::kTimestampTz:
+      w.I32Field(6, pq::kTimestampMicros);
+      break;
+    default:
+      break;
   }
   w.I32Field(9, f.id);
   auto empty = [&](int16_t id) {
@@ -1274,7 +1304,8 @@ void WriteSchemaElement(CompactWriter& w, const Field& f) {
       empty(pq::kLtUuid);
       w.EndStruct();
       break;
-    default: break;
+    default:
+      break;
   }
   w.EndStruct();
 }
@@ -1318,8 +1349,8 @@ class WriterImpl final : public Writer {
                                        std::to_string(rows));
       }
       if (f.required && col.null_count() > 0) {
-        return Status::InvalidArgument("column '" + f.name + "' (field id " +
-                                       std::to_string(f.id) + ") is required but the batch holds " +
+        return Status::InvalidArgument("column '" + f.name + "' (field id " + std::to_string(f.id) +
+                                       ") is required but the batch holds " +
                                        std::to_string(col.null_count()) +
                                        " NULLs: make the field optional or fix the source");
       }
@@ -1423,7 +1454,7 @@ class WriterImpl final : public Writer {
   void WriteFooter(std::string* out) const {
     CompactWriter w(out);
     const auto& fields = schema_->fields;
-    w.BeginStruct();  // FileMetaData
+    w.BeginStruct();   // FileMetaData
     w.I32Field(1, 2);  // version
     w.ListField(2, thrift::kStruct, static_cast<uint32_t>(fields.size() + 1));
     w.BeginStruct();  // root
@@ -1494,8 +1525,8 @@ class WriterImpl final : public Writer {
       w.EndStruct();
       // encoding_stats: pages by type and encoding, so that readers (parquet-mr, Iceberg's
       // dictionary filter) know whether every data page is dictionary-encoded.
-      const uint32_t num_stats =
-          (has_dict ? 1u : 0u) + (m.dict_data_pages > 0 ? 1u : 0u) + (m.plain_data_pages > 0 ? 1u : 0u);
+      const uint32_t num_stats = (has_dict ? 1u : 0u) + (m.dict_data_pages > 0 ? 1u : 0u) +
+                                 (m.plain_data_pages > 0 ? 1u : 0u);
       w.ListField(13, thrift::kStruct, num_stats);
       auto page_stats = [&](int32_t page_type, int32_t encoding, int32_t count) {
         w.BeginStruct();
@@ -1551,8 +1582,9 @@ Result<std::unique_ptr<Writer>> Writer::Open(std::unique_ptr<OutputStream> out,
     if (f.type.kind() == TypeKind::kDecimal &&
         (f.type.precision() < 1 || f.type.precision() > 38 || f.type.scale() < 0 ||
          f.type.scale() > f.type.precision())) {
-      return Status::InvalidArgument("column '" + f.name + "': " + f.type.ToIceberg() +
-                                     " is not a valid decimal (precision 1..38, scale 0..precision)");
+      return Status::InvalidArgument(
+          "column '" + f.name + "': " + f.type.ToIceberg() +
+          " is not a valid decimal (precision 1..38, scale 0..precision)");
     }
   }
   auto w = std::make_unique<WriterImpl>(std::move(out), std::move(schema), std::move(options));

@@ -3,9 +3,9 @@
 // Writes Parquet format 2 files readable by any engine: every schema node carries the Iceberg
 // field id; REQUIRED/OPTIONAL follow Field::required; logical types follow the Iceberg spec's
 // Parquet mapping (see ../shared reference: string -> BINARY+STRING, timestamp -> INT64
-// TIMESTAMP(MICROS), decimal -> INT32/INT64/FIXED_LEN_BYTE_ARRAY by precision, uuid -> FLBA(16)+UUID).
-// Values come in as columnar Batches (ferry/types/batch.h); memory is bounded by the row-group
-// size, whatever the number of rows written.
+// TIMESTAMP(MICROS), decimal -> INT32/INT64/FIXED_LEN_BYTE_ARRAY by precision, uuid ->
+// FLBA(16)+UUID). Values come in as columnar Batches (ferry/types/batch.h); memory is bounded by
+// the row-group size, whatever the number of rows written.
 //
 // Thread-safety: a Writer is used by one thread at a time.
 #pragma once

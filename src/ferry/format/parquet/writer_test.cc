@@ -68,7 +68,8 @@ Written WriteBatches(std::shared_ptr<const Schema> schema, const std::vector<con
   return w;
 }
 
-Written WriteOne(std::shared_ptr<const Schema> schema, const Batch& batch, WriterOptions opts = {}) {
+Written WriteOne(std::shared_ptr<const Schema> schema, const Batch& batch,
+                 WriterOptions opts = {}) {
   return WriteBatches(std::move(schema), {&batch}, opts);
 }
 
@@ -82,7 +83,9 @@ std::vector<std::optional<std::string>> ReadColumn(const Written& w, size_t c) {
   return out;
 }
 
-const TValue& ColumnMeta(const Written& w, size_t g, size_t c) { return w.footer[4].list[g][1].list[c][3]; }
+const TValue& ColumnMeta(const Written& w, size_t g, size_t c) {
+  return w.footer[4].list[g][1].list[c][3];
+}
 
 std::string BE(__int128 v, int width) {
   std::string s(static_cast<size_t>(width), '\0');
@@ -126,26 +129,47 @@ TEST_P(WriterCodecTest, RoundTripsEveryType) {
       }
     };
     auto ri = static_cast<int64_t>(r);
-    put(0, [&] { batch.column(0).AppendBool(r % 3 == 0); }, std::string(1, r % 3 == 0 ? '\1' : '\0'));
-    put(1, [&] { batch.column(1).AppendInt32(static_cast<int32_t>(-ri * 3)); }, LE(static_cast<int32_t>(-ri * 3)));
-    put(2, [&] { batch.column(2).AppendInt64(ri << 40); }, LE(ri << 40));
-    put(3, [&] { batch.column(3).AppendFloat(static_cast<float>(r) / 7); }, LE(static_cast<float>(r) / 7));
-    put(4, [&] { batch.column(4).AppendDouble(-static_cast<double>(r) / 3); }, LE(-static_cast<double>(r) / 3));
-    put(5, [&] { batch.column(5).AppendDecimal(ri - 500); }, LE(static_cast<int32_t>(ri - 500)));
-    put(6, [&] { batch.column(6).AppendDecimal(ri * 1000000007); }, LE(ri * 1000000007));
-    __int128 big = static_cast<__int128>(ri - 500) * static_cast<__int128>(1000000000000000000LL) * 1000;
-    put(7, [&] { batch.column(7).AppendDecimal(big); }, BE(big, 16));
-    put(8, [&] { batch.column(8).AppendInt32(static_cast<int32_t>(ri - 500)); }, LE(static_cast<int32_t>(ri - 500)));
-    put(9, [&] { batch.column(9).AppendInt64(ri * 1000); }, LE(ri * 1000));
-    put(10, [&] { batch.column(10).AppendInt64(-ri); }, LE(-ri));
-    put(11, [&] { batch.column(11).AppendInt64(ri); }, LE(ri));
+    put(
+        0, [&] { batch.column(0).AppendBool(r % 3 == 0); },
+        std::string(1, r % 3 == 0 ? '\1' : '\0'));
+    put(
+        1, [&] { batch.column(1).AppendInt32(static_cast<int32_t>(-ri * 3)); },
+        LE(static_cast<int32_t>(-ri * 3)));
+    put(
+        2, [&] { batch.column(2).AppendInt64(ri << 40); }, LE(ri << 40));
+    put(
+        3, [&] { batch.column(3).AppendFloat(static_cast<float>(r) / 7); },
+        LE(static_cast<float>(r) / 7));
+    put(
+        4, [&] { batch.column(4).AppendDouble(-static_cast<double>(r) / 3); },
+        LE(-static_cast<double>(r) / 3));
+    put(
+        5, [&] { batch.column(5).AppendDecimal(ri - 500); }, LE(static_cast<int32_t>(ri - 500)));
+    put(
+        6, [&] { batch.column(6).AppendDecimal(ri * 1000000007); }, LE(ri * 1000000007));
+    __int128 big =
+        static_cast<__int128>(ri - 500) * static_cast<__int128>(1000000000000000000LL) * 1000;
+    put(
+        7, [&] { batch.column(7).AppendDecimal(big); }, BE(big, 16));
+    put(
+        8, [&] { batch.column(8).AppendInt32(static_cast<int32_t>(ri - 500)); },
+        LE(static_cast<int32_t>(ri - 500)));
+    put(
+        9, [&] { batch.column(9).AppendInt64(ri * 1000); }, LE(ri * 1000));
+    put(
+        10, [&] { batch.column(10).AppendInt64(-ri); }, LE(-ri));
+    put(
+        11, [&] { batch.column(11).AppendInt64(ri); }, LE(ri));
     std::string s = r % 7 == 0 ? "" : "v\xC3\xA9" + std::to_string(r);
-    put(12, [&] { batch.column(12).AppendBytes(s); }, s);
+    put(
+        12, [&] { batch.column(12).AppendBytes(s); }, s);
     std::string bin(r % 13, static_cast<char>(r));
-    put(13, [&] { batch.column(13).AppendBytes(bin); }, bin);
+    put(
+        13, [&] { batch.column(13).AppendBytes(bin); }, bin);
     uint8_t u[16];
     for (int k = 0; k < 16; ++k) u[k] = static_cast<uint8_t>(r + static_cast<size_t>(k));
-    put(14, [&] { batch.column(14).AppendUuid(u); }, std::string(reinterpret_cast<char*>(u), 16));
+    put(
+        14, [&] { batch.column(14).AppendUuid(u); }, std::string(reinterpret_cast<char*>(u), 16));
   }
   WriterOptions opts;
   opts.compression = GetParam();
@@ -154,11 +178,12 @@ TEST_P(WriterCodecTest, RoundTripsEveryType) {
   for (size_t c = 0; c < schema->fields.size(); ++c) {
     EXPECT_EQ(ReadColumn(w, c), want[c]) << "column " << schema->fields[c].name;
   }
-  const int32_t codec = GetParam() == Compression::kZstd ? 6 : GetParam() == Compression::kSnappy ? 1 : 0;
+  const int32_t codec = GetParam() == Compression::kZstd     ? 6
+                        : GetParam() == Compression::kSnappy ? 1
+                                                             : 0;
   EXPECT_EQ(ColumnMeta(w, 0, 0)[4].i, codec);
   EXPECT_EQ(w.metrics.file_size_bytes, w.file.size());
 }
-
 
 TEST(WriterTest, FooterSchemaCarriesFieldIdsAndLogicalTypes) {
   auto schema = MakeSchema({
@@ -242,12 +267,15 @@ TEST(WriterTest, FooterSchemaCarriesFieldIdsAndLogicalTypes) {
 
 // Offsets and sizes in the footer describe the bytes exactly.
 TEST_P(WriterCodecTest, ChunkOffsetsAndSizesAreExact) {
-  auto schema = MakeSchema({{1, "a", DataType::Int64(), false}, {2, "s", DataType::String(), true}});
+  auto schema =
+      MakeSchema({{1, "a", DataType::Int64(), false}, {2, "s", DataType::String(), true}});
   Batch batch(schema);
   std::mt19937_64 rng(1);
   for (int i = 0; i < 20000; ++i) {
-    if (i % 3 == 0) batch.column(0).AppendNull();
-    else batch.column(0).AppendInt64(static_cast<int64_t>(rng()));
+    if (i % 3 == 0)
+      batch.column(0).AppendNull();
+    else
+      batch.column(0).AppendInt64(static_cast<int64_t>(rng()));
     batch.column(1).AppendBytes("value-" + std::to_string(rng() % 100000));
   }
   WriterOptions opts;
@@ -269,10 +297,11 @@ TEST_P(WriterCodecTest, ChunkOffsetsAndSizesAreExact) {
     for (size_t c = 0; c < 2; ++c) {
       const TValue& cc = rg[1].list[c];
       const TValue& md = cc[3];
-      EXPECT_EQ(cc[2].i, expected_offset);  // ColumnChunk.file_offset
+      EXPECT_EQ(cc[2].i, expected_offset);   // ColumnChunk.file_offset
       EXPECT_EQ(md[11].i, expected_offset);  // dictionary_page_offset: the chunk starts with it
-      EXPECT_EQ(md[5].i, rg[3].i);          // num_values = rows of the group (no nesting)
-      auto chunk = testing::ReadChunk(w.file, w.footer, g, c);  // walks exactly total_compressed_size
+      EXPECT_EQ(md[5].i, rg[3].i);           // num_values = rows of the group (no nesting)
+      auto chunk =
+          testing::ReadChunk(w.file, w.footer, g, c);  // walks exactly total_compressed_size
       ASSERT_GT(chunk.pages.size(), 1u);
       EXPECT_EQ(chunk.pages[0].header[1].i, 2);  // DICTIONARY_PAGE
       // data_page_offset: right after the dictionary page.
@@ -321,7 +350,8 @@ TEST_P(WriterCodecTest, ChunkOffsetsAndSizesAreExact) {
 }
 
 TEST(WriterTest, PagesAreCutAtPageBytes) {
-  auto schema = MakeSchema({{1, "a", DataType::Int64(), true}, {2, "b", DataType::Boolean(), true}});
+  auto schema =
+      MakeSchema({{1, "a", DataType::Int64(), true}, {2, "b", DataType::Boolean(), true}});
   Batch batch(schema);
   for (int i = 0; i < 10000; ++i) {
     batch.column(0).AppendInt64(i);
@@ -350,14 +380,17 @@ TEST(WriterTest, PagesAreCutAtPageBytes) {
 }
 
 TEST(WriterTest, OneRowAtATimeMatchesOneBigBatch) {
-  auto schema = MakeSchema({{1, "s", DataType::String(), false}, {2, "x", DataType::Float64(), false}});
+  auto schema =
+      MakeSchema({{1, "s", DataType::String(), false}, {2, "x", DataType::Float64(), false}});
   Batch big(schema);
   std::vector<std::unique_ptr<Batch>> singles;
   for (int i = 0; i < 3000; ++i) {
     auto one = std::make_unique<Batch>(schema);
     for (Batch* b : {&big, one.get()}) {
-      if (i % 4 == 1) b->column(0).AppendNull();
-      else b->column(0).AppendBytes(std::string(static_cast<size_t>(i % 50), 'q'));
+      if (i % 4 == 1)
+        b->column(0).AppendNull();
+      else
+        b->column(0).AppendBytes(std::string(static_cast<size_t>(i % 50), 'q'));
       b->column(1).AppendDouble(i * 0.5);
     }
     singles.push_back(std::move(one));
@@ -392,7 +425,7 @@ TEST(WriterTest, ParquetStatisticsFollowTheSortOrders) {
   Batch batch(schema);
   const int32_t ints[] = {5, -7, 3, std::numeric_limits<int32_t>::min() + 1, 100};
   const double dbl[] = {std::nan(""), 2.5, -1.25, std::nan(""), 0.5};
-  const double zeros[] = {0.0, 0.0, 1.0, 2.0, 0.0};  // min is +0.0: written as -0.0
+  const double zeros[] = {0.0, 0.0, 1.0, 2.0, 0.0};        // min is +0.0: written as -0.0
   const char* strs[] = {"b", "\xC3\xA9", "a", "ab", "Z"};  // unsigned: "Z" < "a" < "ab" < "b" < "é"
   const __int128 decs[] = {-5, 7, -300, 0, 299};
   for (int r = 0; r < 5; ++r) {
@@ -426,7 +459,7 @@ TEST(WriterTest, ParquetStatisticsFollowTheSortOrders) {
   EXPECT_EQ(static_cast<uint8_t>(stats(6)[5].bin[0]), 240);
   EXPECT_EQ(stats(7)[3].i, 5);  // null_count
   EXPECT_FALSE(stats(7).has(5));
-  EXPECT_TRUE(stats(0)[7].b);   // exact
+  EXPECT_TRUE(stats(0)[7].b);  // exact
 }
 
 // Iceberg metrics: single-value serialization, truncation, NaN and zero handling.
@@ -472,8 +505,10 @@ TEST(WriterTest, IcebergBoundsAndCounts) {
   const double dnan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<Row> rows = {
-      {-5, std::numeric_limits<int64_t>::min(), fnan, -inf, long_e, std::string(20, '\x01'), -999999999, -(p38 - 1), true, 9, -719162, -1, -0.0},
-      {7, std::numeric_limits<int64_t>::max(), 1.5f, dnan, "abc", std::string(20, '\xFF'), 12345, p38 - 1, true, 3, 0, 0, 0.0},
+      {-5, std::numeric_limits<int64_t>::min(), fnan, -inf, long_e, std::string(20, '\x01'),
+       -999999999, -(p38 - 1), true, 9, -719162, -1, -0.0},
+      {7, std::numeric_limits<int64_t>::max(), 1.5f, dnan, "abc", std::string(20, '\xFF'), 12345,
+       p38 - 1, true, 3, 0, 0, 0.0},
       {0, 0, -2.5f, 3.0, "ab", "", 0, 0, true, 200, 10, 5, -0.0},
   };
   for (const auto& r : rows) {
@@ -550,7 +585,8 @@ TEST(WriterTest, IcebergBoundsAndCounts) {
 }
 
 TEST(WriterTest, OnlyNegativeZeroGivesNegativeZeroUpperBound) {
-  auto schema = MakeSchema({{1, "z", DataType::Float32(), true}, {2, "n", DataType::Float64(), true}});
+  auto schema =
+      MakeSchema({{1, "z", DataType::Float32(), true}, {2, "n", DataType::Float64(), true}});
   Batch batch(schema);
   batch.column(0).AppendFloat(-0.0f);
   batch.column(1).AppendDouble(std::numeric_limits<double>::quiet_NaN());
@@ -567,7 +603,8 @@ TEST(WriterTest, OnlyNegativeZeroGivesNegativeZeroUpperBound) {
 TEST(WriterTest, BoundsSpanRowGroups) {
   auto schema = MakeSchema({{1, "v", DataType::Int64(), true}, {2, "s", DataType::String(), true}});
   Batch batch(schema);
-  int64_t want_lo = std::numeric_limits<int64_t>::max(), want_hi = std::numeric_limits<int64_t>::min();
+  int64_t want_lo = std::numeric_limits<int64_t>::max(),
+          want_hi = std::numeric_limits<int64_t>::min();
   std::string want_slo, want_shi;
   for (int64_t i = 0; i < 50000; ++i) {
     int64_t v = (i * 7919) % 100001 - 50000;
@@ -641,10 +678,11 @@ TEST(WriterTest, MemoryStaysBoundedWhateverTheRowCount) {
     if (b < kBatches / 2) peak_first_half = peak;
     // Never more than about a row group plus a page and a dictionary per column (and buffer
     // growth slack; a dictionary's hash table can take 4x its PLAIN size).
-    ASSERT_LT(mem, 3 * opts.row_group_bytes + 6 * opts.page_bytes + 3 * 6 * opts.dictionary_page_bytes)
+    ASSERT_LT(mem,
+              3 * opts.row_group_bytes + 6 * opts.page_bytes + 3 * 6 * opts.dictionary_page_bytes)
         << "batch " << b;
-    EXPECT_LE((*w)->EstimatedSize(),
-              file.size() + opts.row_group_bytes + 3 * opts.page_bytes + 3 * opts.dictionary_page_bytes + 4096);
+    EXPECT_LE((*w)->EstimatedSize(), file.size() + opts.row_group_bytes + 3 * opts.page_bytes +
+                                         3 * opts.dictionary_page_bytes + 4096);
   }
   EXPECT_LE(peak, peak_first_half * 5 / 4) << "buffers keep growing with the rows written";
   auto m = (*w)->Close();
@@ -710,8 +748,10 @@ TEST(WriterTest, RowsWrittenAndEstimatedSize) {
 std::string PageKinds(const Written& w, size_t g, size_t c) {
   std::string k;
   for (const auto& p : testing::ReadChunk(w.file, w.footer, g, c).pages) {
-    if (p.header[1].i == 2) k += 'D';
-    else k += p.header[5][2].i == 8 ? 'R' : 'P';
+    if (p.header[1].i == 2)
+      k += 'D';
+    else
+      k += p.header[5][2].i == 8 ? 'R' : 'P';
   }
   return k;
 }
@@ -766,8 +806,8 @@ TEST_P(WriterCodecTest, DictionaryPageStructure) {
     const TValue& md = ColumnMeta(w, 0, c);
     ASSERT_GT(chunk.pages.size(), 3u);
     const TValue& dict = chunk.pages[0].header;
-    EXPECT_EQ(dict[1].i, 2);       // DICTIONARY_PAGE
-    EXPECT_EQ(dict[7][2].i, 0);    // PLAIN
+    EXPECT_EQ(dict[1].i, 2);                    // DICTIONARY_PAGE
+    EXPECT_EQ(dict[7][2].i, 0);                 // PLAIN
     EXPECT_EQ(dict[7][1].i, c == 0 ? 5 : 100);  // distinct values
     EXPECT_EQ(md[11].i, w.footer[4].list[0][1].list[c][2].i);
     EXPECT_GT(md[9].i, md[11].i);
@@ -822,7 +862,8 @@ TEST_P(WriterCodecTest, DictionaryEveryTypeMatchesPlain) {
   });
   for (int64_t card : {int64_t{7}, int64_t{100000}}) {
     Batch batch(schema);
-    const double fz[] = {0.0, -0.0, std::nan(""), 1.5, -2.25, std::numeric_limits<double>::infinity(), 3.0};
+    const double fz[] = {
+        0.0, -0.0, std::nan(""), 1.5, -2.25, std::numeric_limits<double>::infinity(), 3.0};
     for (int64_t r = 0; r < 6000; ++r) {
       const int64_t x = (r * 7919) % card;
       if (r % 9 == 4) {
@@ -831,7 +872,8 @@ TEST_P(WriterCodecTest, DictionaryEveryTypeMatchesPlain) {
       }
       batch.column(0).AppendInt32(static_cast<int32_t>(x - 3));
       batch.column(1).AppendInt64((x - 3) << 40);
-      batch.column(2).AppendFloat(static_cast<float>(card == 7 ? fz[x] : static_cast<double>(x) / 7));
+      batch.column(2).AppendFloat(
+          static_cast<float>(card == 7 ? fz[x] : static_cast<double>(x) / 7));
       batch.column(3).AppendDouble(card == 7 ? fz[x] : -static_cast<double>(x) / 3);
       batch.column(4).AppendDecimal(x - 3);
       batch.column(5).AppendDecimal((x - 3) * 1000000007);
@@ -862,7 +904,8 @@ TEST_P(WriterCodecTest, DictionaryEveryTypeMatchesPlain) {
         EXPECT_EQ(kinds.find_first_not_of('P'), std::string::npos) << name;
       } else {
         EXPECT_EQ(kinds[0], 'D') << name;
-        EXPECT_EQ(kinds.find('P'), std::string::npos) << name << " " << card;  // no fallback at 1 MiB
+        EXPECT_EQ(kinds.find('P'), std::string::npos)
+            << name << " " << card;  // no fallback at 1 MiB
       }
       EXPECT_EQ(PageKinds(plain, 0, c).find_first_not_of('P'), std::string::npos) << name;
       const TValue& sd = ColumnMeta(dict, 0, c)[12];
@@ -896,7 +939,8 @@ TEST_P(WriterCodecTest, DictionaryEveryTypeMatchesPlain) {
 // RLE_DICTIONARY, the dictionary page holds what it had, the rest of the chunk is PLAIN; the
 // next row group starts a new dictionary.
 TEST_P(WriterCodecTest, DictionaryFallsBackMidChunk) {
-  auto schema = MakeSchema({{1, "v", DataType::Int64(), false}, {2, "s", DataType::String(), false}});
+  auto schema =
+      MakeSchema({{1, "v", DataType::Int64(), false}, {2, "s", DataType::String(), false}});
   Batch batch(schema);
   std::vector<std::optional<std::string>> want_v, want_s;
   const int64_t rows = 20000;
@@ -1007,8 +1051,10 @@ TEST(WriterTest, DictionaryWithNulls) {
       want.emplace_back(v);
     }
     batch.column(1).AppendNull();
-    if (i % 4 == 0) batch.column(2).AppendNull();
-    else batch.column(2).AppendDouble(2.5);
+    if (i % 4 == 0)
+      batch.column(2).AppendNull();
+    else
+      batch.column(2).AppendDouble(2.5);
   }
   WriterOptions opts;
   opts.compression = Compression::kUncompressed;
@@ -1040,7 +1086,8 @@ TEST(WriterTest, DictionaryWithNulls) {
 // A low-cardinality column that never falls back keeps its memory bounded too: the dictionary
 // is bounded by its own size, the open page of indices by page_bytes.
 TEST(WriterTest, DictionaryMemoryStaysBounded) {
-  auto schema = MakeSchema({{1, "k", DataType::Int64(), false}, {2, "s", DataType::String(), false}});
+  auto schema =
+      MakeSchema({{1, "k", DataType::Int64(), false}, {2, "s", DataType::String(), false}});
   std::string file;
   WriterOptions opts;
   opts.row_group_bytes = 256 << 10;
@@ -1062,7 +1109,8 @@ TEST(WriterTest, DictionaryMemoryStaysBounded) {
     uint64_t mem = (*w)->BufferedMemoryBytes();
     peak = std::max(peak, mem);
     if (b < 50) peak_first_half = peak;
-    ASSERT_LT(mem, 3 * opts.row_group_bytes + 6 * opts.page_bytes + 2 * 6 * opts.dictionary_page_bytes);
+    ASSERT_LT(mem,
+              3 * opts.row_group_bytes + 6 * opts.page_bytes + 2 * 6 * opts.dictionary_page_bytes);
   }
   EXPECT_LE(peak, peak_first_half * 5 / 4);
   auto m = (*w)->Close();
@@ -1072,7 +1120,8 @@ TEST(WriterTest, DictionaryMemoryStaysBounded) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, WriterCodecTest,
-                         ::testing::Values(Compression::kZstd, Compression::kSnappy, Compression::kUncompressed));
+                         ::testing::Values(Compression::kZstd, Compression::kSnappy,
+                                           Compression::kUncompressed));
 
 }  // namespace
 }  // namespace ferry::parquet

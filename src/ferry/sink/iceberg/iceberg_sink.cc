@@ -95,9 +95,9 @@ Result<std::unique_ptr<IcebergSink>> IcebergSink::Open(config::DestinationConfig
   s->opts_.target_file_bytes = static_cast<uint64_t>(target);
   s->opts_.parquet.row_group_bytes = static_cast<uint64_t>(rg);
   s->opts_.parquet.page_bytes = static_cast<uint64_t>(page);
-  FERRY_RETURN_IF_ERROR(o.CheckAllUsed({"warehouse", "namespace", "catalog", "catalog_name",
-                                        "compression", "zstd_level", "target_file_size",
-                                        "row_group_size", "page_size"}));
+  FERRY_RETURN_IF_ERROR(
+      o.CheckAllUsed({"warehouse", "namespace", "catalog", "catalog_name", "compression",
+                      "zstd_level", "target_file_size", "row_group_size", "page_size"}));
   auto catalog = lake::OpenSqlCatalog(s->opts_.catalog_uri, s->opts_.catalog_name);
   if (!catalog.ok()) return catalog.status().WithContext("opening the Iceberg catalog");
   s->catalog_ = std::move(*catalog);
@@ -110,7 +110,8 @@ std::string IcebergSink::Describe() const {
 }
 
 Result<std::string> IcebergSink::TableLocationOf(const std::string& table) {
-  return lake::ToUri(JoinPath(JoinPath(opts_.warehouse, TableFolder(opts_.ns)), TableFolder(table)));
+  return lake::ToUri(
+      JoinPath(JoinPath(opts_.warehouse, TableFolder(opts_.ns)), TableFolder(table)));
 }
 
 Result<std::unique_ptr<IcebergStream>> IcebergSink::OpenStream(const std::string& table,
@@ -134,7 +135,8 @@ Result<std::unique_ptr<IcebergStream>> IcebergSink::OpenStream(const std::string
 }
 
 Result<Json> IcebergSink::ReadMarker(const std::string& table) {
-  auto t = lake::Table::Load(catalog_.get(), lake::LocalFileIO(), lake::TableIdent{opts_.ns, table});
+  auto t =
+      lake::Table::Load(catalog_.get(), lake::LocalFileIO(), lake::TableIdent{opts_.ns, table});
   if (!t.ok()) {
     if (t.status().code() == StatusCode::kNotFound) return Json(nullptr);
     return t.status();
@@ -160,8 +162,8 @@ Status IcebergStream::Write(const Batch& batch) {
   if (!writer_) {
     writer_uri_ = table_->NewDataFileUri("data");
     FERRY_ASSIGN_OR_RETURN(auto out, table_->io().NewFile(writer_uri_));
-    FERRY_ASSIGN_OR_RETURN(writer_,
-                           parquet::Writer::Open(std::move(out), schema_, sink_->options().parquet));
+    FERRY_ASSIGN_OR_RETURN(
+        writer_, parquet::Writer::Open(std::move(out), schema_, sink_->options().parquet));
   }
   FERRY_RETURN_IF_ERROR(writer_->Write(batch));
   if (writer_->EstimatedSize() >= sink_->options().target_file_bytes) {

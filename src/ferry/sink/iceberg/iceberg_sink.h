@@ -116,8 +116,8 @@ class IcebergStream {
   std::unique_ptr<parquet::Writer> writer_;
   std::string writer_uri_;
   std::vector<lake::DataFile> pending_;
-  std::shared_ptr<const Schema> key_schema_;        // identifier fields only
-  std::vector<size_t> key_columns_;                 // their positions in schema_
+  std::shared_ptr<const Schema> key_schema_;  // identifier fields only
+  std::vector<size_t> key_columns_;           // their positions in schema_
   std::unique_ptr<parquet::Writer> delete_writer_;
   std::string delete_uri_;
   std::vector<lake::DataFile> pending_deletes_;

@@ -17,21 +17,29 @@ std::string Upper(const std::string& s) {
   return u;
 }
 
-bool Contains(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
+bool Contains(const std::string& s, const char* needle) {
+  return s.find(needle) != std::string::npos;
+}
 
 const char* StorageName(int type) {
   switch (type) {
-    case SQLITE_INTEGER: return "an integer";
-    case SQLITE_FLOAT: return "a real";
-    case SQLITE_TEXT: return "text";
-    case SQLITE_BLOB: return "a blob";
-    default: return "NULL";
+    case SQLITE_INTEGER:
+      return "an integer";
+    case SQLITE_FLOAT:
+      return "a real";
+    case SQLITE_TEXT:
+      return "text";
+    case SQLITE_BLOB:
+      return "a blob";
+    default:
+      return "NULL";
   }
 }
 
 std::string Shown(ferry::sqlite::Statement& st, int col) {
   switch (st.ColumnType(col)) {
-    case SQLITE_INTEGER: return std::to_string(st.Int64(col));
+    case SQLITE_INTEGER:
+      return std::to_string(st.Int64(col));
     case SQLITE_FLOAT: {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.17g", st.Double(col));
@@ -41,8 +49,10 @@ std::string Shown(ferry::sqlite::Statement& st, int col) {
       std::string t(st.Text(col).substr(0, 60));
       return "'" + t + (st.Text(col).size() > 60 ? "...'" : "'");
     }
-    case SQLITE_BLOB: return "a blob of " + std::to_string(st.Blob(col).size()) + " bytes";
-    default: return "NULL";
+    case SQLITE_BLOB:
+      return "a blob of " + std::to_string(st.Blob(col).size()) + " bytes";
+    default:
+      return "NULL";
   }
 }
 

@@ -28,7 +28,8 @@ TEST(SqliteTypeMapTest, FollowsAffinityAndKnownNames) {
 class ConvertTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto db = ferry::sqlite::Database::Open(":memory:", ferry::sqlite::Database::Mode::kReadWriteCreate);
+    auto db =
+        ferry::sqlite::Database::Open(":memory:", ferry::sqlite::Database::Mode::kReadWriteCreate);
     ASSERT_TRUE(db.ok());
     db_ = std::move(*db);
   }

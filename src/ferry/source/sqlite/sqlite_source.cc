@@ -28,10 +28,12 @@ class SqliteSource final : public Source {
       : db_(std::move(db)), path_(std::move(path)) {}
 
   Result<std::vector<StreamInfo>> Discover() override {
-    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(
-        "SELECT name, wr FROM pragma_table_list WHERE schema = 'main' AND type = 'table'"
-        " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
-        " AND name NOT LIKE '\\_ferry\\_cdc\\_%' ESCAPE '\\' ORDER BY name"));
+    FERRY_ASSIGN_OR_RETURN(
+        auto st,
+        db_->Prepare(
+            "SELECT name, wr FROM pragma_table_list WHERE schema = 'main' AND type = 'table'"
+            " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+            " AND name NOT LIKE '\\_ferry\\_cdc\\_%' ESCAPE '\\' ORDER BY name"));
     std::vector<std::pair<std::string, bool>> tables;
     for (;;) {
       FERRY_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -106,9 +108,12 @@ class SqliteSource final : public Source {
     FERRY_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row || st.IsNull(0)) return nlohmann::json(nullptr);
     switch (st.ColumnType(0)) {
-      case SQLITE_INTEGER: return nlohmann::json(st.Int64(0));
-      case SQLITE_FLOAT: return nlohmann::json(st.Double(0));
-      case SQLITE_TEXT: return nlohmann::json(std::string(st.Text(0)));
+      case SQLITE_INTEGER:
+        return nlohmann::json(st.Int64(0));
+      case SQLITE_FLOAT:
+        return nlohmann::json(st.Double(0));
+      case SQLITE_TEXT:
+        return nlohmann::json(std::string(st.Text(0)));
       default:
         return Status::InvalidArgument("table " + stream.name + ": cursor column " + cursor +
                                        " holds blobs; pick a column of numbers, dates or text");
@@ -157,8 +162,9 @@ class SqliteSource final : public Source {
     }
     for (const auto& c : stream.columns) {
       if (c.name.rfind("_ferry_", 0) == 0) {
-        return Status::InvalidArgument("table " + stream.name + " has a column named " + c.name +
-                                       "; names starting with _ferry_ are reserved for change capture");
+        return Status::InvalidArgument(
+            "table " + stream.name + " has a column named " + c.name +
+            "; names starting with _ferry_ are reserved for change capture");
       }
     }
     FERRY_ASSIGN_OR_RETURN(auto rw, OpenWriter());
@@ -174,20 +180,31 @@ class SqliteSource final : public Source {
       std::string q = QuoteIdentifier(k);
       key_cols += ", " + q;
       old_keys += ", OLD." + q;
-      key_changed += std::string(key_changed.empty() ? "" : " OR ") + "OLD." + q + " IS NOT NEW." + q;
+      key_changed +=
+          std::string(key_changed.empty() ? "" : " OR ") + "OLD." + q + " IS NOT NEW." + q;
     }
     std::string trig = "_ferry_cdc_" + stream.name;
     std::string ddl =
         "BEGIN IMMEDIATE;"
-        "CREATE TABLE IF NOT EXISTS main." + ct + " (_ferry_seq INTEGER PRIMARY KEY AUTOINCREMENT,"
-        " _ferry_op INTEGER NOT NULL" + cols + ");"
-        "CREATE TRIGGER IF NOT EXISTS main." + QuoteIdentifier(trig + "_insert") + " AFTER INSERT ON " + t +
-        " BEGIN INSERT INTO " + ct + " (_ferry_op" + cols + ") VALUES (1" + new_vals + "); END;"
-        "CREATE TRIGGER IF NOT EXISTS main." + QuoteIdentifier(trig + "_update") + " AFTER UPDATE ON " + t +
-        " BEGIN INSERT INTO " + ct + " (_ferry_op" + key_cols + ") SELECT 2" + old_keys + " WHERE " +
-        key_changed + "; INSERT INTO " + ct + " (_ferry_op" + cols + ") VALUES (1" + new_vals + "); END;"
-        "CREATE TRIGGER IF NOT EXISTS main." + QuoteIdentifier(trig + "_delete") + " AFTER DELETE ON " + t +
-        " BEGIN INSERT INTO " + ct + " (_ferry_op" + key_cols + ") VALUES (2" + old_keys + "); END;"
+        "CREATE TABLE IF NOT EXISTS main." +
+        ct +
+        " (_ferry_seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " _ferry_op INTEGER NOT NULL" +
+        cols +
+        ");"
+        "CREATE TRIGGER IF NOT EXISTS main." +
+        QuoteIdentifier(trig + "_insert") + " AFTER INSERT ON " + t + " BEGIN INSERT INTO " + ct +
+        " (_ferry_op" + cols + ") VALUES (1" + new_vals +
+        "); END;"
+        "CREATE TRIGGER IF NOT EXISTS main." +
+        QuoteIdentifier(trig + "_update") + " AFTER UPDATE ON " + t + " BEGIN INSERT INTO " + ct +
+        " (_ferry_op" + key_cols + ") SELECT 2" + old_keys + " WHERE " + key_changed +
+        "; INSERT INTO " + ct + " (_ferry_op" + cols + ") VALUES (1" + new_vals +
+        "); END;"
+        "CREATE TRIGGER IF NOT EXISTS main." +
+        QuoteIdentifier(trig + "_delete") + " AFTER DELETE ON " + t + " BEGIN INSERT INTO " + ct +
+        " (_ferry_op" + key_cols + ") VALUES (2" + old_keys +
+        "); END;"
         "COMMIT;";
     Status s = rw->Exec(ddl);
     if (!s.ok()) {
@@ -196,7 +213,9 @@ class SqliteSource final : public Source {
                                   s.message() + " (cdc needs write access to the database file)");
     }
     // A change table made for an older shape of the table would record the wrong columns.
-    FERRY_ASSIGN_OR_RETURN(auto info, rw->Prepare("SELECT name FROM pragma_table_info(?1) WHERE cid >= 2 ORDER BY cid"));
+    FERRY_ASSIGN_OR_RETURN(
+        auto info,
+        rw->Prepare("SELECT name FROM pragma_table_info(?1) WHERE cid >= 2 ORDER BY cid"));
     info.Bind(1, ChangeTable(stream));
     std::vector<std::string> recorded;
     for (;;) {
@@ -207,16 +226,19 @@ class SqliteSource final : public Source {
     std::vector<std::string> now;
     for (const auto& c : stream.columns) now.push_back(c.name);
     if (recorded != now) {
-      return Status::InvalidArgument(
-          "table " + stream.name + " changed its columns since change capture was installed; "
-          "drop the table " + ChangeTable(stream) + " and its three triggers, then run a full "
-          "refresh of the stream (mode cdc does one first)");
+      return Status::InvalidArgument("table " + stream.name +
+                                     " changed its columns since change capture was installed; "
+                                     "drop the table " +
+                                     ChangeTable(stream) +
+                                     " and its three triggers, then run a full "
+                                     "refresh of the stream (mode cdc does one first)");
     }
     return Status::OK();
   }
 
   Result<int64_t> ChangeLogEnd(const StreamInfo& stream) override {
-    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare("SELECT seq FROM main.sqlite_sequence WHERE name = ?1"));
+    FERRY_ASSIGN_OR_RETURN(auto st,
+                           db_->Prepare("SELECT seq FROM main.sqlite_sequence WHERE name = ?1"));
     st.Bind(1, ChangeTable(stream));
     auto row = st.Step();
     if (!row.ok()) {
@@ -231,12 +253,16 @@ class SqliteSource final : public Source {
                      const std::function<bool(Batch&, bool deletes)>& emit) override {
     std::string cols, keys;
     for (const auto& c : stream.columns) cols += ", " + QuoteIdentifier(c.name);
-    for (const auto& k : stream.primary_key) keys += (keys.empty() ? "" : ", ") + QuoteIdentifier(k);
+    for (const auto& k : stream.primary_key)
+      keys += (keys.empty() ? "" : ", ") + QuoteIdentifier(k);
     // The last change of each key in the window: earlier ones are superseded.
-    std::string sql = "SELECT _ferry_op" + cols + ", _ferry_seq FROM (SELECT *, row_number() OVER "
-                      "(PARTITION BY " + keys + " ORDER BY _ferry_seq DESC) AS _ferry_rn FROM main." +
-                      QuoteIdentifier(ChangeTable(stream)) +
-                      " WHERE _ferry_seq > ?1 AND _ferry_seq <= ?2) WHERE _ferry_rn = 1 ORDER BY _ferry_seq";
+    std::string sql =
+        "SELECT _ferry_op" + cols +
+        ", _ferry_seq FROM (SELECT *, row_number() OVER "
+        "(PARTITION BY " +
+        keys + " ORDER BY _ferry_seq DESC) AS _ferry_rn FROM main." +
+        QuoteIdentifier(ChangeTable(stream)) +
+        " WHERE _ferry_seq > ?1 AND _ferry_seq <= ?2) WHERE _ferry_rn = 1 ORDER BY _ferry_seq";
     FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
     st.Bind(1, from).Bind(2, to);
     std::vector<bool> is_key;
@@ -259,9 +285,8 @@ class SqliteSource final : public Source {
         Status s = AppendValue(st, c + 1, &col);
         if (!s.ok()) {
           return Status::InvalidArgument("table " + stream.name + ", column " +
-                                         stream.columns[static_cast<size_t>(c)].name +
-                                         ", change " + std::to_string(st.Int64(ncols + 1)) + ": " +
-                                         s.message());
+                                         stream.columns[static_cast<size_t>(c)].name + ", change " +
+                                         std::to_string(st.Int64(ncols + 1)) + ": " + s.message());
         }
       }
       if ((++n & 1023) == 0) FaultPoint("source.mid_chunk");
@@ -277,9 +302,9 @@ class SqliteSource final : public Source {
 
   Status AcknowledgeChanges(const StreamInfo& stream, int64_t position) override {
     FERRY_ASSIGN_OR_RETURN(auto rw, OpenWriter());
-    FERRY_ASSIGN_OR_RETURN(auto st, rw->Prepare("DELETE FROM main." +
-                                                QuoteIdentifier(ChangeTable(stream)) +
-                                                " WHERE _ferry_seq <= ?1"));
+    FERRY_ASSIGN_OR_RETURN(auto st,
+                           rw->Prepare("DELETE FROM main." + QuoteIdentifier(ChangeTable(stream)) +
+                                       " WHERE _ferry_seq <= ?1"));
     st.Bind(1, position);
     return st.Exec().WithContext("releasing applied changes of " + stream.name);
   }
@@ -294,8 +319,8 @@ class SqliteSource final : public Source {
     StreamInfo info;
     info.ns = "main";
     info.name = table;
-    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(
-        "SELECT name, type, \"notnull\", pk, hidden FROM pragma_table_xinfo(?1, 'main') ORDER BY cid"));
+    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare("SELECT name, type, \"notnull\", pk, hidden FROM "
+                                                 "pragma_table_xinfo(?1, 'main') ORDER BY cid"));
     st.Bind(1, table);
     std::vector<std::pair<int, std::string>> pk;
     for (;;) {
@@ -326,14 +351,17 @@ class SqliteSource final : public Source {
         case TypeKind::kInt64:
         case TypeKind::kDate:
         case TypeKind::kTimestamp:
-        case TypeKind::kTimestampTz: info.cursor_candidates.push_back(c.name); break;
-        default: break;
+        case TypeKind::kTimestampTz:
+          info.cursor_candidates.push_back(c.name);
+          break;
+        default:
+          break;
       }
     }
     without_rowid_[table] = without_rowid;
     ChunkKey key = KeyFor(info);
-    info.chunking = key.expr.empty() ? "whole table (no integer key to split on)"
-                                     : "ranges of " + key.expr;
+    info.chunking =
+        key.expr.empty() ? "whole table (no integer key to split on)" : "ranges of " + key.expr;
     if (!key.expr.empty()) {
       FERRY_ASSIGN_OR_RETURN(auto range, KeyRange(table, key));
       if (range) info.estimated_rows = range->second - range->first + 1;
@@ -460,8 +488,8 @@ Result<std::unique_ptr<Source>> OpenSqliteSource(config::SourceConfig& cfg) {
   }
   auto db = Database::Open(path, Database::Mode::kReadOnly);
   if (!db.ok()) {
-    return Status(db.status().code(), db.status().message() +
-                                          " (is source.path a SQLite database file you may read?)");
+    return Status(db.status().code(),
+                  db.status().message() + " (is source.path a SQLite database file you may read?)");
   }
   return std::unique_ptr<Source>(new SqliteSource(std::move(*db), path));
 }

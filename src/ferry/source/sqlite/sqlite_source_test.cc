@@ -42,7 +42,8 @@ TEST_F(SqliteSourceTest, DiscoversTablesColumnsKeysAndOddNames) {
     CREATE TABLE kv (k TEXT, v BLOB, PRIMARY KEY (k)) WITHOUT ROWID;
     CREATE VIEW v1 AS SELECT 1;
     CREATE INDEX i1 ON kv(v);
-  )").ok());
+  )")
+                  .ok());
   auto src = Open();
   auto streams = src->Discover();
   ASSERT_TRUE(streams.ok()) << streams.status().ToString();
@@ -65,8 +66,10 @@ TEST_F(SqliteSourceTest, DiscoversTablesColumnsKeysAndOddNames) {
 
 TEST_F(SqliteSourceTest, ChunksCoverEveryRowExactlyOnce) {
   ASSERT_TRUE(db_->Exec("CREATE TABLE t (a INTEGER PRIMARY KEY, b TEXT)").ok());
-  ASSERT_TRUE(db_->Exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1050)"
-                        " INSERT INTO t SELECT i * 3, 'v' || i FROM n").ok());
+  ASSERT_TRUE(
+      db_->Exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1050)"
+                " INSERT INTO t SELECT i * 3, 'v' || i FROM n")
+          .ok());
   auto src = Open();
   auto streams = src->Discover();
   ASSERT_TRUE(streams.ok());
@@ -105,11 +108,14 @@ TEST_F(SqliteSourceTest, ChunksCoverEveryRowExactlyOnce) {
 }
 
 TEST_F(SqliteSourceTest, ABadValueNamesTableColumnRowAndFix) {
-  ASSERT_TRUE(db_->Exec("CREATE TABLE t (a INTEGER, d DATETIME); INSERT INTO t VALUES (1, '2024-01-01 00:00:00'), (2, 1700000000)").ok());
+  ASSERT_TRUE(db_->Exec("CREATE TABLE t (a INTEGER, d DATETIME); INSERT INTO t VALUES (1, "
+                        "'2024-01-01 00:00:00'), (2, 1700000000)")
+                  .ok());
   auto src = Open();
   auto streams = src->Discover();
-  Status s = src->ReadChunk((*streams)[0], Chunk{}, std::make_shared<const Schema>((*streams)[0].ToSchema()), 100,
-                             [](Batch&) { return true; });
+  Status s = src->ReadChunk((*streams)[0], Chunk{},
+                            std::make_shared<const Schema>((*streams)[0].ToSchema()), 100,
+                            [](Batch&) { return true; });
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("table t, column d, rowid 2"), std::string::npos) << s.message();
 }
@@ -126,7 +132,8 @@ TEST_F(SqliteSourceTest, MissingOrInvalidDatabaseFileIsExplained) {
 
   std::filesystem::path junk = dir_ / "junk.db";
   FILE* f = std::fopen(junk.c_str(), "w");
-  std::fputs("this is not a database, just some text that is long enough to have a header......", f);
+  std::fputs("this is not a database, just some text that is long enough to have a header......",
+             f);
   std::fclose(f);
   cfg.options = config::Options("source", dir_.string());
   cfg.options.Set("path", "junk.db", 1);
