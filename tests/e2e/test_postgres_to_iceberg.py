@@ -97,6 +97,9 @@ INSERT INTO events (kind, at, amount, payload)
     FROM generate_series(1, 20000) i;
 DELETE FROM events WHERE id % 97 = 0;
 
+CREATE TABLE logbook (line text NOT NULL, n int);  -- no key: split by ctid blocks
+INSERT INTO logbook SELECT 'line ' || i, i FROM generate_series(1, 12000) i;
+
 CREATE TABLE measurements (city text NOT NULL, at date NOT NULL, temp real,
                            PRIMARY KEY (city, at)) PARTITION BY RANGE (at);
 CREATE TABLE measurements_2023 PARTITION OF measurements FOR VALUES FROM ('2023-01-01') TO ('2024-01-01');
@@ -284,7 +287,7 @@ class PostgresToIcebergTest(ferrytest.FerryTestCase):
         by_name = {s["name"]: s for s in disc}
         odd = 'Sales Dept.Odd "Name" Ü'
         # Partitions are read through their parent; views are streams.
-        self.assertEqual(sorted(by_name), sorted(["all_types", "ids", "events", "measurements", "kinds", odd]))
+        self.assertEqual(sorted(by_name), sorted(["all_types", "ids", "events", "logbook", "measurements", "kinds", odd]))
         types = {c["name"]: c["iceberg_type"] for c in by_name["all_types"]["columns"]}
         self.assertEqual(types, {
             "id": "int", "i2": "int", "i4": "int", "i8": "long", "n_10_2": "decimal(10,2)",
@@ -300,7 +303,10 @@ class PostgresToIcebergTest(ferrytest.FerryTestCase):
         self.assertEqual(by_name["all_types"]["primary_key"], ["id"])
         self.assertEqual(by_name["measurements"]["primary_key"], ["city", "at"])
         self.assertEqual(by_name[odd]["primary_key"], ["Line No"])
-        self.assertIn("ctid", by_name["events"]["chunking"])
+        # A single integer key splits by key ranges (updates never move a row to another chunk);
+        # other tables by ctid blocks.
+        self.assertEqual(by_name["events"]["chunking"], "ranges of primary key id")
+        self.assertEqual(by_name["logbook"]["chunking"], "ctid block ranges")
         self.assertIn("at", by_name["events"]["cursor_candidates"])
         self.assertGreater(by_name["events"]["estimated_rows"], 10000)
 
@@ -316,11 +322,13 @@ class PostgresToIcebergTest(ferrytest.FerryTestCase):
         ids = self.assert_table_matches("public", "ids", "ids", duckdb=False)
         self.assertEqual([f["type"] for f in ids["schema"]["fields"]], ["int", "uuid", "time"])
         events = self.assert_table_matches("public", "events", "events")
-        # 20000 rows minus every 97th, in ctid chunks of about 3000 rows: one data file each.
+        # 20000 rows minus every 97th, in key ranges of 3000 ids: one data file each.
         self.assertEqual(int(events["summary"]["total-records"]), 20000 - 20000 // 97)
         self.assertGreaterEqual(len(events["data_files"]), 5)
         self.assert_table_matches("public", "measurements", "measurements")
         self.assert_table_matches("public", "kinds", "kinds")
+        logbook = self.assert_table_matches("public", "logbook", "logbook")
+        self.assertGreaterEqual(len(logbook["data_files"]), 3)  # ctid chunks of ~3000 rows
         self.assert_table_matches("Sales Dept", 'Odd "Name" Ü', odd)
 
         with open(os.path.join(self.dir, "state.json")) as f:

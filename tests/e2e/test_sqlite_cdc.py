@@ -102,6 +102,20 @@ class SqliteCdcTest(ferrytest.FerryTestCase):
                     self.assertIn("state repaired from the marker", again.stderr)
                 self.verify()
 
+    def test_a_table_without_key_is_refused_before_anything_is_installed(self):
+        con = self.source()
+        con.execute("CREATE TABLE nokey (v TEXT)")
+        con.commit()
+        con.close()
+        self.write_pipeline(PIPELINE.replace("  mode: cdc\n", "  mode: cdc\n  streams: [nokey]\n"))
+        p = self.sync(check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("table nokey has no primary key; cdc applies changes by key", p.stderr)
+        con = self.source()
+        names = [r[0] for r in con.execute("SELECT name FROM sqlite_schema WHERE name LIKE '_ferry%'")]
+        con.close()
+        self.assertEqual(names, [])
+
     def test_kill_during_backfill_while_the_source_changes(self):
         p = self.sync(env={"FERRY_FAULT": "sink.after_commit:2"}, check=False)
         self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr)

@@ -174,9 +174,13 @@ class BadInputTest(ferrytest.FerryTestCase):
                           "stream 'orders' (line 5) is not a table of the source; its tables are: t")
         self.expect_error("name: s\nsource: {type: mongodb}\ndestination: {type: iceberg, warehouse: ./w}\n",
                           "source type 'mongodb' is not known")
-        self.expect_error("name: s\nsource: {type: sqlite, path: ./source.db, mode: cdc}\n"
+        self.expect_error("name: s\nsource: {type: sqlite, path: ./source.db, mode: incremental}\n"
                           "destination: {type: iceberg, warehouse: ./w}\n",
-                          "source.mode cdc is not available for the sqlite source")
+                          "source.mode incremental needs each stream's cursor column")
+        self.expect_error("name: s\nsource:\n  type: sqlite\n  path: ./source.db\n  streams:\n"
+                          "    - {name: t, mode: incremental}\n"
+                          "destination: {type: iceberg, warehouse: ./w}\n",
+                          "mode incremental needs `cursor: <column>`; candidates: id, at")
         p = self.ferry("sync", check=False)
         self.assertEqual(p.returncode, 2)
         self.assertIn("needs the pipeline file", p.stderr)

@@ -71,6 +71,7 @@ Result<IndexSet> IndexSet::FromJson(const Json& j) {
 Json FullRefreshProgress::ToJson() const {
   Json plan_j{{"count", plan.count}, {"step", plan.step}};
   plan_j["first"] = plan.first ? Json(*plan.first) : Json(nullptr);
+  if (!plan.key.empty()) plan_j["key"] = plan.key;
   Json j{{"mode", "full_refresh"},
          {"stream", stream},
          {"run", run},
@@ -101,6 +102,7 @@ Result<FullRefreshProgress> FullRefreshProgress::FromJson(const Json& j,
   }
   p.plan.count = plan["count"];
   p.plan.step = plan.value("step", int64_t{0});
+  p.plan.key = plan.value("key", std::string());
   if (plan.contains("first") && !plan["first"].is_null())
     p.plan.first = plan["first"].get<int64_t>();
   if (p.plan.count > 1 && (!p.plan.first || p.plan.step <= 0)) return bad("plan lacks first/step");

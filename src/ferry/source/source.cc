@@ -36,6 +36,7 @@ std::string Chunk::Id(const std::string& stream) const {
 
 Chunk ChunkPlan::At(int64_t i) const {
   Chunk c;
+  c.key = key;
   if (!first || count <= 1) return c;
   if (i > 0) c.lo = *first + i * step;
   if (i + 1 < count) c.hi = *first + (i + 1) * step;

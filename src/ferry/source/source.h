@@ -61,6 +61,7 @@ struct StreamInfo {
 struct Chunk {
   std::optional<int64_t> lo;
   std::optional<int64_t> hi;
+  std::string key;  // what the bounds are of, when the plan names it (see ChunkPlan::key)
   std::string Id(const std::string& stream) const;
 };
 
@@ -72,6 +73,10 @@ struct ChunkPlan {
   std::optional<int64_t> first;
   int64_t step = 0;
   int64_t count = 1;
+  // What the grid is over, for sources with several ways to split a table ("ctid", or a key
+  // column's name); empty for a source's only way. Stored with the plan, so a resumed load reads
+  // its chunks the way they were planned.
+  std::string key;
   Chunk At(int64_t i) const;
 };
 

@@ -107,7 +107,11 @@ class PostgresSource final : public Source {
       switch (rel.relkind) {
         case 'r':
         case 'm':
-          info.chunking = "ctid block ranges";
+          if (auto key = IntegerKey(info, rel)) {
+            info.chunking = "ranges of primary key " + *key;
+          } else {
+            info.chunking = "ctid block ranges";
+          }
           if (reltuples >= 0) {
             info.estimated_rows = static_cast<int64_t>(reltuples);
           } else if (blocks > 0 && rels.Bool(i, 6)) {
@@ -163,9 +167,48 @@ class PostgresSource final : public Source {
     return conn_->Exec("COMMIT");
   }
 
+  // The table's primary key when it is one integer column (int2/int4/int8): full refresh splits
+  // on its ranges.
+  static std::optional<std::string> IntegerKey(const StreamInfo& stream, const Relation& rel) {
+    if (stream.primary_key.size() != 1) return std::nullopt;
+    for (size_t i = 0; i < stream.columns.size(); ++i) {
+      if (stream.columns[i].name != stream.primary_key[0]) continue;
+      if (stream.columns[i].type.kind() != TypeKind::kInt32 &&
+          stream.columns[i].type.kind() != TypeKind::kInt64) {
+        return std::nullopt;
+      }
+      (void)rel;
+      return stream.columns[i].name;
+    }
+    return std::nullopt;
+  }
+
   Result<ChunkPlan> PlanChunks(const StreamInfo& stream, int64_t chunk_rows) override {
     FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
     if (!rel->Heap()) return ChunkPlan{};
+    if (auto key = IntegerKey(stream, *rel)) {
+      // Ranges of a single integer primary key: a row keeps its chunk when it is updated, so a
+      // load resumed from a newer snapshot can neither miss it nor copy it twice (ctid ranges
+      // could: an UPDATE moves a row to another block).
+      const std::string c = QuoteIdent(*key);
+      int64_t bounds[2];
+      const char* order[2] = {"ASC", "DESC"};
+      for (int i = 0; i < 2; ++i) {
+        FERRY_ASSIGN_OR_RETURN(
+            auto r, conn_->Query("SELECT " + c + "::int8 FROM " + From(*rel) + " ORDER BY " + c +
+                                 " " + order[i] + " LIMIT 1"));
+        if (r.rows() == 0 || r.IsNull(0, 0)) return ChunkPlan{};
+        bounds[i] = r.Int64(0, 0);
+      }
+      ChunkPlan plan;
+      plan.key = *key;
+      plan.first = bounds[0];
+      plan.step = std::max<int64_t>(chunk_rows, 1);
+      unsigned __int128 span =
+          static_cast<unsigned __int128>(static_cast<__int128>(bounds[1]) - bounds[0]);
+      plan.count = static_cast<int64_t>(span / static_cast<unsigned __int128>(plan.step)) + 1;
+      return plan;
+    }
     FERRY_ASSIGN_OR_RETURN(
         auto r,
         conn_->Query("SELECT pg_relation_size($1::oid) / current_setting('block_size')::int8,"
@@ -188,6 +231,7 @@ class PostgresSource final : public Source {
         static_cast<int64_t>(static_cast<double>(chunk_rows) / std::max(per_block, 1.0)), 1,
         kMaxBlock);
     plan.count = (blocks + plan.step - 1) / plan.step;
+    plan.key = "ctid";
     return plan;
   }
 
@@ -203,7 +247,20 @@ class PostgresSource final : public Source {
     std::vector<CopyField> fields;
     std::string sql = "COPY (SELECT " + SelectList(*rel, stream, &fields);
     sql += " FROM " + From(*rel);
-    if (rel->Heap()) {
+    if (rel->Heap() && !chunk.key.empty() && chunk.key != "ctid") {
+      auto key = IntegerKey(stream, *rel);
+      if (!key || *key != chunk.key) {
+        return Status::InvalidArgument(
+            "the load of " + rel->Display() + " was planned on key column " + chunk.key +
+            ", which is no longer the table's single integer primary key; move the stream's "
+            "entry out of the state file (or the state file away) and sync again");
+      }
+      const std::string c = QuoteIdent(*key);
+      if (chunk.lo) sql += " WHERE " + c + " >= " + std::to_string(*chunk.lo);
+      if (chunk.hi) {
+        sql += std::string(chunk.lo ? " AND " : " WHERE ") + c + " < " + std::to_string(*chunk.hi);
+      }
+    } else if (rel->Heap()) {
       for (const auto& b : {chunk.lo, chunk.hi}) {
         if (b && (*b < 0 || *b > kMaxBlock)) {
           return Status::Corruption("chunk bound " + std::to_string(*b) + " of " + rel->Display() +
