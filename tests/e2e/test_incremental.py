@@ -92,6 +92,21 @@ class IncrementalTest(ferrytest.FerryTestCase):
                 self.sync()
                 self.assert_table_equals_source("lake", "items")
 
+    def test_a_column_added_in_the_source_is_added_to_the_table(self):
+        self.sync()
+        con = self.source()
+        con.execute("ALTER TABLE items ADD COLUMN note TEXT")
+        con.execute("UPDATE items SET note = 'noted ' || id, updated_at = updated_at + 1000000 "
+                    "WHERE id % 10 = 0")
+        con.commit()
+        con.close()
+        out = self.sync()
+        self.assertEqual(self.rows_written(out.stdout), 500)
+        seen = self.assert_table_equals_source("lake", "items")
+        self.assertEqual([f["name"] for f in seen["schema"]["fields"]],
+                         ["id", "name", "price", "updated_at", "note"])
+        self.assertFalse(seen["schema"]["fields"][4]["required"])
+
     def test_a_table_without_key_is_refused_before_reading(self):
         con = self.source()
         con.execute("CREATE TABLE nokey (v TEXT, at INTEGER)")

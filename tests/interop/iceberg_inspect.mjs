@@ -330,14 +330,23 @@ for (const f of out.data_files.filter((d) => d.content === 0)) {
     if (actual !== f.file_size_in_bytes) problems.push(`data file ${p}: manifest says ${f.file_size_in_bytes} bytes, file has ${actual}`);
     const meta = await q(`SELECT num_rows FROM parquet_file_metadata(${lit(p)})`);
     if (Number(meta[0].num_rows) !== f.record_count) problems.push(`data file ${p}: manifest says ${f.record_count} rows, Parquet footer ${meta[0].num_rows}`);
-    const sch = await q(`SELECT name, field_id FROM parquet_schema(${lit(p)})`);
+    // Columns are resolved by field id, as the spec says: a field added after the file was
+    // written reads as NULL; every column of the file must carry a field id the table knows.
+    const sch = (await q(`SELECT name, field_id FROM parquet_schema(${lit(p)})`)).slice(1);
+    const known = new Set(metadata.schemas.flatMap((s) => s.fields.map((f) => f.id)));
+    for (const el of sch) {
+      if (el.field_id === null || el.field_id === undefined) problems.push(`duckdb: ${p} column ${el.name} has no field_id`);
+      else if (!known.has(Number(el.field_id))) problems.push(`duckdb: ${p} column ${el.name} has field_id ${el.field_id}, unknown to the table`);
+    }
+    const columnOf = new Map(sch.map((el) => [Number(el.field_id), el.name]));
     for (const field of schema.fields) {
-      const el = sch.find((s) => s.name === parquetName(field.name));
-      if (!el) problems.push(`duckdb: ${p} has no column for field ${field.name}`);
-      else if (Number(el.field_id) !== field.id) problems.push(`duckdb: ${p} column ${field.name} has field_id ${el.field_id}, expected ${field.id}`);
+      const name = columnOf.get(field.id);
+      if (name !== undefined && name !== parquetName(field.name)) problems.push(`duckdb: ${p} field ${field.id} is named ${name}, expected ${parquetName(field.name)}`);
     }
     const nulls = await q(`SELECT path_in_schema, sum(stats_null_count) AS n FROM parquet_metadata(${lit(p)}) GROUP BY path_in_schema`);
-    const exprs = schema.fields.map((field, i) => duckExpr(parquetName(field.name), types[i])).join(', ');
+    const exprs = schema.fields
+      .map((field, i) => (columnOf.has(field.id) ? duckExpr(columnOf.get(field.id), types[i]) : 'NULL'))
+      .join(', ');
     const withPos = await q(`SELECT ${exprs}, file_row_number AS __pos FROM read_parquet(${lit(p)}, file_row_number = true)`);
     const rows = withPos.map((r) => {
       const { __pos, ...rest } = r;

@@ -535,7 +535,8 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     t->report->table = dst->options().ns + "." + t->info.name;
     t->start = Clock::now();
     t->settings = StreamSettings(cfg.source, t->info.name);
-    auto out = dst->OpenStream(t->info.name, t->info.ToSchema());
+    auto out = dst->OpenStream(t->info.name, t->info.ToSchema(),
+                               /*replacing=*/t->settings.mode == config::SyncMode::kFullRefresh);
     if (!out.ok()) return out.status();
     t->out = std::move(*out);
     Json marker = t->out->Marker();

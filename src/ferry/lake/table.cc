@@ -68,9 +68,20 @@ Status Table::Refresh() {
   return Status::OK();
 }
 
-Schema Table::AssignFieldIds(const Schema& source) const {
+namespace {
+// Type changes Iceberg allows without rewriting data.
+bool IsWidening(const DataType& from, const DataType& to) {
+  if (from.kind() == TypeKind::kInt32 && to.kind() == TypeKind::kInt64) return true;
+  if (from.kind() == TypeKind::kFloat32 && to.kind() == TypeKind::kFloat64) return true;
+  return from.kind() == TypeKind::kDecimal && to.kind() == TypeKind::kDecimal &&
+         from.scale() == to.scale() && to.precision() > from.precision();
+}
+}  // namespace
+
+Result<Schema> Table::AssignFieldIds(const Schema& source, bool replacing) const {
   Schema out = source;
   auto current = meta_.CurrentSchema();
+  const bool has_data = meta_.BranchHead("main").has_value();
   int32_t next_id = meta_.last_column_id();
   std::vector<int32_t> key_ids;
   std::vector<std::string> key_names;
@@ -79,10 +90,29 @@ Schema Table::AssignFieldIds(const Schema& source) const {
   }
   for (auto& f : out.fields) {
     const Field* old = current.ok() ? current->FindByName(f.name) : nullptr;
-    if (old != nullptr && old->type == f.type) {
+    if (old != nullptr && (old->type == f.type || IsWidening(old->type, f.type))) {
       f.id = old->id;
+      // A column that was optional stays optional: older rows may hold NULLs.
+      if (!replacing && !old->required) f.required = false;
+    } else if (old != nullptr && !replacing && has_data) {
+      return Status::InvalidArgument(
+          "column " + f.name + " of table " + ident_.ToString() + " is " + old->type.ToIceberg() +
+          " in the table and " + f.type.ToIceberg() +
+          " in the source; Iceberg can only widen int to long, float to double and a decimal's "
+          "precision. Run a full refresh of the stream to rebuild the table with the new type");
     } else {
       f.id = ++next_id;
+      if (!replacing && has_data) f.required = false;  // older rows have no value
+    }
+  }
+  if (!replacing && has_data && current.ok()) {
+    for (const auto& old : current->fields) {
+      if (out.FindByName(old.name) == nullptr) {
+        return Status::InvalidArgument(
+            "column " + old.name + " of table " + ident_.ToString() +
+            " is no longer in the source; ferry does not drop columns from a table it updates. "
+            "Run a full refresh of the stream to rebuild the table without it");
+      }
     }
   }
   for (const auto& name : key_names) key_ids.push_back(out.FindByName(name)->id);
@@ -275,6 +305,8 @@ Result<CommitOutcome> Table::Append(const AppendRequest& req) {
       req.already_landed,
       [&](TableMetadata& next, int attempt) -> Status {
         int32_t schema_id = next.AddSchema(*req.schema);
+        // Rows committed to main with an evolved schema make it the table's schema.
+        if (req.branch == "main") next.SetCurrentSchema(schema_id);
         for (const auto& [k, v] : req.set_properties) next.SetProperty(k, v);
         SnapshotChange change = base_change;
         change.new_manifests = new_manifests;

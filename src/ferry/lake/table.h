@@ -84,9 +84,16 @@ class Table {
 
   Status Refresh();
 
-  // Gives `source` the table's field ids: a column with the same name and type keeps its id,
-  // anything else gets a new one above last-column-id. Keys map to identifier-field-ids.
-  Schema AssignFieldIds(const Schema& source) const;
+  // Gives `source` the table's field ids. A column with the same name keeps its id when its type
+  // is the same or a widening Iceberg allows (int -> long, float -> double, decimal(P,S) ->
+  // decimal(P',S) with P' > P); a new column gets a new id above last-column-id and is optional
+  // (rows already in the table have no value for it). Keys map to identifier-field-ids.
+  //
+  // `replacing`: the commit replaces every row (a full refresh), so any change is allowed and a
+  // column whose type changed otherwise gets a new id. Otherwise (appends, upserts, deletes)
+  // anything else — a narrowed or changed type, a column the source no longer has — is refused
+  // with kInvalidArgument naming the column and both types.
+  Result<Schema> AssignFieldIds(const Schema& source, bool replacing) const;
 
   // A new, unique location for a data file: <table>/data/<prefix>-<uuid>.parquet
   std::string NewDataFileUri(const std::string& prefix) const;

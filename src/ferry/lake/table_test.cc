@@ -173,11 +173,66 @@ TEST_F(TableTest, FieldIdsAreKeptForUnchangedColumnsAndNewForOthers) {
   Schema with_key = source;
   with_key.fields[1].id = 99;
   with_key.identifier_field_ids = {99};
-  Schema s = t->AssignFieldIds(with_key);
+  Schema s = *t->AssignFieldIds(with_key, /*replacing=*/true);
   EXPECT_EQ(s.fields[0].id, 2);
   EXPECT_EQ(s.fields[1].id, 1);
   EXPECT_EQ(s.fields[2].id, 3);
   EXPECT_EQ(s.identifier_field_ids, std::vector<int32_t>{1});
+}
+
+TEST_F(TableTest, UpdatesEvolveTheSchemaOnlyTheWaysIcebergAllows) {
+  auto t = Open();
+  AppendRequest first;
+  first.schema = &schema_;
+  first.data_files = {FakeFile(*t, 3)};
+  ASSERT_TRUE(t->Append(first).ok());
+
+  // A new column is added as optional with a new id; the key keeps its id.
+  Schema wider;
+  wider.fields = {{0, "id", DataType::Int64(), true, ""},
+                  {0, "name", DataType::String(), false, ""},
+                  {0, "added", DataType::Int32(), true, ""}};
+  wider.fields[0].id = 1;
+  wider.identifier_field_ids = {1};
+  auto evolved = t->AssignFieldIds(wider, /*replacing=*/false);
+  ASSERT_TRUE(evolved.ok()) << evolved.status().ToString();
+  EXPECT_EQ(evolved->fields[2].id, 3);
+  EXPECT_FALSE(evolved->fields[2].required);
+  AppendRequest second;
+  second.schema = &*evolved;
+  second.data_files = {FakeFile(*t, 1)};
+  ASSERT_TRUE(t->Append(second).ok());
+  auto current = t->metadata().CurrentSchema();
+  ASSERT_TRUE(current.ok());
+  EXPECT_EQ(current->fields.size(), 3u);  // the table's schema now has the column
+
+  // int -> long keeps the id (a widening); long -> string is refused, naming both types.
+  Schema widened = *evolved;
+  widened.fields[2].type = DataType::Int64();
+  auto w = t->AssignFieldIds(widened, false);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->fields[2].id, 3);
+  Schema changed = *evolved;
+  changed.fields[1].type = DataType::Int64();
+  auto c = t->AssignFieldIds(changed, false);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("is string in the table and long in the source"),
+            std::string::npos)
+      << c.status().message();
+  // A full refresh replaces every row: the changed column simply gets a new id.
+  auto r = t->AssignFieldIds(changed, true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->fields[1].id, 4);
+
+  // A column the source dropped is refused for updates.
+  Schema narrower;
+  narrower.fields = {{0, "id", DataType::Int64(), true, ""}};
+  auto d = t->AssignFieldIds(narrower, false);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(
+      d.status().message().find("column name of table shop.orders is no longer in the source"),
+      std::string::npos)
+      << d.status().message();
 }
 
 TEST_F(TableTest, MissingTableIsNotFound) {

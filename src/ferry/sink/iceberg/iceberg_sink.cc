@@ -115,7 +115,8 @@ Result<std::string> IcebergSink::TableLocationOf(const std::string& table) {
 }
 
 Result<std::unique_ptr<IcebergStream>> IcebergSink::OpenStream(const std::string& table,
-                                                               const Schema& source_schema) {
+                                                               const Schema& source_schema,
+                                                               bool replacing) {
   lake::TableIdent ident{opts_.ns, table};
   FERRY_ASSIGN_OR_RETURN(std::string location, TableLocationOf(table));
   std::map<std::string, std::string> props = {
@@ -129,7 +130,7 @@ Result<std::unique_ptr<IcebergStream>> IcebergSink::OpenStream(const std::string
   auto t = lake::Table::LoadOrCreate(catalog_.get(), lake::LocalFileIO(), ident, location,
                                      source_schema, props);
   if (!t.ok()) return t.status().WithContext("opening Iceberg table " + ident.ToString());
-  Schema writer_schema = (*t)->AssignFieldIds(source_schema);
+  FERRY_ASSIGN_OR_RETURN(Schema writer_schema, (*t)->AssignFieldIds(source_schema, replacing));
   auto schema = std::make_shared<const Schema>(std::move(writer_schema));
   return std::unique_ptr<IcebergStream>(new IcebergStream(this, std::move(*t), std::move(schema)));
 }

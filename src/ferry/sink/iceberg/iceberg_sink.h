@@ -52,8 +52,10 @@ class IcebergSink {
 
   // Loads the table for `table` (creating it with `source_schema` when missing) and returns a
   // writer whose schema carries the table's field ids.
+  // `replacing`: the stream's commits replace the table's rows (full refresh), so any schema
+  // change is allowed; otherwise only Iceberg's evolutions are (see lake::Table::AssignFieldIds).
   Result<std::unique_ptr<IcebergStream>> OpenStream(const std::string& table,
-                                                    const Schema& source_schema);
+                                                    const Schema& source_schema, bool replacing);
   // The marker of this pipeline in `table`, or null when the table or marker does not exist.
   Result<Json> ReadMarker(const std::string& table);
   Result<std::string> TableLocationOf(const std::string& table);
