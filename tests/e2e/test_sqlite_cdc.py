@@ -6,7 +6,9 @@ also after kills at the protocol's fault points."""
 import os
 import signal
 import sqlite3
+import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -25,6 +27,10 @@ state: ./state.json
 
 
 class SqliteCdcTest(ferrytest.FerryTestCase):
+    def sync(self, **kw):
+        # A CDC pipeline follows the source until stopped; --once applies what is there and exits.
+        return self.ferry("sync", "-c", self.pipeline, "--once", **kw)
+
     def setUp(self):
         super().setUp()
         self.write_pipeline(PIPELINE)
@@ -101,6 +107,26 @@ class SqliteCdcTest(ferrytest.FerryTestCase):
                 if point in ("sink.after_commit", "state.temp_written"):
                     self.assertIn("state repaired from the marker", again.stderr)
                 self.verify()
+
+    def test_follow_mode_applies_changes_until_stopped(self):
+        self.sync()
+        proc = subprocess.Popen([ferrytest.FERRY, "sync", "-c", self.pipeline, "--interval", "1"],
+                                cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            self.change()
+            con = self.source()
+            deadline = time.time() + 90  # bounded wait for the next rounds to apply the changes
+            while time.time() < deadline:
+                if con.execute('SELECT count(*) FROM "_ferry_cdc_items"').fetchone()[0] == 0:
+                    break
+                time.sleep(0.5)
+            con.close()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertIn("cdc: changes", out)
+        self.verify()
 
     def test_a_table_without_key_is_refused_before_anything_is_installed(self):
         con = self.source()

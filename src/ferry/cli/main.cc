@@ -9,10 +9,13 @@
 // Exit codes: 0 success (also after a requested stop), 1 the work failed, 2 bad usage or config.
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -40,7 +43,11 @@ commands:
   check     -c FILE          validate the pipeline file, open the source and the destination,
                              print the streams that will sync and the delivery guarantee
   discover  -c FILE [--json] list the source's tables, columns, types, keys and cursor candidates
-  sync      -c FILE          run the sync; a stopped or crashed sync resumes where it left off
+  sync      -c FILE [--once] [--interval SECONDS]
+                             run the sync; a stopped or crashed sync resumes where it left off.
+                             Pipelines with cdc streams keep applying changes every --interval
+                             seconds (default 5) until stopped (SIGINT/SIGTERM); --once reads up
+                             to the source's current end, commits and exits
   state     -c FILE [--json] show each stream's state, its marker in the destination, and what
                              the next sync will do (run normally, repair the state, start fresh)
   faults                     list the named fault points (FERRY_FAULT=<point>[:<n>])
@@ -56,6 +63,8 @@ struct Args {
   std::string command;
   std::string config;
   bool json = false;
+  bool once = false;
+  int interval_s = 5;
 };
 
 int Usage(const std::string& error) {
@@ -170,28 +179,7 @@ int CmdDiscover(const Args& a) {
   return 0;
 }
 
-int CmdSync(const Args& a) {
-  auto cfg = LoadConfig(a);
-  if (!cfg.ok()) return Fail(cfg.status(), 2);
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  engine::SyncOptions opts;
-  opts.stop = &g_stop;
-  opts.print_progress = GetLogLevel() <= LogLevel::kInfo;
-  engine::SyncReport report;
-  Status s = engine::RunSync(*cfg, opts, &report);
-  if (!s.ok()) {
-    if (g_stop.requested() && s.code() == StatusCode::kCancelled) {
-      std::fprintf(stderr,
-                   "ferry: stopped on request; what was committed stays, and the next sync "
-                   "resumes from there\n");
-      return 0;
-    }
-    return Fail(s, ExitCodeFor(s));
-  }
+void PrintReport(const engine::SyncReport& report) {
   std::printf("%-24s %-32s %-36s %12s %6s %11s %8s\n", "stream", "table", "action", "rows", "files",
               "bytes", "seconds");
   uint64_t rows = 0, files = 0, bytes = 0;
@@ -206,7 +194,59 @@ int CmdSync(const Args& a) {
   std::printf("%-24s %-32s %-36s %12llu %6llu %11s %8.2f\n", "total", "", "",
               static_cast<unsigned long long>(rows), static_cast<unsigned long long>(files),
               HumanBytes(bytes).c_str(), report.seconds);
-  return 0;
+  std::fflush(stdout);
+}
+
+bool HasCdcStreams(const config::PipelineConfig& cfg) {
+  auto cdc = [](config::SyncMode m) {
+    return m == config::SyncMode::kCdc || m == config::SyncMode::kCdcOnly;
+  };
+  if (cfg.source.all_streams) return cdc(cfg.source.mode);
+  for (const auto& s : cfg.source.streams) {
+    if (cdc(s.mode)) return true;
+  }
+  return false;
+}
+
+int CmdSync(const Args& a) {
+  auto cfg = LoadConfig(a);
+  if (!cfg.ok()) return Fail(cfg.status(), 2);
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  engine::SyncOptions opts;
+  opts.stop = &g_stop;
+  opts.print_progress = GetLogLevel() <= LogLevel::kInfo;
+  // CDC keeps following the source until stopped; everything else runs once.
+  const bool follow = HasCdcStreams(*cfg) && !a.once;
+  for (;;) {
+    engine::SyncReport report;
+    // Each round reads the pipeline file anew: the round before consumed its options.
+    auto round_cfg = follow ? config::LoadPipelineFile(a.config) : std::move(cfg);
+    if (!round_cfg.ok()) return Fail(round_cfg.status(), 2);
+    Status s = engine::RunSync(*round_cfg, opts, &report);
+    if (!s.ok()) {
+      if (g_stop.requested() && s.code() == StatusCode::kCancelled) {
+        std::fprintf(stderr,
+                     "ferry: stopped on request; what was committed stays, and the next sync "
+                     "resumes from there\n");
+        return 0;
+      }
+      return Fail(s, ExitCodeFor(s));
+    }
+    PrintReport(report);
+    if (!follow) return 0;
+    // Wait for the next round, waking up at once on a stop request.
+    for (int i = 0; i < a.interval_s * 10 && !g_stop.requested(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (g_stop.requested()) {
+      std::fprintf(stderr, "ferry: stopped on request after a complete round\n");
+      return 0;
+    }
+  }
 }
 
 std::string ProgressText(const nlohmann::json& p) {
@@ -279,6 +319,16 @@ int Main(int argc, char** argv) {
       a.config = w.substr(9);
     } else if (w == "--json") {
       a.json = true;
+    } else if (w == "--once") {
+      a.once = true;
+    } else if (w == "--interval") {
+      if (i + 1 >= rest.size()) return Usage("--interval needs a number of seconds");
+      char* end = nullptr;
+      long v = std::strtol(rest[++i].c_str(), &end, 10);
+      if (end == nullptr || *end != '\0' || v < 1 || v > 86400) {
+        return Usage("--interval takes whole seconds from 1 to 86400");
+      }
+      a.interval_s = static_cast<int>(v);
     } else if (w == "-v" || w == "--verbose") {
       SetLogLevel(LogLevel::kDebug);
     } else if (w == "-q" || w == "--quiet") {
@@ -296,6 +346,9 @@ int Main(int argc, char** argv) {
   std::string_view fault_error = ArmFaultsFromEnvironment();
   if (!fault_error.empty()) return Fail(Status::InvalidArgument(std::string(fault_error)), 2);
   if (a.command.empty()) return Usage("no command given");
+  if ((a.once || a.interval_s != 5) && a.command != "sync") {
+    return Usage("--once and --interval go with sync");
+  }
   if (a.json && a.command != "discover" && a.command != "state") {
     return Usage("--json goes with discover and state");
   }
