@@ -23,6 +23,7 @@
 // Any difference is printed with its path and the exit code is 1.
 import fs from 'node:fs';
 import avro from 'avsc';
+import { bigLong } from './lib/avro_long.mjs';
 
 function usage() {
   console.error('usage: node avro_check.mjs <file.avro> [expected.json]');
@@ -32,19 +33,7 @@ function usage() {
 const [file, expectedPath] = process.argv.slice(2);
 if (!file) usage();
 
-// Longs as BigInt, so that values beyond 2^53 (e.g. INT64_MIN/MAX) decode without loss.
-const bigLong = avro.types.LongType.__with({
-  fromBuffer: (buf) => buf.readBigInt64LE(),
-  toBuffer: (n) => {
-    const buf = Buffer.alloc(8);
-    buf.writeBigInt64LE(BigInt(n));
-    return buf;
-  },
-  fromJSON: (v) => BigInt(v),
-  toJSON: (n) => Number(n),
-  isValid: (n) => typeof n === 'bigint',
-  compare: (a, b) => (a < b ? -1 : a > b ? 1 : 0),
-});
+
 
 // Turns an avsc value into the conventions of expected.json.
 function normalize(v) {

@@ -23,6 +23,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import avro from 'avsc';
+import { bigLong } from './lib/avro_long.mjs';
 import { icebergRead } from 'icebird';
 import { DuckDBInstance } from '@duckdb/node-api';
 
@@ -139,19 +140,7 @@ function fieldsWithoutId(schemaJson) {
   return missing;
 }
 
-// Longs as BigInt: snapshot ids use all 63 bits.
-const bigLong = avro.types.LongType.__with({
-  fromBuffer: (buf) => buf.readBigInt64LE(),
-  toBuffer: (n) => {
-    const buf = Buffer.alloc(8);
-    buf.writeBigInt64LE(BigInt(n));
-    return buf;
-  },
-  fromJSON: (v) => BigInt(v),
-  toJSON: (n) => Number(n),
-  isValid: (n) => typeof n === 'bigint',
-  compare: (a, b) => (a < b ? -1 : a > b ? 1 : 0),
-});
+
 
 function readAvro(file) {
   return new Promise((resolve, reject) => {

@@ -1,16 +1,10 @@
 #include "ferry/sqlite/sqlite.h"
 
+#include "ferry/base/sql.h"
+
 namespace ferry::sqlite {
 
-std::string QuoteIdentifier(std::string_view name) {
-  std::string out = "\"";
-  for (char c : name) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  out += '"';
-  return out;
-}
+std::string QuoteIdentifier(std::string_view name) { return QuoteSqlIdentifier(name); }
 
 Statement& Statement::operator=(Statement&& o) noexcept {
   if (this != &o) {

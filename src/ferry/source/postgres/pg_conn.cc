@@ -1,5 +1,7 @@
 #include "ferry/source/postgres/pg_conn.h"
 
+#include "ferry/base/sql.h"
+
 #include <libpq-fe.h>
 
 #include <cstdlib>
@@ -28,15 +30,7 @@ bool Contains(const std::string& hay, const char* needle) {
 
 }  // namespace
 
-std::string QuoteIdent(std::string_view name) {
-  std::string out = "\"";
-  for (char c : name) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  out += '"';
-  return out;
-}
+std::string QuoteIdent(std::string_view name) { return QuoteSqlIdentifier(name); }
 
 PgResult::PgResult(pg_result* r) : r_(r, PQclear) {}
 int PgResult::rows() const { return r_ ? PQntuples(r_.get()) : 0; }
