@@ -4,6 +4,7 @@ a free port (and a Unix socket in that folder), fsync off; stopped by PID, also 
 Run as root, initdb and postgres refuse to start: the server then runs as the `postgres` user
 (runuser) in a folder it owns. TCP logins need a password (scram-sha-256); Unix-socket logins are
 trusted, which is how the tests set up data (psql)."""
+import unittest
 import glob
 import json
 import os
@@ -122,3 +123,23 @@ class PgServer:
 
     def dsn(self, db, user=SUPERUSER, password_ref="${PGPASSWORD}"):
         return f"host=127.0.0.1 port={self.port} dbname={db} user={user} password={password_ref}"
+
+
+def start_for_module(prepare=None):
+    """Starts a server for a test module and runs `prepare(server)`; stops it again if either
+    fails. Under scripts/test.sh (FERRY_REQUIRE_INTEROP set) a missing PostgreSQL installation is
+    a failure; elsewhere the module is skipped."""
+    if not available():
+        if os.environ.get("FERRY_REQUIRE_INTEROP"):
+            raise RuntimeError("PostgreSQL is not installed: run scripts/setup.sh")
+        raise unittest.SkipTest("PostgreSQL is not installed: run scripts/setup.sh")
+    server = PgServer()
+    try:
+        server.start()
+        if prepare:
+            prepare(server)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
