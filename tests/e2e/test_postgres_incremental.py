@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ferrytest  # noqa: E402
 import pgserver  # noqa: E402
-from test_postgres_to_iceberg import approx_decimals, canon, pg_expr, quote  # noqa: E402
+from test_postgres_to_iceberg import assert_pg_table_matches  # noqa: E402
 
 SERVER = None
 NS = "pginc"
@@ -95,23 +95,7 @@ class PostgresIncrementalTest(ferrytest.FerryTestCase):
     def assert_matches(self, table, where=None):
         """The Iceberg table holds exactly the server's rows (those matching `where`), through
         icebird and DuckDB, both applying the equality deletes."""
-        loc = self.catalog_tables().get((NS, table))
-        self.assertIsNotNone(loc, f"{table} is not in the catalog: {self.catalog_tables()}")
-        seen = self.inspect(loc)
-        self.assertEqual(seen["problems"], [], f"readers found problems in {table}")
-        fields = seen["schema"]["fields"]
-        cols = ", ".join(pg_expr(f["name"], f["type"]) for f in fields)
-        rows = SERVER.query_json(
-            f"SELECT COALESCE(json_agg(json_build_array({cols})), '[]') FROM {quote(table)}" +
-            (f" WHERE {where}" if where else ""), db=self.db)
-        duck = [[canon(f["type"], v, "duckdb") for f, v in zip(fields, r)] for r in rows]
-        bird = [[canon(f["type"], v, "icebird") for f, v in zip(fields, r)] for r in rows]
-        dec = [i for i, f in enumerate(fields) if f["type"].startswith("decimal")]
-        self.assert_same_rows(duck, seen["duckdb_rows"], f"{table} via DuckDB")
-        self.assert_same_rows([approx_decimals(r, dec) for r in bird],
-                              [approx_decimals(r, dec) for r in seen["icebird_rows"]],
-                              f"{table} via icebird")
-        return seen
+        return assert_pg_table_matches(self, SERVER, self.db, NS, table, where)
 
     # ---- changes, each at a distinct, later cursor value ----
     def change_by_version(self, updates=300, inserts=200):

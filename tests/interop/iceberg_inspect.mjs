@@ -106,7 +106,9 @@ function duckExpr(name, type) {
   if (type === 'date') return `CAST(${c} - DATE '1970-01-01' AS VARCHAR)`;
   if (type === 'timestamp') return `CAST(epoch_us(${c}) AS VARCHAR)`;
   if (type === 'timestamptz') return `CAST(epoch_us(${c}) AS VARCHAR)`;
-  if (type === 'binary' || type === 'uuid') return `'hex:' || lower(hex(${c}))`;
+  if (type === 'binary') return `'hex:' || lower(hex(${c}))`;
+  // DuckDB reads an annotated UUID as its own UUID type, printed with dashes.
+  if (type === 'uuid') return `'hex:' || replace(CAST(${c} AS VARCHAR), '-', '')`;
   return `CAST(${c} AS VARCHAR)`;
 }
 

@@ -76,7 +76,7 @@ class PgServer:
             f.write(f"\nlisten_addresses = '127.0.0.1'\nport = {self.port}\n"
                     f"unix_socket_directories = '{self.dir}'\nfsync = off\n"
                     "synchronous_commit = off\nfull_page_writes = off\n"
-                    "wal_level = logical\nmax_replication_slots = 4\nmax_wal_senders = 4\n")
+                    "wal_level = logical\nmax_replication_slots = 16\nmax_wal_senders = 16\n")
         log = os.path.join(self.dir, "server.log")
         p = self._run([os.path.join(self.bindir, "pg_ctl"), "-D", self.data, "-l", log, "-w",
                        "-t", "30", "start"])

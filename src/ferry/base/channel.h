@@ -4,6 +4,7 @@
 // nullopt. Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -25,6 +26,20 @@ class Channel {
     items_.push_back(std::move(item));
     not_empty_.notify_one();
     return true;
+  }
+
+  enum class SendResult { kSent, kTimedOut, kClosed };
+  // Like Send, but waits at most `timeout` for room; `item` is moved from only when sent.
+  template <typename Rep, typename Period>
+  SendResult SendFor(T& item, std::chrono::duration<Rep, Period> timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!not_full_.wait_for(lock, timeout, [&] { return closed_ || items_.size() < capacity_; })) {
+      return SendResult::kTimedOut;
+    }
+    if (closed_) return SendResult::kClosed;
+    items_.push_back(std::move(item));
+    not_empty_.notify_one();
+    return SendResult::kSent;
   }
 
   std::optional<T> Receive() {

@@ -30,6 +30,12 @@ std::string g_error;
 const std::vector<FaultPointInfo>& AllFaultPoints() {
   static const std::vector<FaultPointInfo> kPoints = {
       {"source.mid_chunk", "the source has read part of a chunk (hit every 1024 rows)"},
+      {"source.mid_transaction",
+       "the source has read part of a transaction from the replication stream (hit every 1024 "
+       "row changes)"},
+      {"source.before_acknowledge",
+       "every sink committed and the state file is written; the replication slot not yet "
+       "acknowledged"},
       {"sink.data_written", "a chunk's data files are written, nothing committed"},
       {"sink.before_commit", "the catalog commit (data + marker) is about to be sent"},
       {"catalog.after_metadata_write",

@@ -221,12 +221,41 @@ int CmdSync(const Args& a) {
   opts.print_progress = GetLogLevel() <= LogLevel::kInfo;
   // CDC keeps following the source until stopped; everything else runs once.
   const bool follow = HasCdcStreams(*cfg) && !a.once;
+  int reruns = 0;
+  int retries = 0;
   for (;;) {
     engine::SyncReport report;
     // Each round reads the pipeline file anew: the round before consumed its options.
     auto round_cfg = follow ? config::LoadPipelineFile(a.config) : std::move(cfg);
     if (!round_cfg.ok()) return Fail(round_cfg.status(), 2);
     Status s = engine::RunSync(*round_cfg, opts, &report);
+    if (s.ok() && !report.rerun.empty() && !g_stop.requested()) {
+      // Stopped early at a consistent point (e.g. columns changed in the change log): what
+      // came before is committed; the next round rediscovers and goes on at once.
+      PrintReport(report);
+      if (++reruns > 100) {
+        return Fail(
+            Status::Internal("the sync asked to run again 100 times in a row: " + report.rerun), 1);
+      }
+      FERRY_LOG(kInfo) << "running again at once: " << report.rerun;
+      if (!follow) cfg = config::LoadPipelineFile(a.config);
+      continue;
+    }
+    reruns = 0;
+    if (!s.ok() && s.code() == StatusCode::kUnavailable && !g_stop.requested() &&
+        (follow || retries < 5)) {
+      // A server went away (restart, failover, a terminated connection): nothing half-done
+      // stays; try again with backoff.
+      int wait_s = std::min(30, 1 << std::min(retries, 5));
+      ++retries;
+      std::fprintf(stderr, "ferry: %s; retrying in %d s\n", s.ToString().c_str(), wait_s);
+      for (int i = 0; i < wait_s * 10 && !g_stop.requested(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      if (!follow) cfg = config::LoadPipelineFile(a.config);
+      if (!g_stop.requested()) continue;
+    }
+    if (s.ok()) retries = 0;
     if (!s.ok()) {
       if (g_stop.requested() && s.code() == StatusCode::kCancelled) {
         std::fprintf(stderr,

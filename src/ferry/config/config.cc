@@ -85,6 +85,7 @@ class Parser {
           "state)");
     }
     FERRY_RETURN_IF_ERROR(ParseSource(root, &cfg.source));
+    cfg.source.pipeline = cfg.name;
     FERRY_RETURN_IF_ERROR(ParseDestination(root, &cfg.destination));
     if (root["state"]) {
       FERRY_ASSIGN_OR_RETURN(std::string state, RequiredScalar(root, "state", "the pipeline file"));

@@ -77,7 +77,8 @@ struct SourceConfig {
   int64_t chunk_rows = 100000;
   bool all_streams = true;  // no `streams:` list: every table
   std::vector<StreamConfig> streams;
-  Options options;  // type-specific keys
+  Options options;       // type-specific keys
+  std::string pipeline;  // the pipeline's name (default names of source-side objects)
 };
 
 struct DestinationConfig {

@@ -103,6 +103,8 @@ struct StreamTask {
   IncrementalProgress window;    // incremental: the window this sync reads (from, cursor = to)
   CdcProgress changes;           // cdc after the backfill: the changes this sync applies
   bool cdc_backfill = false;     // cdc stream whose full refresh is new or in flight
+  bool shared_log = false;       // cdc stream read from the source's shared change log
+  int64_t report_from = 0;       // shared log: the position this sync started from
   bool incremental() const { return settings.mode == config::SyncMode::kIncremental; }
   bool cdc() const {
     return settings.mode == config::SyncMode::kCdc || settings.mode == config::SyncMode::kCdcOnly;
@@ -113,6 +115,14 @@ struct StreamTask {
   StreamReport* report = nullptr;
   Clock::time_point start;
 };
+
+// Hands a batch to a stream's sink (the batch's contents move; `b` is left empty).
+bool Forward(StreamTask* t, Batch& b, bool deletes, const SyncOptions& opts) {
+  if (opts.stop && opts.stop->requested()) return false;
+  auto owned = std::make_unique<Batch>(t->out->schema());
+  std::swap(*owned, b);
+  return t->edge->Send(graph::Message::Data(std::move(owned), deletes));
+}
 
 class SourceNode : public graph::Node {
  public:
@@ -192,15 +202,57 @@ class SourceNode : public graph::Node {
   }
 
   bool Forward(StreamTask* t, Batch& b, bool deletes = false) {
-    if (opts_.stop && opts_.stop->requested()) return false;
-    auto owned = std::make_unique<Batch>(t->out->schema());
-    std::swap(*owned, b);
-    return t->edge->Send(graph::Message::Data(std::move(owned), deletes));
+    return engine::Forward(t, b, deletes, opts_);
   }
 
   source::Source* src_;
   std::vector<StreamTask*> tasks_;
   const SyncOptions& opts_;
+};
+
+// CDC from a change log shared by all streams (PostgreSQL): one pass over the log feeds every
+// stream's sink; a checkpoint becomes a barrier on every edge, so each sink commits its part
+// with the checkpoint's position.
+class SharedLogSourceNode : public graph::Node {
+ public:
+  SharedLogSourceNode(source::Source* src, std::vector<StreamTask*> tasks, const SyncOptions& opts,
+                      source::Source::SharedRead* result)
+      : src_(src), tasks_(std::move(tasks)), opts_(opts), result_(result) {}
+  std::string name() const override { return "source (change log)"; }
+
+  Status Run() override {
+    std::vector<source::Source::SharedStream> streams;
+    for (StreamTask* t : tasks_) {
+      streams.push_back({&t->info, t->out->schema(), t->changes.from});
+    }
+    auto emit = [&](size_t i, Batch& b, bool deletes) {
+      return Forward(tasks_[i], b, deletes, opts_);
+    };
+    auto checkpoint = [&](int64_t position) {
+      for (StreamTask* t : tasks_) {
+        graph::Barrier barrier{graph::CheckpointId(position), t->info.name,
+                               Json{{"position", position}}};
+        if (!t->edge->Send(graph::Message::MakeBarrier(std::move(barrier)))) return false;
+      }
+      return true;
+    };
+    auto r = src_->ReadSharedChanges(streams, opts_.batch_rows, emit, checkpoint);
+    if (!r.ok()) {
+      if (opts_.stop && opts_.stop->requested()) return Status::Cancelled("stop requested");
+      return r.status();
+    }
+    *result_ = *r;
+    for (StreamTask* t : tasks_) {
+      if (!t->edge->Send(graph::Message::End())) return Status::Cancelled("sink stopped");
+    }
+    return Status::OK();
+  }
+
+ private:
+  source::Source* src_;
+  std::vector<StreamTask*> tasks_;
+  const SyncOptions& opts_;
+  source::Source::SharedRead* result_;
 };
 
 class SinkNode : public graph::Node {
@@ -238,7 +290,7 @@ class SinkNode : public graph::Node {
             break;
           }
           if (t_->keyed()) {
-            FERRY_RETURN_IF_ERROR(CommitChanges());
+            FERRY_RETURN_IF_ERROR(CommitChanges(m->barrier.position["position"].get<int64_t>()));
             break;
           }
           int64_t chunk = m->barrier.position["chunk"].get<int64_t>();
@@ -308,9 +360,19 @@ class SinkNode : public graph::Node {
     return Status::OK();
   }
 
-  // Commits a batch of changes (upserts and deletes by key) with the stream's new position.
-  Status CommitChanges() {
-    const CdcProgress& c = t_->changes;
+  // Commits a batch of changes (upserts and deletes by key) with the stream's new position `to`.
+  // A stream already past `to` (its marker was ahead) keeps its position.
+  Status CommitChanges(int64_t to) {
+    CdcProgress& c = t_->changes;
+    c.position = std::max(to, c.from);
+    if (!t_->out->HasPending()) {
+      // Nothing of this stream in the checkpoint: only the state moves on.
+      if (c.position > c.from) {
+        FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, c.ToJson()));
+      }
+      c.from = c.position;
+      return Status::OK();
+    }
     auto landed = [&](const lake::TableMetadata& md) {
       auto v = md.Property("ferry.marker." + pipeline_);
       if (!v) return false;
@@ -328,6 +390,7 @@ class SinkNode : public graph::Node {
       FERRY_LOG(kInfo) << t_->info.name << ": changes " << c.from << ".." << c.position
                        << " committed";
     }
+    c.from = c.position;
     return Status::OK();
   }
 
@@ -482,6 +545,12 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
   report->guarantee = sink::IcebergSink::Guarantee();
   for (const auto& s : report->streams) {
     report->tables.push_back((*dst)->options().ns + "." + s.name);
+    config::StreamConfig sc = StreamSettings(cfg.source, s.name);
+    if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
+      source::StreamInfo info = s;
+      FERRY_RETURN_IF_ERROR(ApplyKeyOverride(sc, &info));
+      FERRY_RETURN_IF_ERROR(src->CheckChangeCapture(info));
+    }
     // A marker that cannot be read would stop the sync: report it now.
     auto m = (*dst)->ReadMarker(s.name);
     if (!m.ok()) return m.status();
@@ -563,6 +632,15 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
           FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, repaired.ToJson()));
         }
         FERRY_LOG(kInfo) << t->info.name << ": " << cd.explanation;
+        if (src->SharedChangeLog()) {
+          // One pass over the shared log serves every such stream (see below).
+          t->shared_log = true;
+          t->changes.from = t->changes.position = cd.position;
+          t->report_from = cd.position;
+          t->report->action = "cdc: changes after position " + std::to_string(cd.position);
+          tasks.push_back(std::move(t));
+          continue;
+        }
         FERRY_ASSIGN_OR_RETURN(int64_t end, src->ChangeLogEnd(t->info));
         t->changes.from = cd.position;
         t->changes.position = std::max(cd.position, end);
@@ -616,13 +694,15 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
   }
 
   // Run the graph in waves of `parallel_streams` sinks fed by one source node.
+  std::vector<StreamTask*> own, shared;
+  for (auto& t : tasks) (t->shared_log ? shared : own).push_back(t.get());
   Status result;
   size_t wave = std::max<size_t>(1, opts.parallel_streams);
-  for (size_t start = 0; start < tasks.size() && result.ok(); start += wave) {
+  for (size_t start = 0; start < own.size() && result.ok(); start += wave) {
     graph::Graph g;
     std::vector<StreamTask*> group;
-    for (size_t i = start; i < std::min(tasks.size(), start + wave); ++i) {
-      StreamTask* t = tasks[i].get();
+    for (size_t i = start; i < std::min(own.size(), start + wave); ++i) {
+      StreamTask* t = own[i];
       t->edge = g.AddEdge(opts.edge_capacity);
       t->start = Clock::now();
       group.push_back(t);
@@ -630,6 +710,25 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     }
     g.AddNode(std::make_unique<SourceNode>(src.get(), group, opts));
     result = g.Run();
+  }
+  // The shared change log: one reader, every cdc stream's sink at once.
+  source::Source::SharedRead read;
+  if (result.ok() && !shared.empty()) {
+    graph::Graph g;
+    for (StreamTask* t : shared) {
+      t->edge = g.AddEdge(opts.edge_capacity);
+      t->start = Clock::now();
+      g.AddNode(std::make_unique<SinkNode>(t, &recorder, cfg.name, opts));
+    }
+    g.AddNode(std::make_unique<SharedLogSourceNode>(src.get(), shared, opts, &read));
+    result = g.Run();
+    report->rerun = read.restart;
+    for (StreamTask* t : shared) {
+      t->report->action = t->changes.position > t->report_from
+                              ? "cdc: changes " + std::to_string(t->report_from) + ".." +
+                                    std::to_string(t->changes.position)
+                              : "cdc: no new changes";
+    }
   }
   Status end = src->EndSnapshot();
   report->seconds = SecondsSince(t0);
@@ -639,6 +738,24 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
   // forget them.
   for (const auto& [info, position] : to_acknowledge) {
     FERRY_RETURN_IF_ERROR(src->AcknowledgeChanges(info, position));
+  }
+  if (read.position > 0) {
+    // The shared log is acknowledged up to what EVERY cdc stream of the pipeline has, including
+    // backfills still in flight (their changes start at cdc_start).
+    int64_t floor = read.position;
+    for (const auto& info : streams) {
+      config::StreamConfig sc = StreamSettings(cfg.source, info.name);
+      if (sc.mode != config::SyncMode::kCdc && sc.mode != config::SyncMode::kCdcOnly) continue;
+      Json st = recorder.Get(info.ns, info.name);
+      if (st.is_object() && st.value("mode", "") == "cdc") {
+        floor = std::min(floor, st.value("position", int64_t{0}));
+      } else if (st.is_object() && st.contains("cdc_start")) {
+        floor = std::min(floor, st.value("cdc_start", int64_t{0}));
+      } else {
+        floor = 0;  // a stream without a position yet: nothing may be forgotten
+      }
+    }
+    if (floor > 0) FERRY_RETURN_IF_ERROR(src->AcknowledgeSharedLog(floor));
   }
   return Status::OK();
 }

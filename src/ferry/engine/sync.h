@@ -30,6 +30,9 @@ struct StreamReport {
 struct SyncReport {
   std::vector<StreamReport> streams;
   double seconds = 0;
+  // Non-empty when the sync stopped early at a consistent point and must run again at once
+  // (e.g. a table's columns changed in the change log: the next run rediscovers it).
+  std::string rerun;
 };
 
 struct SyncOptions {

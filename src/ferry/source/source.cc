@@ -70,6 +70,15 @@ Status Source::ReadChanges(const StreamInfo& stream, int64_t, int64_t,
   return NoChangeLog(stream);
 }
 Status Source::AcknowledgeChanges(const StreamInfo& stream, int64_t) { return NoChangeLog(stream); }
+Status Source::CheckChangeCapture(const StreamInfo&) { return Status::OK(); }
+Result<Source::SharedRead> Source::ReadSharedChanges(
+    const std::vector<SharedStream>&, size_t, const std::function<bool(size_t, Batch&, bool)>&,
+    const std::function<bool(int64_t)>&) {
+  return Status::Internal("ReadSharedChanges on a source without a shared change log");
+}
+Status Source::AcknowledgeSharedLog(int64_t) {
+  return Status::Internal("AcknowledgeSharedLog on a source without a shared change log");
+}
 
 Result<std::unique_ptr<Source>> OpenSource(config::SourceConfig& cfg) {
   if (cfg.type == "sqlite") return OpenSqliteSource(cfg);

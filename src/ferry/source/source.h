@@ -117,6 +117,39 @@ class Source {
   // Every change at or below `position` has landed in every sink and in the state file: the
   // source may forget it. Called outside the snapshot.
   virtual Status AcknowledgeChanges(const StreamInfo& stream, int64_t position);
+  // Checks, before anything is installed or read, that the stream's changes can be captured
+  // (server settings, privileges, keys); the error names the fix. Default: nothing to check.
+  virtual Status CheckChangeCapture(const StreamInfo& stream);
+
+  // CDC on ONE log shared by every stream (PostgreSQL logical replication): positions are log
+  // positions (LSNs), and one pass over the log feeds every stream.
+  virtual bool SharedChangeLog() const { return false; }
+  struct SharedStream {
+    const StreamInfo* info = nullptr;
+    std::shared_ptr<const Schema> schema;  // batches are built on it
+    int64_t position = 0;                  // the stream's changes up to here are in its table
+  };
+  struct SharedRead {
+    // Every change up to this position was emitted (0: no checkpoint was reached).
+    int64_t position = 0;
+    // Why the read ended before the log's end: the pass must be run again after a
+    // rediscovery (a table's columns changed), or empty.
+    std::string restart;
+  };
+  // Reads the log from the lowest stream position up to the log's end as of the call. Each
+  // stream receives the last change of every key since the previous checkpoint (`emit(stream
+  // index, batch, deletes)`: upserts as full rows, deletes with the key columns set), then
+  // `checkpoint(position)` at a transaction boundary: every change up to `position` has been
+  // emitted. A stream's changes at or below its own position are skipped. Callbacks return false
+  // to stop.
+  virtual Result<SharedRead> ReadSharedChanges(
+      const std::vector<SharedStream>& streams, size_t batch_rows,
+      const std::function<bool(size_t stream, Batch&, bool deletes)>& emit,
+      const std::function<bool(int64_t position)>& checkpoint);
+  // Every stream's changes up to `position` are in its table and in the state file: the log may
+  // forget them (PostgreSQL: the slot's confirmed position advances).
+  virtual Status AcknowledgeSharedLog(int64_t position);
+
   // The guarantee this source can give for a full refresh, for `check`.
   virtual std::string Describe() const = 0;
 };

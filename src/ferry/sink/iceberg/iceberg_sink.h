@@ -85,6 +85,10 @@ class IcebergStream {
   // the equality-delete file of the next commit.
   Status WriteDeleteKeys(const Batch& batch);
   uint64_t pending_rows() const;
+  // Rows or deletes written since the last commit.
+  bool HasPending() const {
+    return writer_ || delete_writer_ || !pending_.empty() || !pending_deletes_.empty();
+  }
 
   // Closes the open files and commits them on `branch` with the marker set to `marker`.
   // `already_landed` decides from fresh metadata whether this commit is already in the table.

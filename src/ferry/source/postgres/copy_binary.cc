@@ -281,6 +281,148 @@ std::string CopyBinaryDecoder::RowLocation() const {
   return "row " + std::to_string(rows_) + " of the chunk";
 }
 
+Status DecodePgValue(PgWire wire, std::string_view v, Column* col) {
+  auto corrupt = [](const std::string& what) { return Status::Corruption(what); };
+  auto refuse = [](const std::string& what) { return Status::InvalidArgument(what); };
+  auto need = [&](size_t n) { return v.size() == n; };
+  switch (wire) {
+    case PgWire::kBool:
+      if (!need(1) || static_cast<uint8_t>(v[0]) > 1) return corrupt("not a boolean");
+      col->AppendBool(v[0] == 1);
+      break;
+    case PgWire::kInt2:
+      if (!need(2)) return corrupt("a smallint of " + std::to_string(v.size()) + " bytes");
+      col->AppendInt32(static_cast<int16_t>(Be16(v.data())));
+      break;
+    case PgWire::kInt4:
+      if (!need(4)) return corrupt("an integer of " + std::to_string(v.size()) + " bytes");
+      col->AppendInt32(static_cast<int32_t>(Be32(v.data())));
+      break;
+    case PgWire::kInt8:
+      if (!need(8)) return corrupt("a bigint of " + std::to_string(v.size()) + " bytes");
+      col->AppendInt64(static_cast<int64_t>(Be64(v.data())));
+      break;
+    case PgWire::kOid:
+      if (!need(4)) return corrupt("an oid of " + std::to_string(v.size()) + " bytes");
+      col->AppendInt64(static_cast<int64_t>(Be32(v.data())));
+      break;
+    case PgWire::kFloat4: {
+      if (!need(4)) return corrupt("a real of " + std::to_string(v.size()) + " bytes");
+      uint32_t bits = Be32(v.data());
+      float x;
+      std::memcpy(&x, &bits, 4);
+      col->AppendFloat(x);
+      break;
+    }
+    case PgWire::kFloat8: {
+      if (!need(8)) return corrupt("a double of " + std::to_string(v.size()) + " bytes");
+      uint64_t bits = Be64(v.data());
+      double x;
+      std::memcpy(&x, &bits, 8);
+      col->AppendDouble(x);
+      break;
+    }
+    case PgWire::kNumericDecimal: {
+      auto d = NumericToDecimal(v, col->type().precision(), col->type().scale());
+      if (!d.ok()) {
+        return d.status().code() == StatusCode::kCorruption ? corrupt(d.status().message())
+                                                            : refuse(d.status().message());
+      }
+      col->AppendDecimal(*d);
+      break;
+    }
+    case PgWire::kNumericText: {
+      auto t = NumericToText(v);
+      if (!t.ok()) return corrupt(t.status().message());
+      col->AppendBytes(*t);
+      break;
+    }
+    case PgWire::kText:
+      if (!ValidUtf8(v)) {
+        return refuse(
+            "text that is not valid UTF-8 (is the database's encoding SQL_ASCII?); "
+            "convert it in a view, or map the column to bytea");
+      }
+      col->AppendBytes(v);
+      break;
+    case PgWire::kBytea:
+      col->AppendBytes(v);
+      break;
+    case PgWire::kJsonb:
+      if (v.empty() || v[0] != 1) return corrupt("a jsonb value without version byte 1");
+      v.remove_prefix(1);
+      if (!ValidUtf8(v)) return refuse("jsonb text that is not valid UTF-8");
+      col->AppendBytes(v);
+      break;
+    case PgWire::kDate: {
+      if (!need(4)) return corrupt("a date of " + std::to_string(v.size()) + " bytes");
+      int32_t d = static_cast<int32_t>(Be32(v.data()));
+      if (d == std::numeric_limits<int32_t>::max() || d == std::numeric_limits<int32_t>::min()) {
+        return refuse(std::string(d > 0 ? "infinity" : "-infinity") +
+                      " has no Iceberg date; replace it in a view (e.g. CASE WHEN isfinite(col) "
+                      "THEN col END) or exclude the table");
+      }
+      int64_t days = static_cast<int64_t>(d) + kDaysFrom1970To2000;
+      if (days > std::numeric_limits<int32_t>::max()) return refuse("date beyond Iceberg's range");
+      col->AppendInt32(static_cast<int32_t>(days));
+      break;
+    }
+    case PgWire::kTime: {
+      if (!need(8)) return corrupt("a time of " + std::to_string(v.size()) + " bytes");
+      int64_t t = static_cast<int64_t>(Be64(v.data()));
+      if (t == kMicrosPerDay) {
+        return refuse(
+            "24:00:00 has no Iceberg time (it ends at 23:59:59.999999); replace it "
+            "in a view or cast the column to text");
+      }
+      if (t < 0 || t > kMicrosPerDay) return corrupt("time of day " + std::to_string(t) + " µs");
+      col->AppendInt64(t);
+      break;
+    }
+    case PgWire::kTimeTz: {
+      if (!need(12)) return corrupt("a timetz of " + std::to_string(v.size()) + " bytes");
+      int64_t t = static_cast<int64_t>(Be64(v.data()));
+      int32_t zone = static_cast<int32_t>(Be32(v.data() + 8));
+      if (t < 0 || t > kMicrosPerDay) return corrupt("time of day " + std::to_string(t) + " µs");
+      if (zone < -86400 || zone > 86400) return corrupt("time zone offset " + std::to_string(zone));
+      col->AppendBytes(TimeTzToText(t, zone));
+      break;
+    }
+    case PgWire::kTimestamp:
+    case PgWire::kTimestampTz: {
+      if (!need(8)) return corrupt("a timestamp of " + std::to_string(v.size()) + " bytes");
+      int64_t t = static_cast<int64_t>(Be64(v.data()));
+      if (t == std::numeric_limits<int64_t>::max() || t == std::numeric_limits<int64_t>::min()) {
+        return refuse(std::string(t > 0 ? "infinity" : "-infinity") +
+                      " has no Iceberg timestamp; replace it in a view (e.g. CASE WHEN "
+                      "isfinite(col) THEN col END) or exclude the table");
+      }
+      int64_t out;
+      if (__builtin_add_overflow(t, kMicrosFrom1970To2000, &out)) {
+        return refuse(
+            "timestamp beyond Iceberg's range (microseconds since 1970 in 64 bits, "
+            "about year 294247)");
+      }
+      col->AppendInt64(out);
+      break;
+    }
+    case PgWire::kInterval: {
+      if (!need(16)) return corrupt("an interval of " + std::to_string(v.size()) + " bytes");
+      col->AppendBytes(IntervalToText(static_cast<int64_t>(Be64(v.data())),
+                                      static_cast<int32_t>(Be32(v.data() + 8)),
+                                      static_cast<int32_t>(Be32(v.data() + 12))));
+      break;
+    }
+    case PgWire::kUuid:
+      if (!need(16)) return corrupt("a uuid of " + std::to_string(v.size()) + " bytes");
+      col->AppendUuid(reinterpret_cast<const uint8_t*>(v.data()));
+      break;
+    case PgWire::kTid:
+      break;  // a row locator, not a value
+  }
+  return Status::OK();
+}
+
 Status CopyBinaryDecoder::Feed(std::string_view data, Batch* batch) {
   buffer_.append(data.data(), data.size());
   auto avail = [&]() { return buffer_.size() - pos_; };
@@ -375,157 +517,20 @@ Status CopyBinaryDecoder::DecodeTuple(std::string_view tuple, Batch* batch) {
     }
     std::string_view v(tuple.data() + p, static_cast<size_t>(len));
     p += static_cast<size_t>(len);
-    auto corrupt = [&](const std::string& what) {
-      return Status::Corruption("column " + f.name + ", " + RowLocation() + ": " + what);
-    };
-    auto refuse = [&](const std::string& what) {
-      return Status::InvalidArgument("column " + f.name + ", " + RowLocation() + ": " + what);
-    };
-    auto need = [&](size_t n) { return v.size() == n; };
     if (f.wire == PgWire::kTid) {
-      if (!need(6)) return corrupt("a ctid of " + std::to_string(v.size()) + " bytes");
+      if (v.size() != 6) {
+        return Status::Corruption("column " + f.name + ", " + RowLocation() + ": a ctid of " +
+                                  std::to_string(v.size()) + " bytes");
+      }
       have_tid_ = true;
       tid_block_ = Be32(v.data());
       tid_offset_ = Be16(v.data() + 4);
       continue;
     }
     if (!col) continue;
-    switch (f.wire) {
-      case PgWire::kBool:
-        if (!need(1) || static_cast<uint8_t>(v[0]) > 1) return corrupt("not a boolean");
-        col->AppendBool(v[0] == 1);
-        break;
-      case PgWire::kInt2:
-        if (!need(2)) return corrupt("a smallint of " + std::to_string(v.size()) + " bytes");
-        col->AppendInt32(static_cast<int16_t>(Be16(v.data())));
-        break;
-      case PgWire::kInt4:
-        if (!need(4)) return corrupt("an integer of " + std::to_string(v.size()) + " bytes");
-        col->AppendInt32(static_cast<int32_t>(Be32(v.data())));
-        break;
-      case PgWire::kInt8:
-        if (!need(8)) return corrupt("a bigint of " + std::to_string(v.size()) + " bytes");
-        col->AppendInt64(static_cast<int64_t>(Be64(v.data())));
-        break;
-      case PgWire::kOid:
-        if (!need(4)) return corrupt("an oid of " + std::to_string(v.size()) + " bytes");
-        col->AppendInt64(static_cast<int64_t>(Be32(v.data())));
-        break;
-      case PgWire::kFloat4: {
-        if (!need(4)) return corrupt("a real of " + std::to_string(v.size()) + " bytes");
-        uint32_t bits = Be32(v.data());
-        float x;
-        std::memcpy(&x, &bits, 4);
-        col->AppendFloat(x);
-        break;
-      }
-      case PgWire::kFloat8: {
-        if (!need(8)) return corrupt("a double of " + std::to_string(v.size()) + " bytes");
-        uint64_t bits = Be64(v.data());
-        double x;
-        std::memcpy(&x, &bits, 8);
-        col->AppendDouble(x);
-        break;
-      }
-      case PgWire::kNumericDecimal: {
-        auto d = NumericToDecimal(v, col->type().precision(), col->type().scale());
-        if (!d.ok()) {
-          return d.status().code() == StatusCode::kCorruption ? corrupt(d.status().message())
-                                                              : refuse(d.status().message());
-        }
-        col->AppendDecimal(*d);
-        break;
-      }
-      case PgWire::kNumericText: {
-        auto t = NumericToText(v);
-        if (!t.ok()) return corrupt(t.status().message());
-        col->AppendBytes(*t);
-        break;
-      }
-      case PgWire::kText:
-        if (!ValidUtf8(v)) {
-          return refuse(
-              "text that is not valid UTF-8 (is the database's encoding SQL_ASCII?); "
-              "convert it in a view, or map the column to bytea");
-        }
-        col->AppendBytes(v);
-        break;
-      case PgWire::kBytea:
-        col->AppendBytes(v);
-        break;
-      case PgWire::kJsonb:
-        if (v.empty() || v[0] != 1) return corrupt("a jsonb value without version byte 1");
-        v.remove_prefix(1);
-        if (!ValidUtf8(v)) return refuse("jsonb text that is not valid UTF-8");
-        col->AppendBytes(v);
-        break;
-      case PgWire::kDate: {
-        if (!need(4)) return corrupt("a date of " + std::to_string(v.size()) + " bytes");
-        int32_t d = static_cast<int32_t>(Be32(v.data()));
-        if (d == std::numeric_limits<int32_t>::max() || d == std::numeric_limits<int32_t>::min()) {
-          return refuse(std::string(d > 0 ? "infinity" : "-infinity") +
-                        " has no Iceberg date; replace it in a view (e.g. CASE WHEN isfinite(col) "
-                        "THEN col END) or exclude the table");
-        }
-        int64_t days = static_cast<int64_t>(d) + kDaysFrom1970To2000;
-        if (days > std::numeric_limits<int32_t>::max())
-          return refuse("date beyond Iceberg's range");
-        col->AppendInt32(static_cast<int32_t>(days));
-        break;
-      }
-      case PgWire::kTime: {
-        if (!need(8)) return corrupt("a time of " + std::to_string(v.size()) + " bytes");
-        int64_t t = static_cast<int64_t>(Be64(v.data()));
-        if (t == kMicrosPerDay) {
-          return refuse(
-              "24:00:00 has no Iceberg time (it ends at 23:59:59.999999); replace it "
-              "in a view or cast the column to text");
-        }
-        if (t < 0 || t > kMicrosPerDay) return corrupt("time of day " + std::to_string(t) + " µs");
-        col->AppendInt64(t);
-        break;
-      }
-      case PgWire::kTimeTz: {
-        if (!need(12)) return corrupt("a timetz of " + std::to_string(v.size()) + " bytes");
-        int64_t t = static_cast<int64_t>(Be64(v.data()));
-        int32_t zone = static_cast<int32_t>(Be32(v.data() + 8));
-        if (t < 0 || t > kMicrosPerDay) return corrupt("time of day " + std::to_string(t) + " µs");
-        if (zone < -86400 || zone > 86400)
-          return corrupt("time zone offset " + std::to_string(zone));
-        col->AppendBytes(TimeTzToText(t, zone));
-        break;
-      }
-      case PgWire::kTimestamp:
-      case PgWire::kTimestampTz: {
-        if (!need(8)) return corrupt("a timestamp of " + std::to_string(v.size()) + " bytes");
-        int64_t t = static_cast<int64_t>(Be64(v.data()));
-        if (t == std::numeric_limits<int64_t>::max() || t == std::numeric_limits<int64_t>::min()) {
-          return refuse(std::string(t > 0 ? "infinity" : "-infinity") +
-                        " has no Iceberg timestamp; replace it in a view (e.g. CASE WHEN "
-                        "isfinite(col) THEN col END) or exclude the table");
-        }
-        int64_t out;
-        if (__builtin_add_overflow(t, kMicrosFrom1970To2000, &out)) {
-          return refuse(
-              "timestamp beyond Iceberg's range (microseconds since 1970 in 64 bits, "
-              "about year 294247)");
-        }
-        col->AppendInt64(out);
-        break;
-      }
-      case PgWire::kInterval: {
-        if (!need(16)) return corrupt("an interval of " + std::to_string(v.size()) + " bytes");
-        col->AppendBytes(IntervalToText(static_cast<int64_t>(Be64(v.data())),
-                                        static_cast<int32_t>(Be32(v.data() + 8)),
-                                        static_cast<int32_t>(Be32(v.data() + 12))));
-        break;
-      }
-      case PgWire::kUuid:
-        if (!need(16)) return corrupt("a uuid of " + std::to_string(v.size()) + " bytes");
-        col->AppendUuid(reinterpret_cast<const uint8_t*>(v.data()));
-        break;
-      case PgWire::kTid:
-        break;  // handled above
+    Status s = DecodePgValue(f.wire, v, col);
+    if (!s.ok()) {
+      return Status(s.code(), "column " + f.name + ", " + RowLocation() + ": " + s.message());
     }
   }
   if (p != tuple.size()) return Status::Corruption("a COPY tuple has bytes after its last field");

@@ -83,6 +83,11 @@ class CopyBinaryDecoder {
   uint16_t tid_offset_ = 0;
 };
 
+// One value in its type's binary send format (as COPY binary and binary-mode pgoutput carry it),
+// appended to `col`. kCorruption for malformed bytes, kInvalidArgument for a value the column's
+// Iceberg type cannot hold exactly; the message names the problem, not the column or row.
+Status DecodePgValue(PgWire wire, std::string_view value, Column* col);
+
 // Numeric send format -> unscaled integer at `scale` with at most `precision` digits. NaN and
 // ±Infinity, digits beyond the scale and too many digits are refused (kInvalidArgument).
 Result<int128_t> NumericToDecimal(std::string_view value, int precision, int scale);

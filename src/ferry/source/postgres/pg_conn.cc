@@ -4,6 +4,9 @@
 
 #include <libpq-fe.h>
 
+#include <sys/select.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -47,11 +50,16 @@ double PgResult::Double(int row, int col) const {
   if (IsNull(row, col)) return 0;
   return std::strtod(PQgetvalue(r_.get(), row, col), nullptr);
 }
+std::string_view PgResult::Bytes(int row, int col) const {
+  return std::string_view(PQgetvalue(r_.get(), row, col),
+                          static_cast<size_t>(PQgetlength(r_.get(), row, col)));
+}
 bool PgResult::Bool(int row, int col) const {
   return !IsNull(row, col) && PQgetvalue(r_.get(), row, col)[0] == 't';
 }
 
-Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const std::string& dsn) {
+Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const std::string& dsn,
+                                                            bool replication) {
   // Parse first: to validate, to know the password (to scrub it from any message) and to name
   // the server in errors without echoing the DSN.
   char* parse_error = nullptr;
@@ -77,9 +85,10 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const std::string& d
 
   // Later keywords override earlier ones, and the expanded DSN sits in the middle: the DSN may
   // override the timeout, never the encoding (COPY's text values must be UTF-8).
-  const char* keys[] = {"connect_timeout", "dbname", "client_encoding", "fallback_application_name",
+  const char* keys[] = {"connect_timeout",           "dbname",      "client_encoding",
+                        "fallback_application_name", "replication", nullptr};
+  const char* vals[] = {"10",   dsn.c_str(), "UTF8", "ferry", replication ? "database" : nullptr,
                         nullptr};
-  const char* vals[] = {"10", dsn.c_str(), "UTF8", "ferry", nullptr};
   PGconn* conn = PQconnectdbParams(keys, vals, 1);
   if (!conn) return Status::Unavailable("cannot allocate a PostgreSQL connection");
   auto c = std::unique_ptr<PgConnection>(new PgConnection(conn, password));
@@ -103,13 +112,14 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const std::string& d
   }
   PQsetNoticeProcessor(conn, NoticeToLog, nullptr);
   // A sync holds one transaction open while sinks commit: server-side timeouts must not end it.
-  FERRY_RETURN_IF_ERROR(c->Exec("SET statement_timeout = 0"));
-  FERRY_RETURN_IF_ERROR(c->Exec("SET idle_in_transaction_session_timeout = 0"));
   // Text forms that do not depend on the server's or role's defaults: timestamptz as
   // "2024-01-01 12:00:00+00", dates as ISO, floats with every digit (shortest exact form).
-  FERRY_RETURN_IF_ERROR(c->Exec("SET TimeZone = 'UTC'"));
-  FERRY_RETURN_IF_ERROR(c->Exec("SET DateStyle = 'ISO, YMD'"));
-  FERRY_RETURN_IF_ERROR(c->Exec("SET extra_float_digits = 3"));
+  for (const char* set :
+       {"SET statement_timeout = 0", "SET idle_in_transaction_session_timeout = 0",
+        "SET TimeZone = 'UTC'", "SET DateStyle = 'ISO, YMD'", "SET extra_float_digits = 3"}) {
+    auto r = c->SimpleQuery(set);
+    if (!r.ok()) return r.status();
+  }
   return c;
 }
 
@@ -179,6 +189,86 @@ Result<std::string> PgConnection::Literal(std::string_view value) const {
 Status PgConnection::Exec(const std::string& sql) {
   auto r = Query(sql);
   return r.ok() ? Status::OK() : r.status();
+}
+
+Result<PgResult> PgConnection::SimpleQuery(const std::string& sql) {
+  PGresult* r = PQexec(conn_, sql.c_str());
+  PgResult owned(r);
+  ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) return ErrorOf(r, "query");
+  return owned;
+}
+
+Result<PgResult> PgConnection::QueryBinary(const std::string& sql,
+                                           const std::vector<std::optional<std::string>>& params) {
+  std::vector<const char*> values;
+  std::vector<int> lengths, formats;
+  for (const auto& p : params) {
+    values.push_back(p ? p->data() : nullptr);
+    lengths.push_back(p ? static_cast<int>(p->size()) : 0);
+    formats.push_back(1);
+  }
+  PGresult* r = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                             values.data(), lengths.data(), formats.data(), 1);
+  PgResult owned(r);
+  ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) return ErrorOf(r, "query");
+  return owned;
+}
+
+int PgConnection::ServerVersion() const { return PQserverVersion(conn_); }
+
+Status PgConnection::StartCopyBoth(const std::string& sql) {
+  PGresult* r = PQexec(conn_, sql.c_str());
+  PgResult owned(r);
+  if (!r || PQresultStatus(r) != PGRES_COPY_BOTH) return ErrorOf(r, "START_REPLICATION");
+  return Status::OK();
+}
+
+Result<int> PgConnection::ReadCopyData(std::string* out, int timeout_ms) {
+  for (int round = 0; round < 2; ++round) {
+    char* buf = nullptr;
+    int n = PQgetCopyData(conn_, &buf, 1);
+    if (n > 0) {
+      out->assign(buf, static_cast<size_t>(n));
+      PQfreemem(buf);
+      return 1;
+    }
+    if (n == -2) return ConnectionError("replication");
+    if (n == -1) {
+      Status result;
+      while (PGresult* r = PQgetResult(conn_)) {
+        if (result.ok() && PQresultStatus(r) != PGRES_COMMAND_OK &&
+            PQresultStatus(r) != PGRES_TUPLES_OK) {
+          result = ErrorOf(r, "replication");
+        }
+        PQclear(r);
+      }
+      if (!result.ok()) return result;
+      return -1;
+    }
+    if (round == 1) break;
+    // Nothing buffered: wait for the socket, then read what arrived.
+    int fd = PQsocket(conn_);
+    if (fd < 0) return ConnectionError("replication");
+    fd_set in;
+    FD_ZERO(&in);
+    FD_SET(fd, &in);
+    timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    int ready = select(fd + 1, &in, nullptr, nullptr, &tv);
+    if (ready < 0 && errno != EINTR) return ConnectionError("replication (select)");
+    if (ready <= 0) return 0;
+    if (PQconsumeInput(conn_) == 0) return ConnectionError("replication");
+  }
+  return 0;
+}
+
+Status PgConnection::PutCopyData(std::string_view data) {
+  if (PQputCopyData(conn_, data.data(), static_cast<int>(data.size())) != 1 ||
+      PQflush(conn_) != 0) {
+    return ConnectionError("replication (sending a status update)");
+  }
+  return Status::OK();
 }
 
 Status PgConnection::CopyOut(const std::string& sql,

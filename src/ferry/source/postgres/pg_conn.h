@@ -33,6 +33,8 @@ class PgResult {
   int64_t Int64(int row, int col) const;  // 0 for NULL or non-numbers
   double Double(int row, int col) const;
   bool Bool(int row, int col) const;  // 't' is true
+  // The value's bytes as sent (binary results: the type's send format).
+  std::string_view Bytes(int row, int col) const;
 
  private:
   std::shared_ptr<pg_result> r_;
@@ -48,7 +50,12 @@ class PgConnection {
   //   kPermissionDenied authentication failed;
   //   kNotFound         the database or role does not exist;
   //   kUnavailable      the server cannot be reached (retryable).
-  static Result<std::unique_ptr<PgConnection>> Connect(const std::string& dsn);
+  //
+  // `replication`: open a logical-replication (walsender) session on the DSN's database, which
+  // takes replication commands and simple-protocol SQL only (Query with parameters and
+  // QueryBinary are refused by the server there; use SimpleQuery).
+  static Result<std::unique_ptr<PgConnection>> Connect(const std::string& dsn,
+                                                       bool replication = false);
   ~PgConnection();
   PgConnection(const PgConnection&) = delete;
   PgConnection& operator=(const PgConnection&) = delete;
@@ -57,6 +64,20 @@ class PgConnection {
   Result<PgResult> Query(const std::string& sql,
                          const std::vector<std::optional<std::string>>& params = {});
   Status Exec(const std::string& sql);
+  // The simple query protocol: one statement, no parameters (replication sessions).
+  Result<PgResult> SimpleQuery(const std::string& sql);
+  // Parameters in their types' binary send format (types inferred by the server), results in
+  // binary: values travel exactly as COPY binary and pgoutput's binary mode carry them.
+  Result<PgResult> QueryBinary(const std::string& sql,
+                               const std::vector<std::optional<std::string>>& params);
+
+  // Streaming replication (CopyBoth), for a replication session: `sql` is START_REPLICATION.
+  Status StartCopyBoth(const std::string& sql);
+  // The next CopyData message into `out`: 1 = a message, 0 = none within `timeout_ms`,
+  // -1 = the server ended the stream (its error, if any, is the Status).
+  Result<int> ReadCopyData(std::string* out, int timeout_ms);
+  Status PutCopyData(std::string_view data);
+  int ServerVersion() const;
   // `value` as a quoted SQL string literal (PQescapeLiteral: quotes and backslashes escaped for
   // this connection's encoding and settings), for statements that take no parameters (COPY).
   Result<std::string> Literal(std::string_view value) const;

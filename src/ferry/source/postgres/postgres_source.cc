@@ -1,9 +1,18 @@
 #include "ferry/source/postgres/postgres_source.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <charconv>
+#include <chrono>
 #include <map>
+#include <regex>
 #include <set>
+#include <thread>
+
+#include "ferry/base/channel.h"
+#include "ferry/source/postgres/pg_changes.h"
+#include "ferry/source/postgres/pgoutput.h"
 
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
@@ -30,7 +39,9 @@ struct Relation {
   std::string table;
   char relkind = 'r';  // r table, p partitioned table, v view, m materialized view
   std::vector<PgWire> wires;
-  std::vector<pg::PgBaseType> bases;  // per column, domains resolved
+  std::vector<pg::PgBaseType> bases;     // per column, domains resolved
+  std::vector<uint32_t> type_oids;       // per column, as declared (a domain's own oid)
+  std::vector<std::string> primary_key;  // the table's own key (a stream may override it)
   std::string Qualified() const { return QuoteIdent(schema) + "." + QuoteIdent(table); }
   std::string Display() const { return schema + "." + table; }
   bool Heap() const { return relkind == 'r' || relkind == 'm'; }
@@ -56,10 +67,33 @@ std::string ReplicaIdentityName(char c) {
 
 std::string Tid(int64_t block) { return "'(" + std::to_string(block) + ",0)'::tid"; }
 
+// Logical-replication settings (source keys slot, publication, truncate).
+struct CdcOptions {
+  std::string dsn;  // to open the replication and lookup sessions; never printed
+  std::string slot;
+  std::string publication;
+  bool ignore_truncate = false;
+};
+
+// A checkpoint is taken, at the next transaction boundary, once this much is held.
+constexpr size_t kCheckpointChanges = 200000;
+constexpr size_t kCheckpointBytes = size_t{128} << 20;
+constexpr size_t kLookupKeys = 500;  // keys per TOAST lookup query
+
+// One item from the replication session's reader thread to the decoder.
+struct StreamItem {
+  enum Kind { kData, kKeepalive, kError } kind = kData;
+  std::string payload;  // kData: one pgoutput message
+  pg::Lsn wal_end = 0;  // kKeepalive: everything before it was sent
+  Status error;
+};
+
 class PostgresSource final : public Source {
  public:
-  PostgresSource(std::unique_ptr<PgConnection> conn, std::vector<std::string> schemas)
-      : conn_(std::move(conn)), schemas_(std::move(schemas)) {}
+  PostgresSource(std::unique_ptr<PgConnection> conn, std::vector<std::string> schemas,
+                 CdcOptions cdc)
+      : conn_(std::move(conn)), schemas_(std::move(schemas)), cdc_(std::move(cdc)) {}
+  ~PostgresSource() override { StopReader(); }
 
   Result<std::vector<StreamInfo>> Discover() override {
     std::optional<std::string> schema_filter;
@@ -147,8 +181,21 @@ class PostgresSource final : public Source {
   }
 
   Status BeginSnapshot() override {
+    std::string exported;
+    if (!cdc_streams_.empty()) {
+      FERRY_RETURN_IF_ERROR(EnsurePublication());
+      FERRY_ASSIGN_OR_RETURN(exported, EnsureSlot());
+    }
     FERRY_RETURN_IF_ERROR(conn_->Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
     in_snapshot_ = true;
+    if (!exported.empty()) {
+      // The slot was created just now: read the tables at its consistent point, so that the
+      // backfill and the changes after it meet exactly.
+      FERRY_ASSIGN_OR_RETURN(std::string lit, conn_->Literal(exported));
+      FERRY_RETURN_IF_ERROR(conn_->Exec("SET TRANSACTION SNAPSHOT " + lit));
+      snapshot_id_ = exported;
+      return Status::OK();
+    }
     // The first statement takes the snapshot; exporting it lets later parallel readers share it
     // (not possible on a standby, where the transaction still gives one consistent point).
     FERRY_ASSIGN_OR_RETURN(
@@ -337,6 +384,277 @@ class PostgresSource final : public Source {
     return CopyInto(*rel, sql, std::move(fields), std::move(schema), batch_rows, emit);
   }
 
+  // ---- Change data capture: logical replication (pgoutput, binary) ----
+
+  Status CheckChangeCapture(const StreamInfo& stream) override {
+    FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
+    if (conn_->ServerVersion() < 140000) {
+      return Status::NotSupported(
+          "cdc needs PostgreSQL 14 or newer (ferry reads pgoutput in binary mode); this server "
+          "is " +
+          conn_->Describe() + ": use incremental mode, or upgrade the server");
+    }
+    if (!server_checked_) {
+      FERRY_ASSIGN_OR_RETURN(
+          auto r, conn_->Query("SELECT current_setting('wal_level'), r.rolsuper OR "
+                               "r.rolreplication FROM pg_roles r WHERE r.rolname = current_user"));
+      if (r.rows() != 1) return Status::Internal("the current role is not in pg_roles");
+      if (r.Text(0, 0) != "logical") {
+        return Status::InvalidArgument(
+            "cdc reads PostgreSQL's logical replication, and the server runs with wal_level = " +
+            r.Text(0, 0) +
+            "; set it with ALTER SYSTEM SET wal_level = logical (or in postgresql.conf) and "
+            "restart the server");
+      }
+      if (!r.Bool(0, 1)) {
+        return Status::PermissionDenied("cdc needs the REPLICATION attribute, which user " +
+                                        conn_->User() + " lacks; grant it with ALTER ROLE " +
+                                        QuoteIdent(conn_->User()) + " REPLICATION");
+      }
+      server_checked_ = true;
+    }
+    if (!rel->Heap() && rel->relkind != 'p') {
+      return Status::NotSupported("stream " + stream.name +
+                                  " is a view: PostgreSQL publishes "
+                                  "changes of tables only; use full_refresh or incremental for it");
+    }
+    if (stream.primary_key.empty()) {
+      return Status::InvalidArgument(
+          "table " + rel->Display() +
+          " has no primary key, so its changes cannot be matched to rows in the destination; add "
+          "one (ALTER TABLE " +
+          rel->Qualified() +
+          " ADD PRIMARY KEY (...)), or set the stream's "
+          "primary_key and ALTER TABLE " +
+          rel->Qualified() + " REPLICA IDENTITY FULL");
+    }
+    if (stream.replica_identity == "nothing") {
+      return Status::InvalidArgument("table " + rel->Display() +
+                                     " has REPLICA IDENTITY NOTHING: its updates and deletes "
+                                     "would fail on the source once published; run ALTER TABLE " +
+                                     rel->Qualified() + " REPLICA IDENTITY DEFAULT (or FULL)");
+    }
+    if (stream.primary_key != rel->primary_key && stream.replica_identity != "full") {
+      return Status::InvalidArgument(
+          "stream " + stream.name +
+          " sets primary_key to columns that are not the table's "
+          "primary key: PostgreSQL then does not send them with updates and deletes; run ALTER "
+          "TABLE " +
+          rel->Qualified() + " REPLICA IDENTITY FULL, or drop the primary_key setting");
+    }
+    return Status::OK();
+  }
+
+  Status PrepareChangeCapture(const StreamInfo& stream) override {
+    FERRY_RETURN_IF_ERROR(CheckChangeCapture(stream));
+    for (const auto& s : cdc_streams_) {
+      if (s.name == stream.name) return Status::OK();
+    }
+    cdc_streams_.push_back(stream);
+    return Status::OK();
+  }
+
+  // The slot's starting point for this sync: a backfill starting now applies changes after it.
+  Result<int64_t> ChangeLogEnd(const StreamInfo& stream) override {
+    if (!slot_ready_) {
+      return Status::Internal("ChangeLogEnd before the replication slot was set up for " +
+                              stream.name);
+    }
+    return static_cast<int64_t>(slot_start_);
+  }
+
+  bool SharedChangeLog() const override { return true; }
+
+  Result<SharedRead> ReadSharedChanges(
+      const std::vector<SharedStream>& streams, size_t batch_rows,
+      const std::function<bool(size_t stream, Batch&, bool deletes)>& emit,
+      const std::function<bool(int64_t position)>& checkpoint) override {
+    SharedRead out;
+    if (streams.empty()) return out;
+    std::vector<pg::ChangeTable> tables;
+    pg::Lsn start = ~pg::Lsn{0};
+    for (const auto& ss : streams) {
+      FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(*ss.info));
+      pg::ChangeTable t;
+      t.stream = ss.info->name;
+      t.nspname = rel->schema;
+      t.relname = rel->table;
+      for (const auto& c : ss.info->columns) t.columns.push_back(c.name);
+      t.wires = rel->wires;
+      t.type_oids = rel->type_oids;
+      for (const auto& k : ss.info->primary_key) {
+        for (size_t i = 0; i < t.columns.size(); ++i) {
+          if (t.columns[i] == k) t.key.push_back(i);
+        }
+      }
+      t.schema = ss.schema;
+      t.position = static_cast<pg::Lsn>(ss.position);
+      start = std::min(start, t.position);
+      tables.push_back(std::move(t));
+    }
+    FERRY_RETURN_IF_ERROR(CheckSlotFor(start));
+    FERRY_ASSIGN_OR_RETURN(auto now, conn_->Query("SELECT pg_current_wal_lsn()::text"));
+    FERRY_ASSIGN_OR_RETURN(pg::Lsn target, pg::ParseLsn(now.Text(0, 0)));
+    if (target <= start) return out;  // nothing was written since
+
+    if (!repl_) {
+      FERRY_ASSIGN_OR_RETURN(repl_, PgConnection::Connect(cdc_.dsn, /*replication=*/true));
+    }
+    int v = repl_->ServerVersion();
+    std::string proto = v >= 160000 ? "4" : v >= 150000 ? "3" : "2";
+    FERRY_RETURN_IF_ERROR(repl_->StartCopyBoth("START_REPLICATION SLOT " + cdc_.slot + " LOGICAL " +
+                                               pg::FormatLsn(start) + " (proto_version '" + proto +
+                                               "', publication_names '\"" + cdc_.publication +
+                                               "\"', binary 'true')"));
+    streaming_ = true;
+    FERRY_LOG(kInfo) << "reading changes from slot " << cdc_.slot << " from "
+                     << pg::FormatLsn(start) << " up to " << pg::FormatLsn(target);
+    StartReader(start);
+
+    pg::ChangeSet changes(std::move(tables));
+    pg::Lsn boundary = start;  // every transaction before it was received
+    int64_t row_changes = 0;
+    auto flush = [&](pg::Lsn position) -> Status {
+      FERRY_RETURN_IF_ERROR(ResolveToast(&changes));
+      FERRY_RETURN_IF_ERROR(changes.TakeBatches(batch_rows, emit));
+      if (!checkpoint(static_cast<int64_t>(position))) return Status::Cancelled("sync stopped");
+      out.position = static_cast<int64_t>(position);
+      return Status::OK();
+    };
+    pg::PgOutputMessage m;
+    pg::ReplicationFrame frame;
+    Status result;
+    for (;;) {
+      auto item = items_->Receive();
+      if (!item) {
+        result = Status::Cancelled("the replication reader stopped");
+        break;
+      }
+      if (item->kind == StreamItem::kError) {
+        result = item->error;
+        break;
+      }
+      if (item->kind == StreamItem::kKeepalive) {
+        if (changes.in_transaction()) continue;
+        boundary = std::max(boundary, item->wal_end);
+        if (boundary >= target) {
+          result = flush(boundary);
+          break;
+        }
+        continue;
+      }
+      Status ps = pg::ParsePgOutput(item->payload, &m);
+      if (!ps.ok()) {
+        result = ps.WithContext("slot " + cdc_.slot);
+        break;
+      }
+      if ((m.type == 'I' || m.type == 'U' || m.type == 'D') && (++row_changes & 1023) == 0) {
+        FaultPoint("source.mid_transaction");
+      }
+      pg::ChangeEvent event;
+      std::string detail;
+      result = changes.Apply(m, &event, &detail);
+      if (!result.ok()) break;
+      if (event == pg::ChangeEvent::kSchemaChanged) {
+        // Columns the log has and the discovered table lacks: added after discovery (then
+        // rediscover) or dropped since (then ignore them).
+        auto current = CurrentColumns(changes.schema_change().relid);
+        if (!current.ok()) {
+          result = current.status();
+          break;
+        }
+        const auto& sc = changes.schema_change();
+        bool rediscover = false;
+        std::vector<std::string> dropped;
+        for (const auto& name : sc.unknown_columns) {
+          if (current->count(name)) {
+            rediscover = true;
+          } else {
+            dropped.push_back(name);
+          }
+        }
+        for (const auto& [name, oid] : sc.retyped) {
+          auto it = current->find(name);
+          if (it != current->end() && it->second == oid) {
+            rediscover = true;
+          } else {
+            result = Status::NotSupported(
+                detail +
+                " more than once since this point of the log; ferry cannot decode its "
+                "older values: start the stream over (remove its entry from the state "
+                "file)");
+          }
+        }
+        if (!result.ok()) break;
+        if (!rediscover) {
+          changes.AllowDroppedColumns(sc.relid, dropped);
+          result = changes.Apply(m, &event, &detail);
+          if (!result.ok()) break;
+        }
+      }
+      if (event == pg::ChangeEvent::kTruncated && cdc_.ignore_truncate) {
+        FERRY_LOG(kWarn) << "TRUNCATE of " << detail << " ignored (source.truncate: ignore): "
+                         << "the destination keeps the rows";
+        continue;
+      }
+      if (event != pg::ChangeEvent::kNone) {
+        // Stop before this transaction: what came before it lands, then the caller decides.
+        changes.DropTransaction();
+        result = flush(boundary);
+        if (!result.ok()) break;
+        if (event == pg::ChangeEvent::kSchemaChanged) {
+          out.restart = detail;
+          FERRY_LOG(kInfo) << detail << " (in the transaction after " << pg::FormatLsn(boundary)
+                           << "): rediscovering the table before going on";
+        } else {
+          result = Status::InvalidArgument(
+              "table " + detail + " was truncated on the source (in the transaction after " +
+              pg::FormatLsn(boundary) +
+              "); the changes before it are applied. To follow: start the stream over (remove "
+              "its entry from the state file so that a new backfill replaces the table), or set "
+              "source.truncate: ignore to keep the destination's rows");
+        }
+        break;
+      }
+      if (m.type == 'C') {
+        boundary = changes.last_commit_end();
+        if (boundary >= target) {
+          result = flush(boundary);
+          break;
+        }
+        if (changes.pending_changes() >= kCheckpointChanges ||
+            changes.pending_bytes() >= kCheckpointBytes) {
+          result = flush(boundary);
+          if (!result.ok()) break;
+        }
+      }
+    }
+    StopReader();
+    if (!result.ok()) return result;
+    return out;
+  }
+
+  Status AcknowledgeSharedLog(int64_t position) override {
+    if (!repl_ || !streaming_) return Status::OK();
+    FaultPoint("source.before_acknowledge");
+    pg::Lsn lsn = static_cast<pg::Lsn>(position);
+    FERRY_RETURN_IF_ERROR(repl_->PutCopyData(pg::StandbyStatusUpdate(lsn, lsn, true)));
+    // The server answers the request with a keepalive once it has taken the position.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    std::string buf;
+    while (std::chrono::steady_clock::now() < deadline) {
+      FERRY_ASSIGN_OR_RETURN(int got, repl_->ReadCopyData(&buf, 200));
+      if (got < 0) break;
+      if (got == 0) continue;
+      pg::ReplicationFrame f;
+      if (pg::ParseReplicationFrame(buf, &f).ok() && f.kind == 'k') break;
+    }
+    FERRY_LOG(kInfo) << "slot " << cdc_.slot << " acknowledged up to " << pg::FormatLsn(lsn);
+    repl_.reset();
+    streaming_ = false;
+    return Status::OK();
+  }
+
   std::string Describe() const override {
     return conn_->Describe() +
            " (full refresh and incremental windows: every table read in one REPEATABLE READ "
@@ -453,6 +771,279 @@ class PostgresSource final : public Source {
     return Status::OK();
   }
 
+  // ---- logical replication helpers ----
+
+  // The publication exists and holds every cdc table (created or extended when not).
+  Status EnsurePublication() {
+    const std::string pub = QuoteIdent(cdc_.publication);
+    FERRY_ASSIGN_OR_RETURN(
+        auto p, conn_->Query("SELECT puballtables, pubinsert AND pubupdate AND pubdelete FROM "
+                             "pg_publication WHERE pubname = $1",
+                             {cdc_.publication}));
+    auto denied = [&](const Status& s, const std::string& what) {
+      if (s.code() != StatusCode::kPermissionDenied) return s;
+      return Status::PermissionDenied(
+          "cannot " + what + " publication " + cdc_.publication + ": " + s.message() +
+          "; the tables' owner (or a superuser) can do it: CREATE PUBLICATION " + pub +
+          " FOR TABLE ... WITH (publish_via_partition_root = true), then sync again");
+    };
+    if (p.rows() == 0) {
+      std::string tables;
+      for (const auto& st : cdc_streams_) {
+        FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(st));
+        tables += (tables.empty() ? "" : ", ") + rel->Qualified();
+      }
+      Status s = conn_->Exec("CREATE PUBLICATION " + pub + " FOR TABLE " + tables +
+                             " WITH (publish_via_partition_root = true)");
+      if (!s.ok()) return denied(s, "create");
+      FERRY_LOG(kInfo) << "created publication " << cdc_.publication;
+      return Status::OK();
+    }
+    if (!p.Bool(0, 1)) {
+      return Status::InvalidArgument(
+          "publication " + cdc_.publication +
+          " does not publish every insert, update and delete; run ALTER PUBLICATION " + pub +
+          " SET (publish = 'insert, update, delete, truncate')");
+    }
+    if (p.Bool(0, 0)) return Status::OK();  // FOR ALL TABLES
+    for (const auto& st : cdc_streams_) {
+      FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(st));
+      FERRY_ASSIGN_OR_RETURN(
+          auto in, conn_->Query("SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND "
+                                "schemaname = $2 AND tablename = $3",
+                                {cdc_.publication, rel->schema, rel->table}));
+      if (in.rows() > 0) continue;
+      Status s = conn_->Exec("ALTER PUBLICATION " + pub + " ADD TABLE " + rel->Qualified());
+      if (!s.ok()) return denied(s, "add " + rel->Display() + " to");
+      FERRY_LOG(kInfo) << "added " << rel->Display() << " to publication " << cdc_.publication;
+    }
+    return Status::OK();
+  }
+
+  // Creates the slot when missing (returning the name of the snapshot exported at its consistent
+  // point) and records where this sync's new backfills start.
+  Result<std::string> EnsureSlot() {
+    FERRY_ASSIGN_OR_RETURN(auto r, SlotRow());
+    if (r.rows() > 0) {
+      FERRY_RETURN_IF_ERROR(CheckSlotRow(r));
+      FERRY_ASSIGN_OR_RETURN(slot_start_, pg::ParseLsn(r.Text(0, 2)));
+      slot_ready_ = true;
+      return std::string();
+    }
+    if (!repl_) {
+      FERRY_ASSIGN_OR_RETURN(repl_, PgConnection::Connect(cdc_.dsn, /*replication=*/true));
+    }
+    auto created = repl_->SimpleQuery("CREATE_REPLICATION_SLOT " + cdc_.slot +
+                                      " LOGICAL pgoutput EXPORT_SNAPSHOT");
+    if (!created.ok()) {
+      return created.status().WithContext("creating replication slot " + cdc_.slot +
+                                          " (max_replication_slots may be exhausted)");
+    }
+    FERRY_ASSIGN_OR_RETURN(slot_start_, pg::ParseLsn(created->Text(0, 1)));
+    slot_ready_ = true;
+    FERRY_LOG(kInfo) << "created replication slot " << cdc_.slot << " at "
+                     << pg::FormatLsn(slot_start_);
+    return created->Text(0, 2);
+  }
+
+  Result<pg::PgResult> SlotRow() {
+    return conn_->Query(
+        "SELECT plugin, database, confirmed_flush_lsn::text, wal_status, slot_type, "
+        "current_database() FROM pg_replication_slots WHERE slot_name = $1",
+        {cdc_.slot});
+  }
+
+  Status CheckSlotRow(const pg::PgResult& r) {
+    if (r.Text(0, 4) != "logical" || r.Text(0, 0) != "pgoutput" || r.Text(0, 1) != r.Text(0, 5)) {
+      return Status::InvalidArgument(
+          "replication slot " + cdc_.slot + " exists but is not a pgoutput slot of database " +
+          r.Text(0, 5) + " (it is " + r.Text(0, 4) + ", plugin " + r.Text(0, 0) + ", database " +
+          r.Text(0, 1) + "); set source.slot to another name");
+    }
+    if (r.Text(0, 3) == "lost") {
+      return Status::InvalidArgument(
+          "replication slot " + cdc_.slot +
+          " was invalidated by the server (its WAL was removed, see max_slot_wal_keep_size): "
+          "changes since the last sync are lost. To recover: drop the slot "
+          "(SELECT pg_drop_replication_slot('" +
+          cdc_.slot +
+          "')), remove the cdc streams' "
+          "entries from the state file, and sync: each table is backfilled again");
+    }
+    return Status::OK();
+  }
+
+  // Before reading from `start`: the slot must still hold every change after it.
+  Status CheckSlotFor(pg::Lsn start) {
+    FERRY_ASSIGN_OR_RETURN(auto r, SlotRow());
+    auto lost = [&](const std::string& why) {
+      return Status::InvalidArgument(
+          "replication slot " + cdc_.slot + " " + why + ", so the changes after " +
+          pg::FormatLsn(start) +
+          " that ferry had not applied yet are lost. To recover: remove "
+          "the cdc streams' entries from the state file and sync again: each table is "
+          "backfilled anew (and the slot recreated)");
+    };
+    if (r.rows() == 0) return lost("no longer exists");
+    FERRY_RETURN_IF_ERROR(CheckSlotRow(r));
+    FERRY_ASSIGN_OR_RETURN(pg::Lsn confirmed, pg::ParseLsn(r.Text(0, 2)));
+    if (confirmed > start) {
+      return lost("starts at " + pg::FormatLsn(confirmed) +
+                  " (was it dropped and created again, or advanced by hand?)");
+    }
+    return Status::OK();
+  }
+
+  // The replication session's reader thread: receives frames, answers keepalives and sends
+  // status updates on time even while the decoder is blocked by slow sinks.
+  void StartReader(pg::Lsn start) {
+    items_ = std::make_unique<Channel<StreamItem>>(4096);
+    stop_reader_ = false;
+    reader_ = std::thread([this, start] {
+      using Clock = std::chrono::steady_clock;
+      pg::Lsn received = start;
+      auto last_status = Clock::now();
+      auto last_probe = Clock::now();
+      auto status = [&](bool reply) {
+        last_status = Clock::now();
+        return repl_->PutCopyData(pg::StandbyStatusUpdate(received, start, reply));
+      };
+      auto fail = [&](Status s) {
+        StreamItem e;
+        e.kind = StreamItem::kError;
+        e.error = std::move(s);
+        items_->Send(std::move(e));
+      };
+      std::string buf;
+      pg::ReplicationFrame f;
+      while (!stop_reader_) {
+        auto got = repl_->ReadCopyData(&buf, 100);
+        if (!got.ok()) return fail(got.status());
+        if (*got < 0) {
+          return fail(
+              Status::Unavailable("the server ended the replication stream of slot " + cdc_.slot));
+        }
+        Status s;
+        if (*got == 1) {
+          s = pg::ParseReplicationFrame(buf, &f);
+          if (!s.ok()) return fail(s);
+          StreamItem item;
+          if (f.kind == 'w') {
+            received = std::max(received, f.wal_start);
+            item.payload.assign(f.payload.data(), f.payload.size());
+          } else if (f.kind == 'k') {
+            received = std::max(received, f.wal_end);
+            item.kind = StreamItem::kKeepalive;
+            item.wal_end = f.wal_end;
+            if (f.reply_requested) s = status(false);
+          } else {
+            continue;
+          }
+          // Wait for room without missing a status update.
+          for (;;) {
+            auto sent = items_->SendFor(item, std::chrono::milliseconds(200));
+            if (sent != Channel<StreamItem>::SendResult::kTimedOut || stop_reader_) break;
+            if (Clock::now() - last_status > std::chrono::seconds(10)) s = status(false);
+            if (!s.ok()) return fail(s);
+          }
+        } else if (Clock::now() - last_probe > std::chrono::milliseconds(500)) {
+          // Quiet: ask for a keepalive, which tells how far the server has looked.
+          last_probe = Clock::now();
+          s = status(true);
+        }
+        if (s.ok() && Clock::now() - last_status > std::chrono::seconds(10)) s = status(false);
+        if (!s.ok()) return fail(s);
+      }
+    });
+  }
+
+  void StopReader() {
+    if (!reader_.joinable()) return;
+    stop_reader_ = true;
+    items_->Close();
+    reader_.join();
+  }
+
+  // The relation's columns as they are now (outside the sync's snapshot): name -> type oid.
+  Result<std::map<std::string, uint32_t>> CurrentColumns(uint32_t relid) {
+    if (!lookup_) {
+      FERRY_ASSIGN_OR_RETURN(lookup_, PgConnection::Connect(cdc_.dsn));
+    }
+    FERRY_ASSIGN_OR_RETURN(auto r, lookup_->Query("SELECT attname, atttypid FROM pg_attribute "
+                                                  "WHERE attrelid = $1::oid AND attnum > 0 AND "
+                                                  "NOT attisdropped",
+                                                  {std::to_string(relid)}));
+    std::map<std::string, uint32_t> out;
+    for (int i = 0; i < r.rows(); ++i) out[r.Text(i, 0)] = static_cast<uint32_t>(r.Int64(i, 1));
+    return out;
+  }
+
+  // Fills unchanged TOASTed values the stream did not carry from the rows' current versions.
+  Status ResolveToast(pg::ChangeSet* changes) {
+    auto missing = changes->Unresolved();
+    if (missing.empty()) return Status::OK();
+    if (!lookup_) {
+      FERRY_ASSIGN_OR_RETURN(lookup_, PgConnection::Connect(cdc_.dsn));
+    }
+    for (size_t begin = 0; begin < missing.size();) {
+      const size_t t = missing[begin].table;
+      size_t end = begin;
+      while (end < missing.size() && missing[end].table == t && end - begin < kLookupKeys) ++end;
+      const pg::ChangeTable& table = changes->tables()[t];
+      auto it = relations_.find(table.stream);
+      if (it == relations_.end()) return Status::Internal("no relation for " + table.stream);
+      const Relation& rel = it->second;
+      const StreamInfo* info = nullptr;
+      for (const auto& st : cdc_streams_) {
+        if (st.name == table.stream) info = &st;
+      }
+      if (!info) return Status::Internal("no stream info for " + table.stream);
+      std::string sql = "SELECT ";
+      for (size_t c = 0; c < table.columns.size(); ++c) {
+        sql += (c ? ", " : "") + QuoteIdent(table.columns[c]);
+      }
+      std::string keys;
+      for (size_t k : table.key) keys += (keys.empty() ? "" : ", ") + QuoteIdent(table.columns[k]);
+      sql += " FROM " + From(rel) + " WHERE (" + keys + ") IN (";
+      std::vector<std::optional<std::string>> params;
+      for (size_t i = begin; i < end; ++i) {
+        sql += i > begin ? ", (" : "(";
+        for (size_t k = 0; k < table.key.size(); ++k) {
+          params.push_back(missing[i].key_values[k]);
+          sql += (k ? ", $" : "$") + std::to_string(params.size()) +
+                 "::" + info->columns[table.key[k]].source_type;
+        }
+        sql += ")";
+      }
+      sql += ")";
+      FERRY_ASSIGN_OR_RETURN(auto r, lookup_->QueryBinary(sql, params));
+      std::map<std::vector<std::string>, int> rows;
+      for (int row = 0; row < r.rows(); ++row) {
+        std::vector<std::string> key;
+        for (size_t k : table.key) key.emplace_back(r.Bytes(row, static_cast<int>(k)));
+        rows[key] = row;
+      }
+      for (size_t i = begin; i < end; ++i) {
+        auto found = rows.find(missing[i].key_values);
+        if (found == rows.end()) {
+          changes->Resolve(missing[i], std::nullopt);
+          continue;
+        }
+        std::vector<std::optional<std::string>> values;
+        for (size_t c = 0; c < table.columns.size(); ++c) {
+          if (r.IsNull(found->second, static_cast<int>(c))) {
+            values.emplace_back(std::nullopt);
+          } else {
+            values.emplace_back(std::string(r.Bytes(found->second, static_cast<int>(c))));
+          }
+        }
+        changes->Resolve(missing[i], values);
+      }
+      begin = end;
+    }
+    return Status::OK();
+  }
+
   static void AddError(StreamInfo* info, const std::string& e) {
     info->error += (info->error.empty() ? "" : "; ") + e;
   }
@@ -501,6 +1092,7 @@ class PostgresSource final : public Source {
       c.type = m.type;
       if (!m.error.empty()) AddError(info, m.error);
       rel->wires.push_back(m.wire);
+      rel->type_oids.push_back(static_cast<uint32_t>(cols.Int64(i, 3)));
       if (c.pk_position > 0) pk.emplace_back(c.pk_position, c.name);
       if (m.error.empty() && pg::ClassifyCursor(base).candidate) {
         info->cursor_candidates.push_back(c.name);
@@ -510,6 +1102,7 @@ class PostgresSource final : public Source {
     }
     std::sort(pk.begin(), pk.end());
     for (auto& [pos, name] : pk) info->primary_key.push_back(name);
+    rel->primary_key = info->primary_key;
     return Status::OK();
   }
 
@@ -554,6 +1147,18 @@ class PostgresSource final : public Source {
   std::map<uint32_t, TypeRow> types_;
   bool in_snapshot_ = false;
   std::string snapshot_id_;
+
+  CdcOptions cdc_;
+  bool server_checked_ = false;
+  std::vector<StreamInfo> cdc_streams_;  // registered by PrepareChangeCapture
+  bool slot_ready_ = false;
+  pg::Lsn slot_start_ = 0;
+  std::unique_ptr<PgConnection> repl_;    // the replication session
+  bool streaming_ = false;                // repl_ is in START_REPLICATION
+  std::unique_ptr<PgConnection> lookup_;  // reads rows for unchanged TOASTed values
+  std::unique_ptr<Channel<StreamItem>> items_;
+  std::thread reader_;
+  std::atomic<bool> stop_reader_{false};
 };
 
 std::string TrimSpaces(std::string s) {
@@ -580,13 +1185,40 @@ Result<std::unique_ptr<Source>> OpenPostgresSource(config::SourceConfig& cfg) {
       }
     }
   }
-  FERRY_RETURN_IF_ERROR(cfg.options.CheckAllUsed({"dsn", "schemas"}));
+  CdcOptions cdc;
+  cdc.dsn = dsn;
+  std::string fallback;
+  for (char c : cfg.pipeline) {
+    fallback += std::isalnum(static_cast<unsigned char>(c))
+                    ? static_cast<char>(std::tolower(static_cast<unsigned char>(c)))
+                    : '_';
+  }
+  fallback = ("ferry_" + fallback).substr(0, 63);
+  for (const char* key : {"slot", "publication"}) {
+    std::string name = cfg.options.TakeOptionalString(key).value_or(fallback);
+    static const std::regex kSlotName("[a-z0-9_]{1,63}");
+    if (!std::regex_match(name, kSlotName)) {
+      return Status::InvalidArgument(cfg.options.Where(key) + ": " + key + " name '" + name +
+                                     "' must be 1-63 lower-case letters, digits or '_'");
+    }
+    (std::string(key) == "slot" ? cdc.slot : cdc.publication) = name;
+  }
+  std::string truncate = cfg.options.TakeOptionalString("truncate").value_or("fail");
+  if (truncate != "fail" && truncate != "ignore") {
+    return Status::InvalidArgument(cfg.options.Where("truncate") + ": truncate is '" + truncate +
+                                   "'; it is one of: fail (stop, the default), ignore (keep the "
+                                   "destination's rows)");
+  }
+  cdc.ignore_truncate = truncate == "ignore";
+  FERRY_RETURN_IF_ERROR(
+      cfg.options.CheckAllUsed({"dsn", "schemas", "slot", "publication", "truncate"}));
   // "public.orders" and "orders" name the same stream; streams are named without "public.".
   for (auto& sc : cfg.streams) {
     if (sc.name.rfind("public.", 0) == 0) sc.name = sc.name.substr(7);
   }
   FERRY_ASSIGN_OR_RETURN(auto conn, pg::PgConnection::Connect(dsn));
-  return std::unique_ptr<Source>(new PostgresSource(std::move(conn), std::move(schemas)));
+  return std::unique_ptr<Source>(
+      new PostgresSource(std::move(conn), std::move(schemas), std::move(cdc)));
 }
 
 }  // namespace ferry::source

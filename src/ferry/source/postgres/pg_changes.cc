@@ -1,0 +1,298 @@
+#include "ferry/source/postgres/pg_changes.h"
+
+#include <algorithm>
+
+namespace ferry::source::pg {
+
+ChangeSet::ChangeSet(std::vector<ChangeTable> tables)
+    : tables_(std::move(tables)),
+      held_(tables_.size()),
+      txn_(tables_.size()),
+      skip_(tables_.size(), false) {}
+
+Status ChangeSet::Apply(const PgOutputMessage& m, ChangeEvent* event, std::string* detail) {
+  *event = ChangeEvent::kNone;
+  switch (m.type) {
+    case 'B':
+      if (in_txn_) return Status::Corruption("a Begin message inside a transaction");
+      in_txn_ = true;
+      for (size_t t = 0; t < tables_.size(); ++t) {
+        txn_[t].clear();
+        // The commit record starts at m.lsn: a position past it means the table has this
+        // transaction already.
+        skip_[t] = m.lsn < tables_[t].position;
+      }
+      return Status::OK();
+    case 'C': {
+      if (!in_txn_) return Status::Corruption("a Commit message outside a transaction");
+      for (size_t t = 0; t < tables_.size(); ++t) {
+        for (auto& [key, change] : txn_[t]) {
+          size_t bytes = key.size() + 64;
+          for (const auto& v : change.values) bytes += v.bytes.size() + sizeof(Value);
+          auto [it, inserted] = held_[t].insert_or_assign(key, std::move(change));
+          (void)it;
+          if (inserted) ++pending_changes_;
+          pending_bytes_ += bytes;
+        }
+        txn_[t].clear();
+      }
+      in_txn_ = false;
+      last_commit_end_ = m.end_lsn;
+      return Status::OK();
+    }
+    case 'R':
+      return OnRelation(m, event, detail);
+    case 'I':
+    case 'U':
+    case 'D':
+      if (!in_txn_) return Status::Corruption("a row change outside a transaction");
+      return OnRow(m);
+    case 'T':
+      for (uint32_t relid : m.truncated) {
+        auto it = relations_.find(relid);
+        if (it == relations_.end() || skip_[it->second.table]) continue;
+        *event = ChangeEvent::kTruncated;
+        const ChangeTable& t = tables_[it->second.table];
+        *detail = t.nspname + "." + t.relname;
+        return Status::OK();
+      }
+      return Status::OK();
+    default:
+      return Status::OK();  // types, origins, logical messages
+  }
+}
+
+void ChangeSet::DropTransaction() {
+  for (auto& c : txn_) c.clear();
+  in_txn_ = false;
+}
+
+void ChangeSet::AllowDroppedColumns(uint32_t relid, const std::vector<std::string>& names) {
+  auto& d = dropped_[relid];
+  d.insert(d.end(), names.begin(), names.end());
+}
+
+Status ChangeSet::OnRelation(const PgOutputMessage& m, ChangeEvent* event, std::string* detail) {
+  relations_.erase(m.relid);
+  size_t t = 0;
+  for (; t < tables_.size(); ++t) {
+    if (tables_[t].nspname == m.nspname && tables_[t].relname == m.relname) break;
+  }
+  if (t == tables_.size()) return Status::OK();  // a table this sync does not follow
+  const ChangeTable& table = tables_[t];
+  const auto& dropped = dropped_[m.relid];
+  Relation rel;
+  rel.table = t;
+  SchemaChange change;
+  change.relid = m.relid;
+  for (const RelationColumn& c : m.columns) {
+    int found = -1;
+    for (size_t i = 0; i < table.columns.size(); ++i) {
+      if (table.columns[i] == c.name) found = static_cast<int>(i);
+    }
+    if (found < 0) {
+      if (std::find(dropped.begin(), dropped.end(), c.name) == dropped.end()) {
+        change.unknown_columns.push_back(c.name);
+      }
+    } else if (table.type_oids[static_cast<size_t>(found)] != c.type_oid) {
+      change.retyped.emplace_back(c.name, c.type_oid);
+    }
+    rel.to_column.push_back(found);
+  }
+  if (!change.unknown_columns.empty() || !change.retyped.empty()) {
+    *event = ChangeEvent::kSchemaChanged;
+    *detail = "table " + table.nspname + "." + table.relname + ": " +
+              (change.unknown_columns.empty()
+                   ? "the type of column " + change.retyped[0].first + " changed"
+                   : "column " + change.unknown_columns[0] + " was added");
+    schema_change_ = std::move(change);
+    return Status::OK();
+  }
+  relations_[m.relid] = std::move(rel);
+  return Status::OK();
+}
+
+Result<std::vector<ChangeSet::Value>> ChangeSet::ToColumns(const Relation& rel,
+                                                           const std::vector<TupleValue>& tuple,
+                                                           const char* what) const {
+  const ChangeTable& table = tables_[rel.table];
+  if (tuple.size() != rel.to_column.size()) {
+    return Status::Corruption("table " + table.nspname + "." + table.relname + ": " + what +
+                              " has " + std::to_string(tuple.size()) + " columns, the relation " +
+                              std::to_string(rel.to_column.size()));
+  }
+  std::vector<Value> out(table.columns.size());
+  for (size_t i = 0; i < tuple.size(); ++i) {
+    if (rel.to_column[i] < 0) continue;  // a column dropped since
+    Value& v = out[static_cast<size_t>(rel.to_column[i])];
+    v.kind = tuple[i].kind;
+    v.bytes.assign(tuple[i].bytes.data(), tuple[i].bytes.size());
+  }
+  return out;
+}
+
+bool ChangeSet::KeyOf(size_t table, const std::vector<Value>& values, std::string* id) const {
+  id->clear();
+  for (size_t k : tables_[table].key) {
+    const Value& v = values[k];
+    if (v.kind != 'b' && v.kind != 't') return false;
+    uint32_t n = static_cast<uint32_t>(v.bytes.size());
+    id->append(reinterpret_cast<const char*>(&n), sizeof n);
+    id->append(v.bytes);
+  }
+  return true;
+}
+
+const ChangeSet::Change* ChangeSet::Find(size_t table, const std::string& key) const {
+  auto it = txn_[table].find(key);
+  if (it != txn_[table].end()) return &it->second;
+  auto h = held_[table].find(key);
+  return h == held_[table].end() ? nullptr : &h->second;
+}
+
+void ChangeSet::Put(size_t table, std::string key, Change c) {
+  txn_[table].insert_or_assign(std::move(key), std::move(c));
+}
+
+Status ChangeSet::OnRow(const PgOutputMessage& m) {
+  auto it = relations_.find(m.relid);
+  if (it == relations_.end()) return Status::OK();  // not followed
+  const Relation& rel = it->second;
+  const size_t t = rel.table;
+  if (skip_[t]) return Status::OK();
+  const ChangeTable& table = tables_[t];
+  auto no_key = [&](const char* what) {
+    std::string names;
+    for (size_t k : table.key) names += (names.empty() ? "" : ", ") + table.columns[k];
+    return Status::InvalidArgument(
+        "table " + table.nspname + "." + table.relname + ": " + what +
+        " without a value for key column(s) " + names +
+        "; the destination matches rows by that key: make the key the table's primary key "
+        "(or its REPLICA IDENTITY), or set ALTER TABLE ... REPLICA IDENTITY FULL");
+  };
+  std::vector<Value> old_values;
+  std::string old_key;
+  if (m.old_kind != 0) {
+    FERRY_ASSIGN_OR_RETURN(old_values, ToColumns(rel, m.old_tuple, "an old row image"));
+    if (!KeyOf(t, old_values, &old_key)) return no_key("an old row image");
+  }
+  auto key_only = [&](const std::vector<Value>& values) {
+    Change c;
+    c.deleted = true;
+    c.values.resize(values.size());
+    for (size_t k : table.key) c.values[k] = values[k];
+    return c;
+  };
+  if (m.type == 'D') {
+    if (m.old_kind == 0) return no_key("a delete");
+    Put(t, old_key, key_only(old_values));
+    return Status::OK();
+  }
+  FERRY_ASSIGN_OR_RETURN(auto values, ToColumns(rel, m.new_tuple, "a new row"));
+  std::string key;
+  if (!KeyOf(t, values, &key)) return no_key(m.type == 'I' ? "an insert" : "an update");
+  if (m.type == 'U') {
+    const Change* prior = Find(t, m.old_kind != 0 ? old_key : key);
+    for (size_t c = 0; c < values.size(); ++c) {
+      if (values[c].kind != 'u') continue;
+      if (m.old_kind == 'O' && old_values[c].kind != 'u') {
+        values[c] = old_values[c];
+      } else if (prior && !prior->deleted && prior->values[c].kind != 'u') {
+        values[c] = prior->values[c];
+      }
+    }
+    if (m.old_kind != 0 && old_key != key) Put(t, old_key, key_only(old_values));
+  }
+  Change c;
+  c.values = std::move(values);
+  Put(t, std::move(key), std::move(c));
+  return Status::OK();
+}
+
+std::vector<ChangeSet::Missing> ChangeSet::Unresolved() const {
+  std::vector<Missing> out;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    for (const auto& [key, change] : held_[t]) {
+      if (change.deleted) continue;
+      bool missing = false;
+      for (const auto& v : change.values) missing = missing || v.kind == 'u';
+      if (!missing) continue;
+      Missing m;
+      m.table = t;
+      m.key_id = key;
+      for (size_t k : tables_[t].key) m.key_values.push_back(change.values[k].bytes);
+      out.push_back(std::move(m));
+    }
+  }
+  return out;
+}
+
+void ChangeSet::Resolve(const Missing& m,
+                        const std::optional<std::vector<std::optional<std::string>>>& row) {
+  auto it = held_[m.table].find(m.key_id);
+  if (it == held_[m.table].end()) return;
+  Change& c = it->second;
+  if (!row) {
+    Change del;
+    del.deleted = true;
+    del.values.resize(c.values.size());
+    for (size_t k : tables_[m.table].key) del.values[k] = c.values[k];
+    c = std::move(del);
+    return;
+  }
+  for (size_t i = 0; i < c.values.size() && i < row->size(); ++i) {
+    if (c.values[i].kind != 'u') continue;
+    const auto& v = (*row)[i];
+    c.values[i].kind = v ? 'b' : 'n';
+    c.values[i].bytes = v ? *v : std::string();
+  }
+}
+
+Status ChangeSet::TakeBatches(
+    size_t batch_rows, const std::function<bool(size_t table, Batch& batch, bool deletes)>& emit) {
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    const ChangeTable& table = tables_[t];
+    std::vector<bool> is_key(table.columns.size(), false);
+    for (size_t k : table.key) is_key[k] = true;
+    Batch upserts(table.schema);
+    Batch deletes(table.schema);
+    for (const auto& [key, change] : held_[t]) {
+      Batch& b = change.deleted ? deletes : upserts;
+      for (size_t c = 0; c < change.values.size(); ++c) {
+        const Value& v = change.values[c];
+        Column& col = b.column(c);
+        if (v.kind == 'n' || (change.deleted && !is_key[c])) {
+          col.AppendNull();
+          continue;
+        }
+        Status s;
+        if (v.kind == 'b' || (v.kind == 't' && table.wires[c] == PgWire::kText)) {
+          s = DecodePgValue(table.wires[c], v.bytes, &col);
+        } else if (v.kind == 'u') {
+          s = Status::Internal("an unchanged TOASTed value was not resolved");
+        } else {
+          s = Status::Corruption("the value arrived as text, not in binary");
+        }
+        if (!s.ok()) {
+          return Status(s.code(), "table " + table.nspname + "." + table.relname + ", column " +
+                                      table.columns[c] + " (a change from the replication " +
+                                      "stream): " + s.message());
+        }
+      }
+      if (b.num_rows() >= batch_rows) {
+        if (!emit(t, b, change.deleted)) return Status::Cancelled("sync stopped");
+        b.Clear();
+      }
+    }
+    if (deletes.num_rows() > 0 && !emit(t, deletes, true)) return Status::Cancelled("sync stopped");
+    if (upserts.num_rows() > 0 && !emit(t, upserts, false)) {
+      return Status::Cancelled("sync stopped");
+    }
+    held_[t].clear();
+  }
+  pending_changes_ = 0;
+  pending_bytes_ = 0;
+  return Status::OK();
+}
+
+}  // namespace ferry::source::pg

@@ -1,0 +1,147 @@
+// The changes of PostgreSQL's logical-replication stream, reduced to what a destination needs:
+// for every table and key, the last change since the previous checkpoint (a full row to upsert,
+// or a delete). Fed the pgoutput messages in log order; holds a transaction's changes apart until
+// its Commit, so that a checkpoint always falls on a transaction boundary and a transaction can be
+// dropped whole (when the stream must stop inside it).
+//
+// Exactly-once bookkeeping: every table has a position (an LSN): a transaction whose commit
+// record starts before it is already in that table's destination and is skipped for that table.
+//
+// Unchanged TOASTed values ('u': PostgreSQL does not send a large value an UPDATE left alone) are
+// filled from the old row image (REPLICA IDENTITY FULL) or from an earlier change of the same key
+// since the last checkpoint; what remains is listed by Unresolved() and must be filled with
+// Resolve() (the caller reads the current row by key) before TakeBatches(). Nothing is ever
+// written with a placeholder.
+//
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ferry/base/status.h"
+#include "ferry/source/postgres/copy_binary.h"
+#include "ferry/source/postgres/pgoutput.h"
+#include "ferry/types/batch.h"
+
+namespace ferry::source::pg {
+
+// A table whose changes are followed.
+struct ChangeTable {
+  std::string stream;  // ferry's stream name
+  std::string nspname;
+  std::string relname;
+  std::vector<std::string> columns;      // in the stream's column order
+  std::vector<PgWire> wires;             // per column
+  std::vector<uint32_t> type_oids;       // per column, as declared (domains included)
+  std::vector<size_t> key;               // key columns, in key order
+  std::shared_ptr<const Schema> schema;  // batches are built on it (column order as `columns`)
+  Lsn position = 0;                      // changes committed before it are skipped
+};
+
+// What the stream did that ferry cannot follow without stopping first.
+enum class ChangeEvent {
+  kNone,
+  kSchemaChanged,  // a relation message has columns (or types) the discovered table lacks:
+                   // see schema_change(); rediscover (stop before this transaction) unless
+                   // the columns were dropped since (AllowDroppedColumns, then Apply again)
+  kTruncated,      // a TRUNCATE of a followed table
+};
+
+class ChangeSet {
+ public:
+  explicit ChangeSet(std::vector<ChangeTable> tables);
+
+  // Applies one message. kNone and OK: go on. Otherwise the caller stops before the current
+  // transaction (DropTransaction) — see ChangeEvent. `event_detail` names the table and what
+  // changed.
+  Status Apply(const PgOutputMessage& m, ChangeEvent* event, std::string* event_detail);
+  bool in_transaction() const { return in_txn_; }
+
+  // What the last kSchemaChanged was about. Columns the discovered table has and a relation
+  // message lacks are not a change: the log is older than the catalog (a column added later),
+  // and those values are NULL.
+  struct SchemaChange {
+    uint32_t relid = 0;
+    std::vector<std::string> unknown_columns;  // in the relation, not in the discovered table
+    std::vector<std::pair<std::string, uint32_t>> retyped;  // column, the relation's type oid
+  };
+  const SchemaChange& schema_change() const { return schema_change_; }
+  // The relation's columns `names` no longer exist on the source (dropped after this point of the
+  // log): their values are ignored.
+  void AllowDroppedColumns(uint32_t relid, const std::vector<std::string>& names);
+  // The end of the last commit applied (0 before any).
+  Lsn last_commit_end() const { return last_commit_end_; }
+  // Forgets the open transaction's changes.
+  void DropTransaction();
+
+  // Distinct keys held since the last TakeBatches, and an estimate of their bytes.
+  size_t pending_changes() const { return pending_changes_; }
+  size_t pending_bytes() const { return pending_bytes_; }
+
+  // Keys whose row still lacks an unchanged TOASTed value: per table index, the key values (in
+  // key order, binary send format).
+  struct Missing {
+    size_t table = 0;
+    std::string key_id;                   // opaque, for Resolve
+    std::vector<std::string> key_values;  // binary send format, key order
+  };
+  std::vector<Missing> Unresolved() const;
+  // `row`: the table's current row for the key (binary values in column order), or nullopt when
+  // the row no longer exists (then the change becomes a delete: a later change in the log deletes
+  // it anyway).
+  void Resolve(const Missing& m, const std::optional<std::vector<std::optional<std::string>>>& row);
+
+  // Hands out every held change as batches of at most `batch_rows` rows: emit(table, batch,
+  // deletes). Values are decoded here; a value the Iceberg type cannot hold is an error naming the
+  // table and column. Clears what was held.
+  Status TakeBatches(size_t batch_rows,
+                     const std::function<bool(size_t table, Batch& batch, bool deletes)>& emit);
+
+  const std::vector<ChangeTable>& tables() const { return tables_; }
+
+ private:
+  struct Value {
+    char kind = 'n';  // 'n', 'u' (still unknown), 'b'/'t'
+    std::string bytes;
+  };
+  struct Change {
+    bool deleted = false;
+    std::vector<Value> values;  // stream column order; for deletes only key columns are set
+  };
+  using Changes = std::unordered_map<std::string, Change>;
+
+  struct Relation {
+    size_t table = 0;
+    std::vector<int> to_column;  // relation column -> stream column, -1: ignored
+  };
+
+  Status OnRelation(const PgOutputMessage& m, ChangeEvent* event, std::string* detail);
+  Status OnRow(const PgOutputMessage& m);
+  // Key id of `values` (stream column order); false when a key column is NULL or missing.
+  bool KeyOf(size_t table, const std::vector<Value>& values, std::string* id) const;
+  Result<std::vector<Value>> ToColumns(const Relation& rel, const std::vector<TupleValue>& tuple,
+                                       const char* what) const;
+  void Put(size_t table, std::string key, Change c);
+  const Change* Find(size_t table, const std::string& key) const;
+
+  std::vector<ChangeTable> tables_;
+  std::map<uint32_t, Relation> relations_;  // by relation oid, from relation messages
+  std::vector<Changes> held_;               // per table: since the last TakeBatches
+  std::vector<Changes> txn_;                // per table: the open transaction
+  std::vector<bool> skip_;                  // per table: the open transaction is already there
+  bool in_txn_ = false;
+  Lsn last_commit_end_ = 0;
+  size_t pending_changes_ = 0;
+  size_t pending_bytes_ = 0;
+  SchemaChange schema_change_;
+  std::map<uint32_t, std::vector<std::string>> dropped_;  // by relation oid
+};
+
+}  // namespace ferry::source::pg

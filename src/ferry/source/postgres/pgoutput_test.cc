@@ -1,0 +1,310 @@
+#include "ferry/source/postgres/pgoutput.h"
+
+#include <gtest/gtest.h>
+
+#include "ferry/source/postgres/pg_changes.h"
+
+namespace ferry::source::pg {
+namespace {
+
+// ---- building pgoutput messages by hand ----
+std::string B16(uint16_t v) { return std::string{char(v >> 8), char(v & 0xFF)}; }
+std::string B32(uint32_t v) { return B16(uint16_t(v >> 16)) + B16(uint16_t(v & 0xFFFF)); }
+std::string B64(uint64_t v) { return B32(uint32_t(v >> 32)) + B32(uint32_t(v & 0xFFFFFFFF)); }
+std::string Str(const std::string& s) { return s + std::string(1, '\0'); }
+
+std::string Begin(uint64_t final_lsn, uint32_t xid) {
+  return "B" + B64(final_lsn) + B64(0) + B32(xid);
+}
+std::string Commit(uint64_t lsn, uint64_t end) {
+  return "C" + std::string(1, '\0') + B64(lsn) + B64(end) + B64(0);
+}
+std::string Relation(uint32_t relid, const std::string& ns, const std::string& name,
+                     const std::vector<std::tuple<bool, std::string, uint32_t>>& cols) {
+  std::string m = "R" + B32(relid) + Str(ns) + Str(name) + "d" + B16(uint16_t(cols.size()));
+  for (const auto& [key, n, oid] : cols)
+    m += std::string(1, key ? 1 : 0) + Str(n) + B32(oid) + B32(0xFFFFFFFF);
+  return m;
+}
+// A tuple: each entry "n", "u" or a binary value.
+struct V {
+  char kind;
+  std::string bytes;
+};
+std::string Tuple(const std::vector<V>& vals) {
+  std::string t = B16(uint16_t(vals.size()));
+  for (const auto& v : vals) {
+    t += v.kind;
+    if (v.kind == 'b' || v.kind == 't') t += B32(uint32_t(v.bytes.size())) + v.bytes;
+  }
+  return t;
+}
+V Int4(int32_t v) { return {'b', B32(uint32_t(v))}; }
+V Text(const std::string& s) { return {'b', s}; }
+V Null() { return {'n', ""}; }
+V Unchanged() { return {'u', ""}; }
+std::string Insert(uint32_t relid, const std::vector<V>& row) {
+  return "I" + B32(relid) + "N" + Tuple(row);
+}
+std::string Update(uint32_t relid, char old_kind, const std::vector<V>& old_row,
+                   const std::vector<V>& row) {
+  std::string m = "U" + B32(relid);
+  if (old_kind) m += std::string(1, old_kind) + Tuple(old_row);
+  return m + "N" + Tuple(row);
+}
+std::string Delete(uint32_t relid, char kind, const std::vector<V>& old_row) {
+  return "D" + B32(relid) + std::string(1, kind) + Tuple(old_row);
+}
+
+TEST(PgOutputTest, ParsesEveryMessageItUses) {
+  PgOutputMessage m;
+  ASSERT_TRUE(ParsePgOutput(Begin(0x10, 7), &m).ok());
+  EXPECT_EQ(m.type, 'B');
+  EXPECT_EQ(m.lsn, 0x10u);
+  EXPECT_EQ(m.xid, 7u);
+  ASSERT_TRUE(ParsePgOutput(Commit(0x20, 0x28), &m).ok());
+  EXPECT_EQ(m.end_lsn, 0x28u);
+  ASSERT_TRUE(
+      ParsePgOutput(Relation(5, "public", "t", {{true, "id", 23}, {false, "v", 25}}), &m).ok());
+  ASSERT_EQ(m.columns.size(), 2u);
+  EXPECT_TRUE(m.columns[0].key);
+  EXPECT_EQ(m.columns[1].name, "v");
+  EXPECT_EQ(m.columns[1].type_oid, 25u);
+  ASSERT_TRUE(ParsePgOutput(Update(5, 'K', {Int4(1), Null()}, {Int4(2), Unchanged()}), &m).ok());
+  EXPECT_EQ(m.old_kind, 'K');
+  ASSERT_EQ(m.new_tuple.size(), 2u);
+  EXPECT_EQ(m.new_tuple[1].kind, 'u');
+  ASSERT_TRUE(ParsePgOutput("T" + B32(2) + std::string(1, 1) + B32(5) + B32(6), &m).ok());
+  EXPECT_EQ(m.truncated, (std::vector<uint32_t>{5, 6}));
+}
+
+TEST(PgOutputTest, TruncatedOrTrailingBytesAreCorruptionNeverACrash) {
+  std::string msgs[] = {Begin(1, 2), Commit(1, 2), Relation(5, "s", "t", {{true, "id", 23}}),
+                        Insert(5, {Int4(1), Text("abc")}), Delete(5, 'O', {Int4(1), Null()})};
+  PgOutputMessage m;
+  for (const auto& full : msgs) {
+    ASSERT_TRUE(ParsePgOutput(full, &m).ok()) << full[0];
+    for (size_t n = 1; n < full.size(); ++n) {
+      Status s = ParsePgOutput(full.substr(0, n), &m);
+      EXPECT_EQ(s.code(), StatusCode::kCorruption) << full[0] << " cut at " << n;
+    }
+    EXPECT_EQ(ParsePgOutput(full + "x", &m).code(), StatusCode::kCorruption);
+  }
+  EXPECT_EQ(ParsePgOutput("S" + B32(1) + std::string(1, 1), &m).code(), StatusCode::kCorruption);
+}
+
+TEST(PgOutputTest, LsnTextRoundTrips) {
+  EXPECT_EQ(FormatLsn(0x16B374D848ull), "16/B374D848");
+  EXPECT_EQ(*ParseLsn("16/B374D848"), 0x16B374D848ull);
+  EXPECT_EQ(*ParseLsn("00000016/0374D848"), 0x160374D848ull);
+  EXPECT_FALSE(ParseLsn("16-B374").ok());
+  EXPECT_FALSE(ParseLsn("/1").ok());
+}
+
+TEST(PgOutputTest, FramesAndStatusUpdates) {
+  ReplicationFrame f;
+  std::string w = "w" + B64(0x100) + B64(0x200) + B64(0) + Begin(1, 2);
+  ASSERT_TRUE(ParseReplicationFrame(w, &f).ok());
+  EXPECT_EQ(f.kind, 'w');
+  EXPECT_EQ(f.wal_start, 0x100u);
+  EXPECT_EQ(f.payload, Begin(1, 2));
+  ASSERT_TRUE(ParseReplicationFrame("k" + B64(0x300) + B64(0) + std::string(1, 1), &f).ok());
+  EXPECT_EQ(f.wal_end, 0x300u);
+  EXPECT_TRUE(f.reply_requested);
+  EXPECT_FALSE(ParseReplicationFrame("k" + B64(1), &f).ok());
+  std::string r = StandbyStatusUpdate(0x10, 0x20, true);
+  ASSERT_EQ(r.size(), 34u);
+  EXPECT_EQ(r[0], 'r');
+  EXPECT_EQ(r.substr(9, 8), B64(0x20));   // flushed
+  EXPECT_EQ(r.substr(17, 8), B64(0x20));  // applied
+  EXPECT_EQ(r[33], 1);
+}
+
+// ---- ChangeSet: the last change per key, transaction boundaries, TOAST ----
+
+constexpr uint32_t kRel = 16384;
+
+ChangeTable Table(Lsn position = 0) {
+  ChangeTable t;
+  t.stream = "t";
+  t.nspname = "public";
+  t.relname = "t";
+  t.columns = {"id", "v"};
+  t.wires = {PgWire::kInt4, PgWire::kText};
+  t.type_oids = {23, 25};
+  t.key = {0};
+  auto s = std::make_shared<Schema>();
+  s->fields.push_back(Field{1, "id", DataType::Int32(), true, ""});
+  s->fields.push_back(Field{2, "v", DataType::String(), false, ""});
+  s->identifier_field_ids = {1};
+  t.schema = s;
+  t.position = position;
+  return t;
+}
+
+struct Seen {
+  std::map<int32_t, std::optional<std::string>> upserts;
+  std::set<int32_t> deletes;
+};
+
+Status Feed(ChangeSet* cs, const std::vector<std::string>& msgs, ChangeEvent* last = nullptr) {
+  PgOutputMessage m;
+  for (const auto& raw : msgs) {
+    FERRY_RETURN_IF_ERROR(ParsePgOutput(raw, &m));
+    ChangeEvent e;
+    std::string detail;
+    FERRY_RETURN_IF_ERROR(cs->Apply(m, &e, &detail));
+    if (last) *last = e;
+    if (e != ChangeEvent::kNone) return Status::OK();
+  }
+  return Status::OK();
+}
+
+Seen Take(ChangeSet* cs) {
+  Seen seen;
+  Status s = cs->TakeBatches(2, [&](size_t, Batch& b, bool deletes) {
+    for (size_t r = 0; r < b.num_rows(); ++r) {
+      int32_t id = b.column(0).values<int32_t>()[r];
+      if (deletes) {
+        seen.deletes.insert(id);
+      } else {
+        seen.upserts[id] = b.column(1).IsValid(r)
+                               ? std::optional<std::string>(std::string(b.column(1).GetBytes(r)))
+                               : std::nullopt;
+      }
+    }
+    return true;
+  });
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return seen;
+}
+
+TEST(ChangeSetTest, TheLastChangeOfAKeyWinsAndKeyChangesDeleteTheOldKey) {
+  ChangeSet cs({Table()});
+  ASSERT_TRUE(
+      Feed(&cs, {Relation(kRel, "public", "t", {{true, "id", 23}, {false, "v", 25}}),
+                 Begin(0x100, 1), Insert(kRel, {Int4(1), Text("a")}),
+                 Update(kRel, 0, {}, {Int4(1), Text("b")}), Insert(kRel, {Int4(2), Text("x")}),
+                 Delete(kRel, 'K', {Int4(2), Null()}), Insert(kRel, {Int4(3), Text("c")}),
+                 Update(kRel, 'K', {Int4(3), Null()}, {Int4(4), Text("d")}), Commit(0x100, 0x108)})
+          .ok());
+  EXPECT_EQ(cs.last_commit_end(), 0x108u);
+  EXPECT_EQ(cs.pending_changes(), 4u);
+  Seen s = Take(&cs);
+  EXPECT_EQ(s.upserts, (std::map<int32_t, std::optional<std::string>>{{1, "b"}, {4, "d"}}));
+  EXPECT_EQ(s.deletes, (std::set<int32_t>{2, 3}));
+  EXPECT_EQ(cs.pending_changes(), 0u);
+}
+
+TEST(ChangeSetTest, TransactionsAlreadyInTheTableAreSkipped) {
+  ChangeSet cs({Table(/*position=*/0x200)});
+  ASSERT_TRUE(
+      Feed(&cs, {Relation(kRel, "public", "t", {{true, "id", 23}, {false, "v", 25}}),
+                 Begin(0x1F0, 1), Insert(kRel, {Int4(1), Text("old")}), Commit(0x1F0, 0x1F8),
+                 Begin(0x200, 2), Insert(kRel, {Int4(2), Text("new")}), Commit(0x200, 0x208)})
+          .ok());
+  Seen s = Take(&cs);
+  EXPECT_EQ(s.upserts, (std::map<int32_t, std::optional<std::string>>{{2, "new"}}));
+}
+
+TEST(ChangeSetTest, UnchangedToastValuesComeFromEarlierChangesOrAreResolved) {
+  ChangeSet cs({Table()});
+  ASSERT_TRUE(Feed(&cs, {Relation(kRel, "public", "t", {{true, "id", 23}, {false, "v", 25}}),
+                         Begin(0x100, 1), Insert(kRel, {Int4(1), Text("big")}),
+                         Update(kRel, 0, {}, {Int4(1), Unchanged()}),
+                         Update(kRel, 0, {}, {Int4(2), Unchanged()}),
+                         Update(kRel, 0, {}, {Int4(3), Unchanged()}), Commit(0x100, 0x108)})
+                  .ok());
+  auto missing = cs.Unresolved();
+  ASSERT_EQ(missing.size(), 2u);  // keys 2 and 3; key 1 took the inserted value
+  for (const auto& m : missing) {
+    if (m.key_values[0] == B32(2)) {
+      cs.Resolve(m, std::vector<std::optional<std::string>>{B32(2), std::string("looked up")});
+    } else {
+      cs.Resolve(m, std::nullopt);  // the row is gone: the change becomes a delete
+    }
+  }
+  Seen s = Take(&cs);
+  EXPECT_EQ(s.upserts,
+            (std::map<int32_t, std::optional<std::string>>{{1, "big"}, {2, "looked up"}}));
+  EXPECT_EQ(s.deletes, (std::set<int32_t>{3}));
+}
+
+TEST(ChangeSetTest, FullIdentityOldImageFillsUnchangedValues) {
+  ChangeSet cs({Table()});
+  ASSERT_TRUE(Feed(&cs, {Relation(kRel, "public", "t", {{true, "id", 23}, {true, "v", 25}}),
+                         Begin(0x100, 1),
+                         Update(kRel, 'O', {Int4(5), Text("kept")}, {Int4(5), Unchanged()}),
+                         Commit(0x100, 0x108)})
+                  .ok());
+  EXPECT_TRUE(cs.Unresolved().empty());
+  EXPECT_EQ(Take(&cs).upserts, (std::map<int32_t, std::optional<std::string>>{{5, "kept"}}));
+}
+
+TEST(ChangeSetTest, SchemaChangesAndTruncatesStopBeforeTheirTransaction) {
+  ChangeSet cs({Table()});
+  ChangeEvent e = ChangeEvent::kNone;
+  ASSERT_TRUE(
+      Feed(&cs,
+           {Relation(kRel, "public", "t", {{true, "id", 23}, {false, "v", 25}}), Begin(0x100, 1),
+            Insert(kRel, {Int4(1), Text("a")}), Commit(0x100, 0x108), Begin(0x200, 2),
+            Insert(kRel, {Int4(2), Text("b")}),
+            Relation(kRel, "public", "t", {{true, "id", 23}, {false, "v", 25}, {false, "w", 23}})},
+           &e)
+          .ok());
+  EXPECT_EQ(e, ChangeEvent::kSchemaChanged);
+  cs.DropTransaction();
+  EXPECT_EQ(Take(&cs).upserts, (std::map<int32_t, std::optional<std::string>>{{1, "a"}}));
+
+  ChangeSet cs2({Table()});
+  ASSERT_TRUE(Feed(&cs2,
+                   {Relation(kRel, "public", "t", {{true, "id", 23}, {false, "v", 25}}),
+                    Begin(0x100, 1), "T" + B32(1) + std::string(1, 0) + B32(kRel)},
+                   &e)
+                  .ok());
+  EXPECT_EQ(e, ChangeEvent::kTruncated);
+  // A type change is a schema change too.
+  ChangeSet cs3({Table()});
+  ASSERT_TRUE(
+      Feed(&cs3, {Relation(kRel, "public", "t", {{true, "id", 20}, {false, "v", 25}})}, &e).ok());
+  EXPECT_EQ(e, ChangeEvent::kSchemaChanged);
+}
+
+TEST(ChangeSetTest, ColumnsAddedLaterReadNullAndDroppedOnesAreIgnoredWhenAllowed) {
+  // The log predates a column the table has now: no event, the value is NULL.
+  ChangeSet cs({Table()});
+  ChangeEvent e = ChangeEvent::kNone;
+  ASSERT_TRUE(Feed(&cs,
+                   {Relation(kRel, "public", "t", {{true, "id", 23}}), Begin(0x100, 1),
+                    Insert(kRel, {Int4(7)}), Commit(0x100, 0x108)},
+                   &e)
+                  .ok());
+  EXPECT_EQ(e, ChangeEvent::kNone);
+  EXPECT_EQ(Take(&cs).upserts, (std::map<int32_t, std::optional<std::string>>{{7, std::nullopt}}));
+  // The log has a column the table no longer has: reported; once allowed, ignored.
+  std::string rel =
+      Relation(kRel, "public", "t", {{true, "id", 23}, {false, "gone", 23}, {false, "v", 25}});
+  ASSERT_TRUE(Feed(&cs, {Begin(0x200, 2), rel}, &e).ok());
+  ASSERT_EQ(e, ChangeEvent::kSchemaChanged);
+  EXPECT_EQ(cs.schema_change().unknown_columns, std::vector<std::string>{"gone"});
+  cs.AllowDroppedColumns(kRel, {"gone"});
+  ASSERT_TRUE(
+      Feed(&cs, {rel, Insert(kRel, {Int4(8), Int4(1), Text("x")}), Commit(0x200, 0x208)}, &e).ok());
+  EXPECT_EQ(e, ChangeEvent::kNone);
+  EXPECT_EQ(Take(&cs).upserts, (std::map<int32_t, std::optional<std::string>>{{8, "x"}}));
+}
+
+TEST(ChangeSetTest, ChangesOfOtherTablesAndNullKeysAreHandled) {
+  ChangeSet cs({Table()});
+  ASSERT_TRUE(Feed(&cs, {Relation(99, "public", "other", {{true, "id", 23}}), Begin(0x100, 1),
+                         Insert(99, {Int4(1)}), Commit(0x100, 0x108)})
+                  .ok());
+  EXPECT_EQ(cs.pending_changes(), 0u);
+  Status s = Feed(&cs, {Relation(kRel, "public", "t", {{true, "id", 23}, {false, "v", 25}}),
+                        Begin(0x200, 2), Insert(kRel, {Null(), Text("x")})});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("key column"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace ferry::source::pg

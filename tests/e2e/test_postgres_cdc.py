@@ -1,0 +1,334 @@
+"""CDC, PostgreSQL -> Iceberg through logical replication (pgoutput, binary): a backfill read at
+the replication slot's consistent point, then the changes from the slot applied as upserts and
+deletes by key, one snapshot per checkpoint. Every check reads the tables back with icebird and
+DuckDB (delete files applied) and compares them value by value with what the server holds; the
+crash tests kill the sync at each fault point of the protocol and sync again."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ferrytest  # noqa: E402
+import pgserver  # noqa: E402
+from test_postgres_to_iceberg import assert_pg_table_matches  # noqa: E402
+
+SERVER = None
+NS = "pgcdc"
+
+PIPELINE = """
+name: {name}
+source:
+  type: postgres
+  dsn: "{dsn}"
+{extra}  streams:
+{streams}
+destination: {{type: iceberg, warehouse: ./warehouse, namespace: pgcdc}}
+state: ./state.json
+"""
+
+# `big` is stored out of line (TOASTed): an UPDATE that leaves it alone does not send it.
+SCHEMA = """
+CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, amount numeric(12,2), qty bigint,
+                    ratio float8, at timestamptz, day date, flag boolean, doc jsonb, ref uuid,
+                    big text);
+INSERT INTO items SELECT i, 'item ' || i, i * 1.25, i * 1000, i / 7.0,
+    timestamptz '2024-01-01 00:00:00+00' + i * interval '1 minute', date '2020-01-01' + i,
+    i % 2 = 0, jsonb_build_object('k', i), md5(i::text)::uuid,
+    CASE WHEN i % 10 = 0 THEN (SELECT string_agg(md5(i::text || g::text), '')
+                               FROM generate_series(1, 400) g) END
+  FROM generate_series(1, 3000) i;
+CREATE TABLE "Odd Name" ("Key" bigint PRIMARY KEY, "välue" text, "select" int);
+INSERT INTO "Odd Name" SELECT i, 'v' || i, i FROM generate_series(1, 500) i;
+CREATE TABLE full_ident (id int PRIMARY KEY, note text, big text);
+ALTER TABLE full_ident REPLICA IDENTITY FULL;
+INSERT INTO full_ident SELECT i, 'n' || i, (SELECT string_agg(md5(i::text || g::text), '')
+                                            FROM generate_series(1, 400) g)
+  FROM generate_series(1, 200) i;
+CREATE TABLE nokey (v text, n int);
+"""
+
+STREAMS = ["items", "Odd Name", "full_ident"]
+
+
+def setUpModule():
+    global SERVER
+    SERVER = pgserver.start_for_module()
+
+
+def tearDownModule():
+    if SERVER:
+        SERVER.stop()
+
+
+class PostgresCdcTest(ferrytest.FerryTestCase):
+    def setUp(self):
+        super().setUp()
+        self.env = {"PGPASSWORD": pgserver.SUPERUSER_PASSWORD}
+        self.db = "cdc_" + self._testMethodName.removeprefix("test_")[:40]
+        SERVER.psql(f"CREATE DATABASE {self.db}")
+        SERVER.psql(SCHEMA, db=self.db)
+
+    def tearDown(self):
+        SERVER.psql("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                    f"WHERE database = '{self.db}' AND NOT active")
+        SERVER.psql(f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
+        super().tearDown()
+
+    def configure(self, streams=None, mode="cdc", extra="", name=None):
+        streams = streams or STREAMS
+        text = "\n".join(f"    - name: {json.dumps(t)}\n      mode: {mode}\n      chunk_rows: 1000"
+                         for t in streams)
+        self.name = name or self.db
+        self.write_pipeline(PIPELINE.format(name=self.name, dsn=SERVER.dsn(self.db),
+                                            streams=text, extra=extra))
+
+    def sync(self, **kw):
+        env = dict(self.env)
+        env.update(kw.pop("env", {}))
+        return self.ferry("sync", "--once", "-c", self.pipeline, env=env, **kw)
+
+    def sql(self, text):
+        return SERVER.psql(text, db=self.db)
+
+    def slot_lsn(self):
+        out = self.sql("SELECT confirmed_flush_lsn - '0/0'::pg_lsn FROM pg_replication_slots "
+                       f"WHERE slot_name = 'ferry_{self.name}'").strip()
+        return int(out) if out else None
+
+    def wal_lsn(self):
+        return int(self.sql("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").strip())
+
+    def assert_matches(self, *tables):
+        for t in tables or STREAMS:
+            assert_pg_table_matches(self, SERVER, self.db, NS, t)
+
+    def crash(self, point, hit=1):
+        p = self.sync(env={"FERRY_FAULT": f"{point}:{hit}"}, check=False)
+        self.assertEqual(p.returncode, -signal.SIGKILL,
+                         f"{point}:{hit} did not kill the sync (exit {p.returncode})\n{p.stderr}")
+        self.assertIn(f"fault point {point} reached", p.stderr)
+
+    # A mix of every kind of change, in several transactions.
+    def change(self, salt):
+        self.sql(f"""
+            BEGIN;
+            INSERT INTO items (id, name, amount, qty, ratio, at, day, flag, doc, ref, big)
+              SELECT i, 'new {salt} ' || i, -i, NULL, 'NaN', timestamptz '1900-01-01 00:00:00+00',
+                     date '0001-01-01', NULL,
+                     '{{"a": [1, 2]}}', gen_random_uuid(), NULL
+              FROM generate_series((SELECT max(id) + 1 FROM items),
+                                   (SELECT max(id) + 50 FROM items)) i;
+            UPDATE items SET name = name || ' {salt}', amount = amount + 1 WHERE id % 37 = 0;
+            DELETE FROM items WHERE id % 41 = 0;
+            COMMIT;
+            -- one key, three changes in one transaction: the last wins
+            BEGIN;
+            INSERT INTO items (id, name) VALUES (900000 + {salt}, 'short-lived');
+            UPDATE items SET name = 'updated twice' WHERE id = 900000 + {salt};
+            DELETE FROM items WHERE id = 900000 + {salt};
+            UPDATE items SET name = 'first' WHERE id = 11;
+            UPDATE items SET name = 'second {salt}' WHERE id = 11;
+            COMMIT;
+            -- a key that changes
+            UPDATE items SET id = -id WHERE id = (SELECT min(id) FROM items WHERE id % 43 = 0
+                                                  AND id > 0);
+            UPDATE "Odd Name" SET "välue" = 'changed {salt}', "select" = -1 WHERE "Key" % 9 = 0;
+            DELETE FROM "Odd Name" WHERE "Key" % 13 = 0;
+            INSERT INTO "Odd Name" SELECT i, 'late', i FROM generate_series(
+                (SELECT max("Key") + 1 FROM "Odd Name"), (SELECT max("Key") + 5 FROM "Odd Name")) i;
+            -- TOASTed values left alone by updates
+            UPDATE items SET qty = coalesce(qty, 0) + 1 WHERE id % 10 = 0 AND id % 20 = 0;
+            UPDATE full_ident SET note = 'changed {salt}' WHERE id % 3 = 0;
+            DELETE FROM full_ident WHERE id % 29 = 0;
+        """)
+
+    def test_backfill_then_every_kind_of_change_lands_exactly(self):
+        self.configure()
+        p = self.sync()
+        self.assertIn("new load", p.stdout)
+        self.assert_matches()
+        before = self.slot_lsn()
+        self.assertIsNotNone(before, "the sync created no replication slot")
+        self.change(1)
+        self.change(2)
+        p = self.sync()
+        self.assertIn("cdc: changes", p.stdout)
+        self.assert_matches()
+        # The slot is acknowledged: the server may recycle the WAL that was applied.
+        self.assertGreater(self.slot_lsn(), before)
+        # Nothing new: no commit, nothing read twice.
+        snapshots = self.inspect(self.catalog_tables()[(NS, "items")])["snapshot_count"]
+        p = self.sync()
+        self.assertIn("cdc: no new changes", p.stdout)
+        self.assertEqual(self.inspect(self.catalog_tables()[(NS, "items")])["snapshot_count"],
+                         snapshots)
+        self.assert_matches()
+
+    def test_unchanged_toasted_values_keep_their_value(self):
+        self.configure()
+        self.sync()
+        # In its own sync: the value is neither in this checkpoint nor in the old row image
+        # (REPLICA IDENTITY DEFAULT), so ferry reads it by key.
+        self.sql("UPDATE items SET name = 'toast kept' WHERE id % 10 = 0")
+        # Updated, then deleted later: the later delete must win.
+        self.sql("UPDATE items SET name = 'gone soon' WHERE id = 20")
+        self.sql("DELETE FROM items WHERE id = 20")
+        self.sql("UPDATE full_ident SET note = 'full identity' WHERE id < 50")
+        self.sync()
+        self.assert_matches()
+        n = int(self.sql("SELECT count(*) FROM items WHERE big IS NOT NULL AND "
+                         "name = 'toast kept'").strip())
+        self.assertGreater(n, 250)
+
+    def test_a_large_transaction_lands_whole(self):
+        self.configure(streams=["items"])
+        self.sync()
+        self.sql("INSERT INTO items (id, name, amount) SELECT i, 'bulk', i FROM "
+                 "generate_series(100001, 250000) i; UPDATE items SET amount = 0 WHERE id > 200000")
+        p = self.sync()
+        self.assertIn("cdc: changes", p.stdout)
+        self.assert_matches("items")
+
+    def test_writes_during_the_backfill_are_neither_lost_nor_doubled(self):
+        self.configure()
+        stop = threading.Event()
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                i += 1
+                SERVER.psql(f"INSERT INTO items (id, name) VALUES ({500000 + i}, 'during');"
+                            f"UPDATE items SET name = 'moved {i}' WHERE id = {i % 3000 + 1};"
+                            f"DELETE FROM items WHERE id = {(i * 7) % 3000 + 1};", db=self.db)
+
+        t = threading.Thread(target=writer)
+        t.start()
+        try:
+            self.sync()
+        finally:
+            stop.set()
+            t.join()
+        self.sync()
+        self.assert_matches()
+
+    def test_crash_at_every_fault_point_then_exactly_once(self):
+        self.configure()
+        self.sync()
+        points = ["sink.data_written", "sink.before_commit", "catalog.after_metadata_write",
+                  "sink.after_commit", "state.temp_written", "state.after_write",
+                  "source.before_acknowledge"]
+        for i, point in enumerate(points):
+            with self.subTest(point=point):
+                self.change(10 + i)
+                self.crash(point)
+                self.change(100 + i)
+                self.sync()
+                self.assert_matches()
+
+    def test_crash_inside_a_large_transaction(self):
+        self.configure(streams=["items"])
+        self.sync()
+        self.sql("UPDATE items SET amount = amount * 2")
+        self.crash("source.mid_transaction", 2)
+        self.crash("sink.after_commit")
+        self.sync()
+        self.assert_matches("items")
+
+    def test_columns_added_mid_stream_are_followed(self):
+        self.configure(streams=["items"])
+        self.sync()
+        self.sql("UPDATE items SET name = 'before' WHERE id < 100;"
+                 "ALTER TABLE items ADD COLUMN extra int;"
+                 "UPDATE items SET extra = id, name = 'after' WHERE id < 200;")
+        p = self.sync()
+        self.assert_matches("items")
+        seen = self.inspect(self.catalog_tables()[(NS, "items")])
+        self.assertIn("extra", [f["name"] for f in seen["schema"]["fields"]], p.stderr)
+
+    def test_truncate_stops_with_the_fix_or_is_ignored(self):
+        self.configure(streams=["items"])
+        self.sync()
+        self.sql("UPDATE items SET name = 'kept' WHERE id = 1; TRUNCATE items;"
+                 "INSERT INTO items (id, name) VALUES (1, 'after truncate')")
+        p = self.sync(check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("truncated", p.stderr)
+        self.assertIn("truncate: ignore", p.stderr)
+        # The change before the TRUNCATE landed.
+        rows = self.inspect(self.catalog_tables()[(NS, "items")])["icebird_rows"]
+        self.assertIn("kept", [r[1] for r in rows if r[0] == "1"])
+        self.configure(streams=["items"], extra="  truncate: ignore\n")
+        self.sync()
+        rows = self.inspect(self.catalog_tables()[(NS, "items")])["icebird_rows"]
+        self.assertEqual([r[1] for r in rows if r[0] == "1"], ["after truncate"])
+        self.assertGreater(len(rows), 2000)  # the truncated rows stay
+
+    def test_cdc_only_starts_from_now(self):
+        self.configure(streams=["Odd Name"], mode="cdc_only")
+        self.sync()
+        self.sql("""UPDATE "Odd Name" SET "välue" = 'after' WHERE "Key" <= 10""")
+        self.sync()
+        seen = self.inspect(self.catalog_tables()[(NS, "Odd Name")])
+        self.assertEqual(sorted(int(r[0]) for r in seen["icebird_rows"]), list(range(1, 11)))
+        self.assertEqual({r[1] for r in seen["icebird_rows"]}, {"after"})
+
+    def test_a_dropped_slot_stops_the_sync_and_says_how_to_recover(self):
+        self.configure(streams=["items"])
+        self.sync()
+        self.sql("UPDATE items SET name = 'x' WHERE id = 1")
+        self.sql(f"SELECT pg_drop_replication_slot('ferry_{self.name}')")
+        p = self.sync(check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("no longer exists", p.stderr)
+        self.assertIn("state file", p.stderr)
+
+    def test_check_refuses_what_cdc_cannot_follow(self):
+        self.configure(streams=["nokey"])
+        p = self.ferry("check", "-c", self.pipeline, env=self.env, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("no primary key", p.stderr)
+        self.assertIn("REPLICA IDENTITY FULL", p.stderr)
+        SERVER.psql("DROP ROLE IF EXISTS plain; CREATE ROLE plain LOGIN PASSWORD 'pw';"
+                    f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO plain", db=self.db)
+        self.write_pipeline(PIPELINE.format(
+            name=self.db, dsn=SERVER.dsn(self.db, user="plain", password_ref="pw"),
+            streams="    - name: items\n      mode: cdc", extra=""))
+        p = self.ferry("check", "-c", self.pipeline, env=self.env, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("REPLICATION", p.stderr)
+        self.assertNotIn("pw", p.stderr.replace("password", ""))
+
+    def test_follow_mode_survives_a_terminated_connection(self):
+        self.configure()
+        self.sync()
+        env = dict(os.environ)
+        env.update(self.env)
+        env.pop("FERRY_FAULT", None)
+        proc = subprocess.Popen([ferrytest.FERRY, "sync", "-c", self.pipeline, "--interval", "1"],
+                                cwd=self.dir, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            for i in range(6):
+                self.change(200 + i)
+                time.sleep(1.5)
+                SERVER.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_replication "
+                            "UNION ALL SELECT pg_terminate_backend(active_pid) FROM "
+                            f"pg_replication_slots WHERE database = '{self.db}' AND active",
+                            check=False)
+            time.sleep(4)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=120)
+        self.assertEqual(proc.returncode, 0, err)
+        self.sync()
+        self.assert_matches()
+
+
+if __name__ == "__main__":
+    unittest.main()
