@@ -1,4 +1,4 @@
-// Thrift compact protocol encoder, just enough for Parquet's footer and page headers.
+// Thrift compact protocol encoder and decoder, just enough for Parquet's footer and page headers.
 //
 // Internal to ferry_parquet. Writes straight into a caller-owned std::string, no allocation other
 // than the string's growth. Structs nest up to kMaxDepth levels; the caller pairs every
@@ -134,6 +134,194 @@ class CompactWriter {
   std::string* out_;
   int16_t last_id_[kMaxDepth] = {};
   int depth_ = 0;
+};
+
+// Decoder over bytes that may be truncated or corrupted (a footer read from disk): every read is
+// bounds-checked and the first error sticks — ok() turns false, error() says what was wrong, and
+// every later read returns zero/empty — so a caller may check once after a struct. Nesting (structs
+// and skipped values) is limited to kMaxDepth; a list never claims more elements than there are
+// bytes left, so a corrupted size cannot make the caller allocate without bound.
+//
+// Use: BeginStruct(), then `while (NextField(&id, &type))` read the field's value with
+// I32/I64/Binary/BoolField/ListHeader/BeginStruct, or Skip(type) for fields not wanted.
+// NextField returns false at the struct's stop byte (and leaves the struct) or on error.
+class CompactReader {
+ public:
+  static constexpr int kMaxDepth = 16;
+
+  explicit CompactReader(std::string_view in) : p_(in.data()), n_(in.size()) {}
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  size_t pos() const { return pos_; }
+  size_t remaining() const { return n_ - pos_; }
+
+  void Fail(std::string message) {
+    if (error_.empty()) error_ = std::move(message) + " at byte " + std::to_string(pos_);
+    pos_ = n_;
+  }
+
+  void BeginStruct() {
+    if (depth_ >= kMaxDepth) return Fail("thrift: structs nested too deeply");
+    last_id_[depth_++] = 0;
+  }
+
+  bool NextField(int16_t* id, CType* type) {
+    if (!ok() || depth_ == 0) return false;
+    const uint8_t h = Byte();
+    if (!ok()) return false;
+    if (h == kStop) {
+      --depth_;
+      return false;
+    }
+    *type = static_cast<CType>(h & 0x0F);
+    const int delta = h >> 4;
+    int16_t& last = last_id_[depth_ - 1];
+    if (delta != 0) {
+      *id = static_cast<int16_t>(last + delta);
+    } else {
+      const int64_t v = ZigZagDecode(Varint());
+      if (v < INT16_MIN || v > INT16_MAX) {
+        Fail("thrift: field id out of range");
+        return false;
+      }
+      *id = static_cast<int16_t>(v);
+    }
+    if (*type > kStruct || *type == kStop) {
+      Fail("thrift: unknown field type " + std::to_string(static_cast<int>(*type)));
+      return false;
+    }
+    last = *id;
+    return ok();
+  }
+
+  int32_t I32() {
+    const int64_t v = ZigZagDecode(Varint());
+    if (v < INT32_MIN || v > INT32_MAX) {
+      Fail("thrift: i32 out of range");
+      return 0;
+    }
+    return static_cast<int32_t>(v);
+  }
+  int64_t I64() { return ZigZagDecode(Varint()); }
+  // A bool field's value is in its header's type nibble.
+  static bool BoolField(CType type) { return type == kBoolTrue; }
+  std::string_view Binary() {
+    const uint64_t len = Varint();
+    if (!ok()) return {};
+    if (len > remaining()) {
+      Fail("thrift: binary of " + std::to_string(len) + " bytes runs past the end");
+      return {};
+    }
+    std::string_view v(p_ + pos_, static_cast<size_t>(len));
+    pos_ += static_cast<size_t>(len);
+    return v;
+  }
+  // A list (or set) header. Fails when the size exceeds the bytes left (every element takes at
+  // least one byte).
+  bool ListHeader(CType* elem_type, uint32_t* size) {
+    const uint8_t h = Byte();
+    uint64_t n = h >> 4;
+    *elem_type = static_cast<CType>(h & 0x0F);
+    if (n == 15) n = Varint();
+    if (!ok()) return false;
+    if (n > remaining()) {
+      Fail("thrift: list of " + std::to_string(n) + " elements runs past the end");
+      return false;
+    }
+    *size = static_cast<uint32_t>(n);
+    return true;
+  }
+
+  // Skips one value of `type` (a field's, or a list element's).
+  void Skip(CType type) { SkipValue(type, 0, false); }
+
+  static int64_t ZigZagDecode(uint64_t v) {
+    return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+  }
+
+ private:
+  uint8_t Byte() {
+    if (pos_ >= n_) {
+      Fail("thrift: unexpected end of data");
+      return 0;
+    }
+    return static_cast<uint8_t>(p_[pos_++]);
+  }
+  uint64_t Varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      const uint8_t b = Byte();
+      if (!ok()) return 0;
+      v |= static_cast<uint64_t>(b & 0x7F) << shift;
+      if ((b & 0x80) == 0) return v;
+    }
+    Fail("thrift: varint longer than 10 bytes");
+    return 0;
+  }
+  void SkipValue(CType type, int depth, bool in_list) {
+    if (!ok()) return;
+    if (depth > kMaxDepth) return Fail("thrift: values nested too deeply");
+    switch (type) {
+      case kBoolTrue:
+      case kBoolFalse:
+        if (in_list) Byte();  // a list element takes a byte; a field's value is in its header
+        return;
+      case kByte:
+        Byte();
+        return;
+      case kI16:
+      case kI32:
+      case kI64:
+        Varint();
+        return;
+      case kDouble:
+        if (remaining() < 8) return Fail("thrift: unexpected end of data");
+        pos_ += 8;
+        return;
+      case kBinary:
+        Binary();
+        return;
+      case kList:
+      case kSet: {
+        CType et;
+        uint32_t size;
+        if (!ListHeader(&et, &size)) return;
+        for (uint32_t i = 0; i < size && ok(); ++i) SkipValue(et, depth + 1, true);
+        return;
+      }
+      case kMap: {
+        const uint64_t size = Varint();
+        if (!ok() || size == 0) return;
+        if (size > remaining()) return Fail("thrift: map runs past the end");
+        const uint8_t kv = Byte();
+        for (uint64_t i = 0; i < size && ok(); ++i) {
+          SkipValue(static_cast<CType>(kv >> 4), depth + 1, true);
+          SkipValue(static_cast<CType>(kv & 0x0F), depth + 1, true);
+        }
+        return;
+      }
+      case kStruct: {
+        for (;;) {
+          const uint8_t h = Byte();
+          if (!ok() || h == kStop) return;
+          if ((h >> 4) == 0) Varint();  // a long-form field id
+          SkipValue(static_cast<CType>(h & 0x0F), depth + 1, false);
+          if (!ok()) return;
+        }
+      }
+      case kStop:
+        break;
+    }
+    Fail("thrift: unknown value type " + std::to_string(static_cast<int>(type)));
+  }
+
+  const char* p_;
+  size_t n_;
+  size_t pos_ = 0;
+  int16_t last_id_[kMaxDepth] = {};
+  int depth_ = 0;
+  std::string error_;
 };
 
 }  // namespace ferry::parquet::thrift

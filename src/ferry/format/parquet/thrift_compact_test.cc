@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "ferry/format/parquet/parquet_test_util.h"
 
@@ -122,6 +123,104 @@ TEST(ThriftCompactTest, RoundTripThroughIndependentDecoder) {
   EXPECT_EQ(v[18].list[19][1].i, 19 * 1000000007LL);
   EXPECT_EQ(v[18].list[19][2].b, false);
   EXPECT_EQ(v[18].list[4][2].b, true);
+}
+
+// The decoder (thrift::CompactReader) reads back what the encoder writes, skips what it is not
+// asked for, and turns every truncation into an error instead of reading past the end.
+std::string SampleStruct() {
+  std::string out;
+  CompactWriter w(&out);
+  w.BeginStruct();
+  w.I32Field(1, -123456);
+  w.I64Field(2, INT64_MIN);
+  w.BoolField(3, true);
+  w.BinaryField(17, std::string(300, 'z'));
+  w.ListField(18, kStruct, 20);
+  for (int i = 0; i < 20; ++i) {
+    w.BeginStruct();
+    w.I64Field(1, i * 1000000007LL);
+    w.BoolField(2, i % 2 == 0);
+    w.EndStruct();
+  }
+  w.StructField(19);
+  w.I16Field(1, -2);
+  w.EndStruct();
+  w.I32Field(20, 7);
+  w.EndStruct();
+  return out;
+}
+
+TEST(ThriftCompactTest, DecoderReadsWhatTheEncoderWrites) {
+  const std::string in = SampleStruct();
+  CompactReader r(in);
+  r.BeginStruct();
+  int16_t id;
+  CType t;
+  std::vector<int16_t> ids;
+  int64_t sum = 0;
+  while (r.NextField(&id, &t)) {
+    ids.push_back(id);
+    if (id == 1) {
+      EXPECT_EQ(r.I32(), -123456);
+    } else if (id == 2) {
+      EXPECT_EQ(r.I64(), INT64_MIN);
+    } else if (id == 3) {
+      EXPECT_TRUE(CompactReader::BoolField(t));
+    } else if (id == 17) {
+      EXPECT_EQ(r.Binary(), std::string(300, 'z'));
+    } else if (id == 18) {
+      CType et;
+      uint32_t n;
+      ASSERT_TRUE(r.ListHeader(&et, &n));
+      EXPECT_EQ(et, kStruct);
+      ASSERT_EQ(n, 20u);
+      for (uint32_t i = 0; i < n; ++i) {
+        r.BeginStruct();
+        int16_t id2;
+        CType t2;
+        while (r.NextField(&id2, &t2)) {
+          if (id2 == 1) {
+            sum += r.I64();
+          } else {
+            r.Skip(t2);
+          }
+        }
+      }
+    } else {
+      r.Skip(t);  // 19: a struct nobody asked for
+    }
+  }
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r.pos(), in.size());
+  EXPECT_EQ(ids, (std::vector<int16_t>{1, 2, 3, 17, 18, 19, 20}));
+  EXPECT_EQ(sum, 190 * 1000000007LL);
+}
+
+TEST(ThriftCompactTest, DecoderFailsCleanlyOnEveryTruncation) {
+  const std::string in = SampleStruct();
+  for (size_t len = 0; len < in.size(); ++len) {
+    CompactReader r(std::string_view(in).substr(0, len));
+    r.Skip(kStruct);
+    EXPECT_FALSE(r.ok()) << "a struct cut at " << len << " bytes was read";
+    EXPECT_LE(r.pos(), len);
+  }
+  // A list claiming more elements than there are bytes is refused before anything is allocated.
+  const std::string huge = Bytes({0x19, 0xFC, 0xFF, 0xFF, 0xFF, 0x0F});
+  CompactReader r(huge);
+  r.BeginStruct();
+  int16_t id;
+  CType t;
+  ASSERT_TRUE(r.NextField(&id, &t));
+  CType et;
+  uint32_t n;
+  EXPECT_FALSE(r.ListHeader(&et, &n));
+  EXPECT_NE(r.error().find("runs past the end"), std::string::npos) << r.error();
+  // Nesting deeper than the limit is an error, not a stack overflow.
+  std::string deep;
+  for (int i = 0; i < 10000; ++i) deep.push_back(static_cast<char>(0x1C));  // field 1: struct
+  CompactReader d(deep);
+  d.Skip(kStruct);
+  EXPECT_FALSE(d.ok());
 }
 
 }  // namespace

@@ -1,0 +1,82 @@
+// Parquet file reader: turns the files ferry's writer produces back into columnar Batches, one
+// row group at a time, so that memory stays bounded by one row group (its column chunks' bytes and
+// its decoded values) whatever the file's size. Compaction reads data and delete files with it.
+//
+// What it reads: flat schemas (no nested groups, no repeated fields); data pages v1 and v2;
+// PLAIN, PLAIN_DICTIONARY and RLE_DICTIONARY values (and RLE booleans); RLE/bit-packed hybrid
+// definition levels; uncompressed, Snappy and zstd pages. Anything else — another codec or
+// encoding, nested columns, an external column chunk — is kNotSupported naming the column and what
+// it uses. Bytes that do not parse (a truncated or corrupted file) are kCorruption naming the file
+// and what was wrong; the reader never reads outside the file's bytes and never crashes on them.
+//
+// Columns are matched by Parquet field_id against the requested Schema's field ids, never by
+// name. A field the file does not have reads as NULL (a column added to the table after the file
+// was written); a required field the file lacks is kCorruption. Values convert to the field's
+// type where Iceberg allows the change without rewriting: INT32 into long, FLOAT into double, any
+// decimal storage (INT32, INT64, FIXED_LEN_BYTE_ARRAY, BYTE_ARRAY) into a decimal of the same
+// scale; MILLIS and NANOS timestamps are converted to micros. Other combinations are
+// kNotSupported naming the column, the file's type and the table's type.
+//
+// Thread-safety: a Reader is used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ferry/base/status.h"
+#include "ferry/types/batch.h"
+
+namespace ferry::parquet {
+
+// Random access to a file's bytes.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  virtual uint64_t size() const = 0;
+  // Replaces *out with the n bytes at offset. kCorruption if they run past the end of the file,
+  // kIOError if the operating system refuses the read.
+  virtual Status ReadAt(uint64_t offset, uint64_t n, std::string* out) = 0;
+  // What error messages call the file (its path).
+  virtual const std::string& name() const = 0;
+};
+
+// A local file; kNotFound / kIOError when it cannot be opened.
+Result<std::unique_ptr<RandomAccessFile>> OpenLocalFile(const std::string& path);
+// Bytes in memory (tests, fuzzing).
+std::unique_ptr<RandomAccessFile> MemoryFile(std::string data, std::string name = "(memory)");
+
+struct ReaderOptions {
+  // Limits that turn absurd sizes in a corrupted header into kCorruption instead of an attempt
+  // to allocate them: the uncompressed bytes of one page, and the values one page may claim.
+  uint64_t max_page_bytes = 1ull << 31;
+  uint64_t max_page_values = 1ull << 31;
+  // Rows one row group may declare (a column the file lacks is filled with that many NULLs).
+  uint64_t max_row_group_rows = 1ull << 31;
+};
+
+class Reader {
+ public:
+  // Reads and checks the footer, and resolves `schema`'s fields against the file's columns.
+  static Result<std::unique_ptr<Reader>> Open(std::unique_ptr<RandomAccessFile> file,
+                                              std::shared_ptr<const Schema> schema,
+                                              ReaderOptions options = {});
+  virtual ~Reader() = default;
+
+  virtual const std::shared_ptr<const Schema>& schema() const = 0;
+  virtual uint64_t num_rows() const = 0;
+  virtual size_t num_row_groups() const = 0;
+  virtual uint64_t row_group_rows(size_t index) const = 0;
+  virtual const std::vector<std::pair<std::string, std::string>>& key_value_metadata() const = 0;
+
+  // Replaces the rows of *batch (whose schema must be the reader's) with row group `index`'s.
+  // Reading one row group reads only its column chunks' bytes.
+  virtual Status ReadRowGroup(size_t index, Batch* batch) = 0;
+};
+
+// Appends row `row` of src (its value, or NULL) to dst; both columns have the same type.
+void AppendValue(const Column& src, size_t row, Column* dst);
+
+}  // namespace ferry::parquet
