@@ -3,6 +3,7 @@
 //   ferry check    -c pipeline.yaml          validate, open source and destination, show the plan
 //   ferry discover -c pipeline.yaml [--json] list tables, columns, types, keys
 //   ferry sync     -c pipeline.yaml          run the sync
+//   ferry maintain -c pipeline.yaml          compact data files, expire old snapshots
 //   ferry faults                             list the fault points (for crash testing)
 //   ferry version
 //
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +26,8 @@
 #include "ferry/base/log.h"
 #include "ferry/config/config.h"
 #include "ferry/engine/sync.h"
+#include "ferry/lake/maintain.h"
+#include "ferry/sink/iceberg/iceberg_sink.h"
 #include "ferry/state/state.h"
 
 namespace ferry::cli {
@@ -50,6 +54,14 @@ commands:
                              to the source's current end, commits and exits
   state     -c FILE [--json] show each stream's state, its marker in the destination, and what
                              the next sync will do (run normally, repair the state, start fresh)
+  maintain  -c FILE [--table T ...] [--no-compact] [--no-expire]
+            [--expire-older-than DURATION] [--retain-last N]
+                             compact each table's small data files and fold its delete files
+                             into rewritten data files, then expire old snapshots and delete the
+                             files only they referenced. Readers see the same rows before and
+                             after. DURATION: 0s, 90m, 12h, 5d (default: the table property
+                             history.expire.max-snapshot-age-ms, 5 days); --retain-last keeps the
+                             newest N snapshots of each branch (default 1)
   faults                     list the named fault points (FERRY_FAULT=<point>[:<n>])
   version                    print the version
 
@@ -65,6 +77,13 @@ struct Args {
   bool json = false;
   bool once = false;
   int interval_s = 5;
+  // maintain
+  std::vector<std::string> tables;
+  bool compact = true;
+  bool expire = true;
+  std::optional<int64_t> expire_older_than_ms;
+  std::optional<int64_t> retain_last;
+  bool maintain_options = false;
 };
 
 int Usage(const std::string& error) {
@@ -329,6 +348,129 @@ int CmdState(const Args& a) {
   return 0;
 }
 
+// "0s", "1500ms", "90m", "12h", "5d" -> milliseconds.
+std::optional<int64_t> ParseDurationMs(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+  if (i == 0 || i > 12) return std::nullopt;
+  const int64_t n = std::strtoll(text.substr(0, i).c_str(), nullptr, 10);
+  const std::string unit = text.substr(i);
+  if (unit == "ms") return n;
+  if (unit == "s") return n * 1000;
+  if (unit == "m") return n * 60 * 1000;
+  if (unit == "h") return n * 3600 * 1000;
+  if (unit == "d") return n * 24 * 3600 * 1000;
+  return std::nullopt;
+}
+
+int CmdMaintain(const Args& a) {
+  auto cfg = LoadConfig(a);
+  if (!cfg.ok()) return Fail(cfg.status(), 2);
+  auto dst = sink::IcebergSink::Open(cfg->destination, cfg->name);
+  if (!dst.ok()) return Fail(dst.status().WithContext("destination"), ExitCodeFor(dst.status()));
+  const sink::IcebergOptions& o = (*dst)->options();
+  std::vector<std::string> tables = a.tables;
+  if (tables.empty()) {
+    auto listed = (*dst)->catalog()->ListTables(o.ns);
+    if (!listed.ok()) return Fail(listed.status().WithContext("listing the tables of " + o.ns));
+    for (const auto& t : *listed) tables.push_back(t.name);
+    if (tables.empty()) {
+      std::printf("namespace %s has no tables yet: nothing to maintain\n", o.ns.c_str());
+      return 0;
+    }
+  }
+  lake::CompactionOptions copts;
+  copts.target_file_bytes = o.target_file_bytes;
+  copts.parquet = o.parquet;
+  lake::ExpireOptions eopts;
+  eopts.max_snapshot_age_ms = a.expire_older_than_ms;
+  eopts.min_snapshots_to_keep = a.retain_last;
+  int failed = 0;
+  for (const auto& name : tables) {
+    const lake::TableIdent ident{o.ns, name};
+    std::printf("table %s\n", ident.ToString().c_str());
+    auto t = lake::Table::Load((*dst)->catalog(), lake::LocalFileIO(), ident);
+    if (!t.ok()) {
+      if (t.status().code() == StatusCode::kNotFound) {
+        std::fprintf(stderr,
+                     "ferry: error: table %s is not in the catalog (%s): check --table, or run "
+                     "ferry sync first\n",
+                     ident.ToString().c_str(), (*dst)->catalog()->Describe().c_str());
+        return 2;
+      }
+      std::fprintf(stderr, "ferry: error: %s\n", t.status().message().c_str());
+      ++failed;
+      continue;
+    }
+    if (a.compact) {
+      auto r = lake::CompactTable(**t, copts);
+      if (!r.ok()) {
+        std::fprintf(stderr, "ferry: error: compacting %s: %s\n", ident.ToString().c_str(),
+                     r.status().message().c_str());
+        ++failed;
+        continue;
+      }
+      if (!r->committed) {
+        std::printf("  compact: nothing to rewrite (%lld data files, %lld delete files, %s)%s\n",
+                    static_cast<long long>(r->data_files_before),
+                    static_cast<long long>(r->delete_files_before),
+                    HumanBytes(static_cast<uint64_t>(r->bytes_before)).c_str(),
+                    r->groups_given_up > 0 ? "; the files changed while it ran: run it again" : "");
+      } else {
+        std::printf(
+            "  compact: %lld data + %lld delete files, %lld records, %s -> %lld data + %lld "
+            "delete files, %lld records, %s\n",
+            static_cast<long long>(r->data_files_before),
+            static_cast<long long>(r->delete_files_before),
+            static_cast<long long>(r->records_before),
+            HumanBytes(static_cast<uint64_t>(r->bytes_before)).c_str(),
+            static_cast<long long>(r->data_files_after),
+            static_cast<long long>(r->delete_files_after), static_cast<long long>(r->records_after),
+            HumanBytes(static_cast<uint64_t>(r->bytes_after)).c_str());
+        std::printf(
+            "           rewrote %lld files into %lld (%lld rows read, %lld removed by deletes), "
+            "dropped %lld delete files; snapshot %lld%s\n",
+            static_cast<long long>(r->rewritten_data_files),
+            static_cast<long long>(r->written_data_files), static_cast<long long>(r->rows_read),
+            static_cast<long long>(r->rows_dropped),
+            static_cast<long long>(r->removed_delete_files),
+            static_cast<long long>(*r->snapshot_id),
+            r->groups_given_up > 0 ? " (some groups changed while it ran and were left)" : "");
+      }
+    }
+    if (a.expire) {
+      auto r = lake::ExpireSnapshots(**t, eopts);
+      if (!r.ok()) {
+        std::fprintf(stderr, "ferry: error: expiring snapshots of %s: %s\n",
+                     ident.ToString().c_str(), r.status().message().c_str());
+        ++failed;
+        continue;
+      }
+      if (!r->committed) {
+        std::printf("  expire:  nothing to expire (%lld snapshots)\n",
+                    static_cast<long long>(r->snapshots_before));
+      } else {
+        std::printf(
+            "  expire:  %lld of %lld snapshots expired; deleted %lld manifest lists, %lld "
+            "manifests, %lld data files, %lld delete files (%s)\n",
+            static_cast<long long>(r->snapshots_expired),
+            static_cast<long long>(r->snapshots_before),
+            static_cast<long long>(r->manifest_lists_deleted),
+            static_cast<long long>(r->manifests_deleted),
+            static_cast<long long>(r->data_files_deleted),
+            static_cast<long long>(r->delete_files_deleted),
+            HumanBytes(static_cast<uint64_t>(r->bytes_deleted)).c_str());
+        if (r->files_not_deleted > 0) {
+          std::printf("           %lld files could not be deleted (see the warnings above)\n",
+                      static_cast<long long>(r->files_not_deleted));
+        }
+      }
+    }
+    std::fflush(stdout);
+  }
+  return failed == 0 ? 0 : 1;
+}
+
 int CmdFaults() {
   for (const auto& p : AllFaultPoints()) {
     std::printf("%-32s %s\n", std::string(p.name).c_str(), std::string(p.description).c_str());
@@ -358,6 +500,35 @@ int Main(int argc, char** argv) {
         return Usage("--interval takes whole seconds from 1 to 86400");
       }
       a.interval_s = static_cast<int>(v);
+    } else if (w == "--table") {
+      if (i + 1 >= rest.size()) return Usage("--table needs a table name");
+      a.tables.push_back(rest[++i]);
+      a.maintain_options = true;
+    } else if (w == "--no-compact") {
+      a.compact = false;
+      a.maintain_options = true;
+    } else if (w == "--no-expire") {
+      a.expire = false;
+      a.maintain_options = true;
+    } else if (w == "--expire-older-than") {
+      if (i + 1 >= rest.size()) return Usage("--expire-older-than needs a duration such as 5d");
+      a.expire_older_than_ms = ParseDurationMs(rest[++i]);
+      if (!a.expire_older_than_ms) {
+        return Usage(
+            "--expire-older-than takes a whole number with a unit: ms, s, m, h or d "
+            "(0s, 90m, 12h, 5d); got '" +
+            rest[i] + "'");
+      }
+      a.maintain_options = true;
+    } else if (w == "--retain-last") {
+      if (i + 1 >= rest.size()) return Usage("--retain-last needs a number of snapshots");
+      char* end = nullptr;
+      long v = std::strtol(rest[++i].c_str(), &end, 10);
+      if (end == nullptr || *end != '\0' || v < 1 || v > 1000000) {
+        return Usage("--retain-last takes a whole number of snapshots from 1 to 1000000");
+      }
+      a.retain_last = v;
+      a.maintain_options = true;
     } else if (w == "-v" || w == "--verbose") {
       SetLogLevel(LogLevel::kDebug);
     } else if (w == "-q" || w == "--quiet") {
@@ -378,6 +549,11 @@ int Main(int argc, char** argv) {
   if ((a.once || a.interval_s != 5) && a.command != "sync") {
     return Usage("--once and --interval go with sync");
   }
+  if (a.maintain_options && a.command != "maintain") {
+    return Usage(
+        "--table, --no-compact, --no-expire, --expire-older-than and --retain-last go "
+        "with maintain");
+  }
   if (a.json && a.command != "discover" && a.command != "state") {
     return Usage("--json goes with discover and state");
   }
@@ -385,6 +561,7 @@ int Main(int argc, char** argv) {
   if (a.command == "discover") return CmdDiscover(a);
   if (a.command == "sync") return CmdSync(a);
   if (a.command == "state") return CmdState(a);
+  if (a.command == "maintain") return CmdMaintain(a);
   if (a.command == "faults") return CmdFaults();
   if (a.command == "version") {
     std::printf("ferry %s\n", kVersion);

@@ -3,7 +3,9 @@
 //
 // The SQL catalog uses the schema shared by Java (JdbcCatalog), Python (SqlCatalog), Rust and C++
 // Iceberg: tables iceberg_tables and iceberg_namespace_properties, so that any of them can open
-// a warehouse ferry wrote. Embedded default: a SQLite file ("sqlite:/path/catalog.db").
+// a warehouse ferry wrote. Embedded default: a SQLite file ("sqlite:/path/catalog.db"); or a
+// PostgreSQL database ("postgresql://user:pass@host:port/db", "postgres://...", or
+// "postgresql:<key=value libpq string>"). Both run the same catalog logic (sql_connection.h).
 //
 // Error contract of SwapMetadataLocation:
 //   OK                  the table now points at the new metadata file.
@@ -43,7 +45,11 @@ class Catalog {
   virtual std::string Describe() const = 0;
 };
 
-// uri: "sqlite:<path>" (created when missing). catalog_name: the catalog_name column's value.
+// uri: "sqlite:<path>" (created when missing) or a PostgreSQL URI / "postgresql:<dsn>"; the
+// catalog tables are created when missing. catalog_name: the catalog_name column's value.
+// Errors never contain the password: kInvalidArgument (unsupported or malformed URI),
+// kUnavailable (server unreachable), kPermissionDenied (login refused, or no right to create or
+// use the catalog tables), kNotFound (no such database).
 Result<std::unique_ptr<Catalog>> OpenSqlCatalog(const std::string& uri,
                                                 const std::string& catalog_name);
 

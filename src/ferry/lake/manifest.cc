@@ -277,7 +277,9 @@ Result<int64_t> WriteManifestList(FileIO& io, const std::string& uri, int64_t sn
   for (auto& m : manifests) {
     if (m.sequence_number < 0) {
       m.sequence_number = sequence_number;
-      m.min_sequence_number = sequence_number;
+      // A new manifest's entries inherit this number, unless they carry an older data sequence
+      // number of their own (rewritten files): then the writer sets the minimum.
+      if (m.min_sequence_number < 0) m.min_sequence_number = sequence_number;
     }
     avro::Encoder& e = w->datum();
     e.WriteString(m.path);

@@ -66,7 +66,8 @@ Result<ManifestFile> WriteManifest(FileIO& io, const std::string& uri, const Sch
                                    int64_t snapshot_id, int32_t content,
                                    const std::vector<ManifestEntry>& entries);
 
-// Writes a manifest list. New manifests (sequence_number -1) get `sequence_number`.
+// Writes a manifest list. New manifests (sequence_number -1) get `sequence_number`, and so does
+// their min_sequence_number unless it is set (>= 0).
 Result<int64_t> WriteManifestList(FileIO& io, const std::string& uri, int64_t snapshot_id,
                                   std::optional<int64_t> parent_snapshot_id,
                                   int64_t sequence_number, std::vector<ManifestFile> manifests);

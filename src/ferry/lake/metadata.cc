@@ -193,8 +193,10 @@ void TableMetadata::StartUpdate(const std::string& previous_location, int64_t no
     log.push_back(Json{{"timestamp-ms", prev_updated}, {"metadata-file", previous_location}});
     size_t keep = 100;
     if (auto v = Property("write.metadata.previous-versions-max")) {
-      long n = std::strtol(v->c_str(), nullptr, 10);
-      if (n > 0) keep = static_cast<size_t>(n);
+      // As Java's: a number below 1 keeps one previous file.
+      char* end = nullptr;
+      long n = std::strtol(v->c_str(), &end, 10);
+      if (end != v->c_str() && *end == '\0') keep = static_cast<size_t>(std::max(1L, n));
     }
     if (log.size() > keep)
       log.erase(log.begin(), log.begin() + static_cast<long>(log.size() - keep));

@@ -1,7 +1,9 @@
 #include "ferry/lake/table.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <random>
 #include <thread>
 
 #include "ferry/base/fault.h"
@@ -125,15 +127,73 @@ std::string Table::NewDataFileUri(const std::string& prefix) const {
   return meta_.location() + "/data/" + prefix + "-" + NewUuid() + ".parquet";
 }
 
+namespace {
+
+// The metadata files a table's metadata refers to: its metadata-log.
+std::vector<std::string> LoggedMetadataFiles(const TableMetadata& m) {
+  std::vector<std::string> out;
+  const Json& log = m.doc()["metadata-log"];
+  if (!log.is_array()) return out;
+  for (const auto& e : log) {
+    if (e.contains("metadata-file") && e["metadata-file"].is_string()) {
+      out.push_back(e["metadata-file"].get<std::string>());
+    }
+  }
+  return out;
+}
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+}  // namespace
+
+std::optional<std::string> Table::LandedAmong(const std::vector<std::string>& uris) const {
+  const std::vector<std::string> logged = LoggedMetadataFiles(meta_);
+  for (const auto& uri : uris) {
+    if (uri == location_ || Contains(logged, uri)) return uri;
+  }
+  return std::nullopt;
+}
+
+void Table::PruneMetadataFiles(const std::vector<std::string>& before) {
+  auto enabled = meta_.Property("write.metadata.delete-after-commit.enabled");
+  if (!enabled || (*enabled != "true" && *enabled != "TRUE" && *enabled != "True")) return;
+  const std::vector<std::string> kept = LoggedMetadataFiles(meta_);
+  for (const auto& uri : before) {
+    if (uri == location_ || Contains(kept, uri)) continue;
+    Status s = io_->Delete(uri);
+    if (!s.ok()) {
+      // Not an error for the commit: the file is only no longer referenced.
+      FERRY_LOG(kDebug) << "could not delete old metadata file " << uri << ": " << s.message();
+    }
+  }
+}
+
 Result<CommitOutcome> Table::Commit(
     const LandedCheck& already_landed,
     const std::function<Status(TableMetadata&, int attempt)>& mutate,
     std::optional<int64_t>* snapshot_id) {
   CommitOutcome out;
   int64_t backoff = retry_.min_backoff_ms;
+  std::minstd_rand jitter(static_cast<uint32_t>(NewPositiveId()));
+  // Metadata files whose swap was sent but whose outcome never came back. Each one may still
+  // land (the update may be in flight on the catalog server), so it is never deleted, and every
+  // later read of the table first looks for it.
+  std::vector<std::string> unknown;
+  auto landed_earlier = [&](const std::string& uri) {
+    FERRY_LOG(kInfo) << "commit to " << ident_.ToString() << " with an unknown outcome did land ("
+                     << uri << ")";
+    out.metadata_location = uri;
+    out.snapshot_id = *snapshot_id;
+  };
   for (int attempt = 1;; ++attempt) {
     out.attempts = attempt;
     FERRY_RETURN_IF_ERROR(Refresh());
+    if (auto uri = LandedAmong(unknown)) {
+      landed_earlier(*uri);
+      return out;
+    }
     if (already_landed && already_landed(meta_)) {
       out.already_landed = true;
       out.metadata_location = location_;
@@ -146,39 +206,64 @@ Result<CommitOutcome> Table::Commit(
     std::string uri = NewMetadataUri(next.location(), version < 1 ? 1 : version);
     FERRY_RETURN_IF_ERROR(io_->WriteNew(uri, next.ToJsonText()));
     FaultPoint("catalog.after_metadata_write");
+    std::vector<std::string> before = LoggedMetadataFiles(meta_);
+    before.push_back(location_);
     Status s = catalog_->SwapMetadataLocation(ident_, location_, uri);
     if (s.ok()) {
       meta_ = std::move(next);
       location_ = uri;
+      PruneMetadataFiles(before);
       out.metadata_location = uri;
       out.snapshot_id = *snapshot_id;
       return out;
     }
     if (s.code() == StatusCode::kCommitStateUnknown) {
-      // Never retry blindly: re-read the table and let the marker decide.
+      // Never retry blindly: re-read the table; our file, current or in the metadata-log, or the
+      // marker says whether the update landed.
+      ++out.unknown_outcomes;
+      unknown.push_back(uri);
       FERRY_LOG(kWarn) << "commit to " << ident_.ToString()
                        << " has an unknown outcome; re-reading the table: " << s.message();
       Status r = Refresh();
-      if (r.ok() && location_ == uri) {
-        out.metadata_location = uri;
-        out.snapshot_id = *snapshot_id;
+      if (!r.ok()) {
+        return s.WithContext("committing to table " + ident_.ToString() +
+                             " (re-reading the table failed too: " + r.message() +
+                             "); the next run decides from the marker");
+      }
+      if (location_ == uri) {
+        PruneMetadataFiles(before);
+        landed_earlier(uri);
         return out;
       }
-      if (r.ok() && already_landed && already_landed(meta_)) {
+      if (auto landed = LandedAmong(unknown)) {
+        landed_earlier(*landed);
+        return out;
+      }
+      if (already_landed && already_landed(meta_)) {
         out.already_landed = true;
         out.metadata_location = location_;
         return out;
       }
-      return s;
+      // Not landed (yet). Another attempt is safe: it is a compare-and-swap from the metadata just
+      // read, so at most one of it and the lost update can ever apply, and a lost update that
+      // applies first makes this attempt fail and the next read find it.
+      if (attempt >= retry_.max_attempts) {
+        return s.WithContext("committing to table " + ident_.ToString() + " after " +
+                             std::to_string(attempt) + " attempt(s)");
+      }
+      continue;
     }
     (void)io_->Delete(uri);
     if (s.code() != StatusCode::kCommitFailed || attempt >= retry_.max_attempts) {
       return s.WithContext("committing to table " + ident_.ToString() + " after " +
                            std::to_string(attempt) + " attempt(s)");
     }
+    ++out.lost_races;
     FERRY_LOG(kDebug) << "commit conflict on " << ident_.ToString() << ", retrying in " << backoff
                       << " ms";
-    std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
+    // Jitter keeps writers that collided from colliding again in step.
+    std::uniform_int_distribution<int64_t> pause(backoff / 2, backoff);
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause(jitter)));
     backoff = std::min(backoff * 2, retry_.max_backoff_ms);
   }
 }
@@ -317,6 +402,13 @@ Result<CommitOutcome> Table::Append(const AppendRequest& req) {
         return AddSnapshotOnBranch(next, req.branch, snapshot_id, attempt, schema_id, change);
       },
       &sid);
+}
+
+Result<CommitOutcome> Table::CommitUpdate(
+    const std::function<Status(TableMetadata&, int attempt)>& mutate,
+    std::optional<int64_t>* snapshot_id) {
+  std::optional<int64_t> none;
+  return Commit(nullptr, mutate, snapshot_id != nullptr ? snapshot_id : &none);
 }
 
 Result<CommitOutcome> Table::Publish(const PublishRequest& req) {

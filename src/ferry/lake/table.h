@@ -4,8 +4,16 @@
 // Commit protocol (one attempt): refresh the metadata; ask the caller whether its work already
 // landed (the marker check: a retry after an unknown outcome must never write twice); build the
 // new metadata (new snapshot, refs, properties); write it as a new file; swap the catalog pointer.
-// A lost race (kCommitFailed) retries with backoff; an unknown outcome re-reads the table and
-// decides by the marker. Data files and manifests are written once, outside the retry loop.
+// A lost race (kCommitFailed) retries with backoff; an unknown outcome (kCommitStateUnknown: the
+// connection failed during the swap) re-reads the table and decides by what it finds: its own
+// metadata file current or in the metadata-log, or the marker. Only when neither shows it is
+// another attempt made, again a compare-and-swap from the metadata just read, so the lost update
+// and the new attempt can never both apply; a file whose swap had an unknown outcome is never
+// deleted. Data files and manifests are written once, outside the retry loop.
+//
+// After a commit, when the table property write.metadata.delete-after-commit.enabled is true, the
+// metadata files that fell off the metadata-log (write.metadata.previous-versions-max, 100 by
+// default) are deleted; the current file and every file still in the log are kept.
 //
 // Thread-safety: not thread-safe; one Table object per writer thread. Several processes may
 // commit to the same table at once: the catalog serializes them.
@@ -57,7 +65,9 @@ struct CommitOutcome {
   bool already_landed = false;  // nothing was written: the marker showed the work was there
   std::optional<int64_t> snapshot_id;
   std::string metadata_location;
-  int attempts = 0;
+  int attempts = 0;          // 1 + the retries after lost races or unknown outcomes
+  int lost_races = 0;        // swaps refused because another writer had committed first
+  int unknown_outcomes = 0;  // swaps whose outcome was unknown and was read back
 };
 
 struct CommitRetryPolicy {
@@ -101,6 +111,14 @@ class Table {
   Result<CommitOutcome> Append(const AppendRequest& req);
   Result<CommitOutcome> Publish(const PublishRequest& req);
 
+  // The same optimistic commit for other changes (maintenance: rewrites, snapshot expiry):
+  // `mutate` turns a copy of the freshly read metadata into the next one, on every attempt;
+  // an error from it ends the commit with that error and nothing committed. A snapshot it adds is
+  // reported through *snapshot_id (which may be null). Errors are those of Append.
+  Result<CommitOutcome> CommitUpdate(
+      const std::function<Status(TableMetadata&, int attempt)>& mutate,
+      std::optional<int64_t>* snapshot_id);
+
   void set_retry_policy(CommitRetryPolicy p) { retry_ = p; }
 
  private:
@@ -127,6 +145,12 @@ class Table {
   // Adds a snapshot on `branch` (main: also the current snapshot) with its manifest list.
   Status AddSnapshotOnBranch(TableMetadata& next, const std::string& branch, int64_t snapshot_id,
                              int attempt, int32_t schema_id, const SnapshotChange& change);
+
+  // The first of `uris` that is the current metadata file or in the metadata-log.
+  std::optional<std::string> LandedAmong(const std::vector<std::string>& uris) const;
+  // Deletes the files of `before` (the metadata-log and file before the commit) that the current
+  // metadata no longer lists, if the table's properties ask for it.
+  void PruneMetadataFiles(const std::vector<std::string>& before);
 
   Catalog* catalog_;
   std::shared_ptr<FileIO> io_;

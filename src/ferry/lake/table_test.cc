@@ -115,6 +115,7 @@ TEST_F(TableTest, ConcurrentWritersBothLandWithoutLosingFiles) {
   auto r = b->Append(rb);  // loses the first swap, refreshes, retries on top of a's commit
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->attempts, 2);
+  EXPECT_EQ(r->lost_races, 1);
   const Json* head = b->metadata().FindSnapshot(*b->metadata().BranchHead("main"));
   EXPECT_EQ((*head)["summary"]["total-records"], "3");
 }

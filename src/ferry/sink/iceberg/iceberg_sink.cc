@@ -125,7 +125,7 @@ Result<std::unique_ptr<IcebergStream>> IcebergSink::OpenStream(const std::string
        opts_.parquet.compression == parquet::Compression::kZstd     ? "zstd"
        : opts_.parquet.compression == parquet::Compression::kSnappy ? "snappy"
                                                                     : "uncompressed"},
-      {"write.metadata.delete-after-commit.enabled", "false"},
+      {"write.metadata.delete-after-commit.enabled", "true"},
   };
   auto t = lake::Table::LoadOrCreate(catalog_.get(), lake::LocalFileIO(), ident, location,
                                      source_schema, props);
