@@ -285,7 +285,8 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
         self.sql(f"SELECT pg_drop_replication_slot('ferry_{self.name}')")
         p = self.sync(check=False)
         self.assertNotEqual(p.returncode, 0)
-        self.assertIn("no longer exists", p.stderr)
+        self.assertIn("no longer exists as ferry left it", p.stderr)
+        self.assertIn("are lost", p.stderr)
         self.assertIn("state file", p.stderr)
 
     def test_check_refuses_what_cdc_cannot_follow(self):

@@ -105,6 +105,7 @@ struct StreamTask {
   bool cdc_backfill = false;     // cdc stream whose full refresh is new or in flight
   bool shared_log = false;       // cdc stream read from the source's shared change log
   int64_t report_from = 0;       // shared log: the position this sync started from
+  int64_t commits = 0;           // cdc: commits of changes made by this sync
   bool incremental() const { return settings.mode == config::SyncMode::kIncremental; }
   bool cdc() const {
     return settings.mode == config::SyncMode::kCdc || settings.mode == config::SyncMode::kCdcOnly;
@@ -386,6 +387,7 @@ class SinkNode : public graph::Node {
     if (!r.ok())
       return r.status().WithContext("committing changes up to " + std::to_string(c.position));
     FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, c.ToJson()));
+    ++t_->commits;
     if (opts_.print_progress) {
       FERRY_LOG(kInfo) << t_->info.name << ": changes " << c.from << ".." << c.position
                        << " committed";
@@ -724,10 +726,9 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     result = g.Run();
     report->rerun = read.restart;
     for (StreamTask* t : shared) {
-      t->report->action = t->changes.position > t->report_from
-                              ? "cdc: changes " + std::to_string(t->report_from) + ".." +
-                                    std::to_string(t->changes.position)
-                              : "cdc: no new changes";
+      t->report->action = t->commits > 0 ? "cdc: changes " + std::to_string(t->report_from) + ".." +
+                                               std::to_string(t->changes.position)
+                                         : "cdc: no new changes";
     }
   }
   Status end = src->EndSnapshot();

@@ -493,7 +493,11 @@ class PostgresSource final : public Source {
       tables.push_back(std::move(t));
     }
     FERRY_RETURN_IF_ERROR(CheckSlotFor(start));
-    FERRY_ASSIGN_OR_RETURN(auto now, conn_->Query("SELECT pg_current_wal_lsn()::text"));
+    // The insert position: everything committed so far is before it (the write position can lag
+    // behind commits when synchronous_commit is off).
+    FERRY_ASSIGN_OR_RETURN(auto now, conn_->Query("SELECT (CASE WHEN pg_is_in_recovery() THEN "
+                                                  "pg_last_wal_replay_lsn() ELSE "
+                                                  "pg_current_wal_insert_lsn() END)::text"));
     FERRY_ASSIGN_OR_RETURN(pg::Lsn target, pg::ParseLsn(now.Text(0, 0)));
     if (target <= start) return out;  // nothing was written since
 
@@ -885,11 +889,13 @@ class PostgresSource final : public Source {
           "backfilled anew (and the slot recreated)");
     };
     if (r.rows() == 0) return lost("no longer exists");
+    // (A slot dropped since the last sync was created again by this sync, and starts later.)
     FERRY_RETURN_IF_ERROR(CheckSlotRow(r));
     FERRY_ASSIGN_OR_RETURN(pg::Lsn confirmed, pg::ParseLsn(r.Text(0, 2)));
     if (confirmed > start) {
       return lost("starts at " + pg::FormatLsn(confirmed) +
-                  " (was it dropped and created again, or advanced by hand?)");
+                  ": it no longer exists as ferry left it (it was dropped, and this sync created "
+                  "it anew, or it was advanced by hand)");
     }
     return Status::OK();
   }
