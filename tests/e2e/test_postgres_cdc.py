@@ -5,6 +5,7 @@ DuckDB (delete files applied) and compares them value by value with what the ser
 crash tests kill the sync at each fault point of the protocol and sync again."""
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -304,6 +305,49 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("REPLICATION", p.stderr)
         self.assertNotIn("pw", p.stderr.replace("password", ""))
+
+    def test_random_kills_during_a_long_follow_sync(self):
+        """kill -9 at random moments of a following sync while the source keeps changing, many
+        times; then one more sync, and the tables must equal the source."""
+        self.configure()
+        self.sync()
+        stop = threading.Event()
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                i += 1
+                SERVER.psql(f"""BEGIN;
+                    INSERT INTO items (id, name, amount) VALUES ({700000 + i}, 'w{i}', {i});
+                    UPDATE items SET name = 'u{i}', amount = amount + 1 WHERE id = {i % 2500 + 1};
+                    DELETE FROM items WHERE id = {(i * 13) % 2500 + 1};
+                    UPDATE "Odd Name" SET "select" = {i} WHERE "Key" = {i % 400 + 1};
+                    UPDATE full_ident SET note = 'u{i}' WHERE id = {i % 150 + 1};
+                    COMMIT;""", db=self.db)
+
+        t = threading.Thread(target=writer)
+        t.start()
+        env = dict(os.environ)
+        env.update(self.env)
+        env.pop("FERRY_FAULT", None)
+        rnd = random.Random(20261129)
+        kills = 0
+        try:
+            for _ in range(8):
+                proc = subprocess.Popen(
+                    [ferrytest.FERRY, "sync", "-c", self.pipeline, "--interval", "1"],
+                    cwd=self.dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                time.sleep(rnd.uniform(0.3, 3.0))
+                if proc.poll() is None:
+                    proc.kill()
+                    kills += 1
+                proc.communicate(timeout=60)
+        finally:
+            stop.set()
+            t.join()
+        self.assertGreaterEqual(kills, 6, "the sync ended by itself instead of being killed")
+        self.sync()
+        self.assert_matches()
 
     def test_follow_mode_survives_a_terminated_connection(self):
         self.configure()
