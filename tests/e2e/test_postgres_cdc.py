@@ -31,7 +31,7 @@ source:
 {streams}
 destination: {{type: iceberg, warehouse: ./warehouse, namespace: pgcdc}}
 state: ./state.json
-"""
+{top}"""
 
 # `big` is stored out of line (TOASTed): an UPDATE that leaves it alone does not send it.
 SCHEMA = """
@@ -81,13 +81,13 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
         SERVER.psql(f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
         super().tearDown()
 
-    def configure(self, streams=None, mode="cdc", extra="", name=None):
+    def configure(self, streams=None, mode="cdc", extra="", name=None, top=""):
         streams = streams or STREAMS
         text = "\n".join(f"    - name: {json.dumps(t)}\n      mode: {mode}\n      chunk_rows: 1000"
                          for t in streams)
         self.name = name or self.db
         self.write_pipeline(PIPELINE.format(name=self.name, dsn=SERVER.dsn(self.db),
-                                            streams=text, extra=extra))
+                                            streams=text, extra=extra, top=top))
 
     def sync(self, **kw):
         env = dict(self.env)
@@ -186,6 +186,18 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
         n = int(self.sql("SELECT count(*) FROM items WHERE big IS NOT NULL AND "
                          "name = 'toast kept'").strip())
         self.assertGreater(n, 250)
+
+    def test_checkpoint_settings_split_a_long_round_at_transaction_boundaries(self):
+        self.configure(streams=["items"], top="checkpoint: {max_changes: 150}\n")
+        self.sync()
+        before = self.inspect(self.catalog_tables()[(NS, "items")])["snapshot_count"]
+        for k in range(12):
+            self.sql(f"UPDATE items SET qty = {k} WHERE id > {k * 100} AND id <= {(k + 1) * 100}")
+        self.sync()
+        after = self.inspect(self.catalog_tables()[(NS, "items")])["snapshot_count"]
+        # 1,200 changes, a checkpoint once 150 keys are held, never inside a transaction.
+        self.assertEqual(after - before, 6)
+        self.assert_matches("items")
 
     def test_a_large_transaction_lands_whole(self):
         self.configure(streams=["items"])
@@ -300,7 +312,7 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
                     f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO plain", db=self.db)
         self.write_pipeline(PIPELINE.format(
             name=self.db, dsn=SERVER.dsn(self.db, user="plain", password_ref="pw"),
-            streams="    - name: items\n      mode: cdc", extra=""))
+            streams="    - name: items\n      mode: cdc", extra="", top=""))
         p = self.ferry("check", "-c", self.pipeline, env=self.env, check=False)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("REPLICATION", p.stderr)
@@ -373,6 +385,31 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
         self.assertEqual(proc.returncode, 0, err)
         self.sync()
         self.assert_matches()
+
+    def test_array_values_land_as_lists(self):
+        # `big` is TOASTed: the UPDATE of id 1001 that leaves it alone makes ferry read it by key.
+        self.sql("CREATE TABLE tagged (id int PRIMARY KEY, tags text[], nums int[], "
+                 "prices numeric(8,2)[], big text[]);"
+                 "INSERT INTO tagged SELECT i, ARRAY['t' || i, NULL], ARRAY[i, -i], ARRAY[i * 0.5], "
+                 "NULL FROM generate_series(1, 300) i")
+        self.configure(streams=["tagged"])
+        self.sync()
+        self.assert_matches("tagged")
+        self.sql("INSERT INTO tagged VALUES (1001, '{}', NULL, '{NULL}', "
+                 "ARRAY(SELECT md5(g::text) FROM generate_series(1, 500) g));"
+                 "UPDATE tagged SET tags = ARRAY['changed', NULL, ''], nums = '{}' WHERE id % 10 = 0;"
+                 "UPDATE tagged SET nums = NULL, prices = '[5:6]={1.25,NULL}' WHERE id = 7;"
+                 "DELETE FROM tagged WHERE id = 3;")
+        self.sql("UPDATE tagged SET tags = tags || 'x'::text WHERE id = 1001")
+        p = self.sync()
+        self.assertIn("cdc: changes", p.stdout)
+        self.assert_matches("tagged")
+        seen = self.inspect(self.catalog_tables()[(NS, "tagged")])
+        tags = [f for f in seen["schema"]["fields"] if f["name"] == "tags"][0]["type"]
+        self.assertEqual((tags["type"], tags["element"]), ("list", "string"))
+        row = [r for r in seen["duckdb_rows"] if r[0] == "1001"][0]
+        self.assertEqual(row[1], 'list:["x"]')
+        self.assertTrue(row[4].startswith('list:["c4ca4238a0b923820dcc509a6f75849b"'), row[4][:80])
 
 
 if __name__ == "__main__":

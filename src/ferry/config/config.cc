@@ -65,7 +65,8 @@ class Parser {
       return Status::InvalidArgument(
           file_ + ": a pipeline file is a YAML mapping with keys name, source, destination, state");
     }
-    static const std::vector<std::string> kTop = {"name", "source", "destination", "state"};
+    static const std::vector<std::string> kTop = {"name", "source", "destination", "state",
+                                                  "checkpoint"};
     PipelineConfig cfg;
     cfg.file = file_;
     cfg.base_dir = base_dir_;
@@ -87,6 +88,7 @@ class Parser {
     FERRY_RETURN_IF_ERROR(ParseSource(root, &cfg.source));
     cfg.source.pipeline = cfg.name;
     FERRY_RETURN_IF_ERROR(ParseDestination(root, &cfg.destination));
+    FERRY_RETURN_IF_ERROR(ParseCheckpoint(root, &cfg.checkpoint));
     if (root["state"]) {
       FERRY_ASSIGN_OR_RETURN(std::string state, RequiredScalar(root, "state", "the pipeline file"));
       cfg.state_path = AbsolutePath(JoinPath(base_dir_, state));
@@ -252,11 +254,53 @@ class Parser {
     return Status::OK();
   }
 
+  Status ParseCheckpoint(const YAML::Node& root, CheckpointConfig* cp) {
+    YAML::Node n = root["checkpoint"];
+    if (!n) return Status::OK();
+    if (!n.IsMap()) {
+      return Status::InvalidArgument(At(file_, LineOf(n)) +
+                                     ": 'checkpoint:' is a mapping (interval, max_changes, "
+                                     "max_bytes, tolerable_failures)");
+    }
+    FERRY_ASSIGN_OR_RETURN(Options o, CollectOptions(n, "checkpoint", {}));
+    if (auto v = o.TakeOptionalString("interval")) {
+      auto ms = ParseDurationMs(*v);
+      if (!ms || *ms < 100) {
+        return Status::InvalidArgument(o.Where("interval") +
+                                       " must be a duration of at least 100ms, such as 500ms, "
+                                       "30s or 5m, not '" +
+                                       *v + "'");
+      }
+      cp->interval_ms = *ms;
+    }
+    FERRY_ASSIGN_OR_RETURN(cp->max_changes,
+                           o.TakeInt("max_changes", cp->max_changes, 1, int64_t{1} << 40));
+    FERRY_ASSIGN_OR_RETURN(cp->max_bytes, o.TakeBytes("max_bytes", cp->max_bytes));
+    FERRY_ASSIGN_OR_RETURN(int64_t tolerable,
+                           o.TakeInt("tolerable_failures", cp->tolerable_failures, 0, 1000000));
+    cp->tolerable_failures = static_cast<int>(tolerable);
+    return o.CheckAllUsed({"interval", "max_changes", "max_bytes", "tolerable_failures"});
+  }
+
   std::string file_;
   std::string base_dir_;
 };
 
 }  // namespace
+
+std::optional<int64_t> ParseDurationMs(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+  if (i == 0 || i > 12) return std::nullopt;
+  const int64_t n = std::strtoll(text.substr(0, i).c_str(), nullptr, 10);
+  const std::string unit = text.substr(i);
+  if (unit == "ms") return n;
+  if (unit == "s") return n * 1000;
+  if (unit == "m") return n * 60 * 1000;
+  if (unit == "h") return n * 3600 * 1000;
+  if (unit == "d") return n * 24 * 3600 * 1000;
+  return std::nullopt;
+}
 
 std::string_view SyncModeName(SyncMode mode) {
   switch (mode) {

@@ -81,6 +81,14 @@ struct SourceConfig {
   std::string pipeline;  // the pipeline's name (default names of source-side objects)
 };
 
+// When CDC commits and how a following sync treats failures (the pipeline's `checkpoint:`).
+struct CheckpointConfig {
+  int64_t interval_ms = 30000;             // commit at least this often while changes flow
+  int64_t max_changes = 200000;            // ... or once this many distinct keys are held
+  int64_t max_bytes = int64_t{128} << 20;  // ... or this many bytes of changes
+  int tolerable_failures = 10;  // consecutive failed rounds (lost server) before stopping
+};
+
 struct DestinationConfig {
   std::string type;  // "iceberg", ...
   Options options;   // type-specific keys
@@ -92,6 +100,7 @@ struct PipelineConfig {
   std::string base_dir;  // its folder
   SourceConfig source;
   DestinationConfig destination;
+  CheckpointConfig checkpoint;
   std::string state_path;
 };
 
@@ -102,6 +111,9 @@ Result<PipelineConfig> ParsePipeline(const std::string& yaml_text, const std::st
 // Expands ${NAME} / ${NAME:-default}; "$$" is a literal "$". Unknown variable without default:
 // kInvalidArgument naming it.
 Result<std::string> ExpandEnvironment(const std::string& text);
+
+// "0s", "1500ms", "90m", "12h", "5d" -> milliseconds; nullopt for anything else.
+std::optional<int64_t> ParseDurationMs(const std::string& text);
 
 // Hides passwords in DSNs and URLs: "password=secret" -> "password=***",
 // "postgresql://u:secret@h/db" -> "postgresql://u:***@h/db".

@@ -125,5 +125,34 @@ TEST(ConfigTest, SizesAcceptUnits) {
   EXPECT_EQ(*o.TakeBytes("d", 7), 7);
 }
 
+TEST(ConfigTest, CheckpointSettingsHaveDefaultsAndAreChecked) {
+  const std::string base = R"(
+name: p
+source: {type: sqlite, path: ./a.db}
+destination: {type: iceberg, warehouse: ./w}
+)";
+  auto cfg = Parse(base);
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->checkpoint.interval_ms, 30000);
+  EXPECT_EQ(cfg->checkpoint.max_changes, 200000);
+  EXPECT_EQ(cfg->checkpoint.tolerable_failures, 10);
+  cfg = Parse(base +
+              "checkpoint: {interval: 1500ms, max_changes: 10, max_bytes: 1MiB, "
+              "tolerable_failures: 0}\n");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->checkpoint.interval_ms, 1500);
+  EXPECT_EQ(cfg->checkpoint.max_changes, 10);
+  EXPECT_EQ(cfg->checkpoint.max_bytes, 1 << 20);
+  EXPECT_EQ(cfg->checkpoint.tolerable_failures, 0);
+  auto bad = Parse(base + "checkpoint: {interval: soon}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("500ms, 30s or 5m"), std::string::npos);
+  bad = Parse(base + "checkpoint: {intervall: 5s}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("interval"), std::string::npos);
+  EXPECT_EQ(ParseDurationMs("5d"), int64_t{5} * 24 * 3600 * 1000);
+  EXPECT_EQ(ParseDurationMs("12"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace ferry::config

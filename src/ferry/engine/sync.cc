@@ -217,8 +217,8 @@ class SourceNode : public graph::Node {
 class SharedLogSourceNode : public graph::Node {
  public:
   SharedLogSourceNode(source::Source* src, std::vector<StreamTask*> tasks, const SyncOptions& opts,
-                      source::Source::SharedRead* result)
-      : src_(src), tasks_(std::move(tasks)), opts_(opts), result_(result) {}
+                      const config::CheckpointConfig& policy, source::Source::SharedRead* result)
+      : src_(src), tasks_(std::move(tasks)), opts_(opts), policy_(policy), result_(result) {}
   std::string name() const override { return "source (change log)"; }
 
   Status Run() override {
@@ -237,7 +237,7 @@ class SharedLogSourceNode : public graph::Node {
       }
       return true;
     };
-    auto r = src_->ReadSharedChanges(streams, opts_.batch_rows, emit, checkpoint);
+    auto r = src_->ReadSharedChanges(streams, opts_.batch_rows, policy_, emit, checkpoint);
     if (!r.ok()) {
       if (opts_.stop && opts_.stop->requested()) return Status::Cancelled("stop requested");
       return r.status();
@@ -253,6 +253,7 @@ class SharedLogSourceNode : public graph::Node {
   source::Source* src_;
   std::vector<StreamTask*> tasks_;
   const SyncOptions& opts_;
+  const config::CheckpointConfig& policy_;
   source::Source::SharedRead* result_;
 };
 
@@ -722,7 +723,8 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
       t->start = Clock::now();
       g.AddNode(std::make_unique<SinkNode>(t, &recorder, cfg.name, opts));
     }
-    g.AddNode(std::make_unique<SharedLogSourceNode>(src.get(), shared, opts, &read));
+    g.AddNode(
+        std::make_unique<SharedLogSourceNode>(src.get(), shared, opts, cfg.checkpoint, &read));
     result = g.Run();
     report->rerun = read.restart;
     for (StreamTask* t : shared) {

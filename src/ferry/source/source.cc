@@ -21,6 +21,12 @@ Schema StreamInfo::ToSchema() const {
     f.required = !c.nullable;
     s.fields.push_back(f);
     if (c.pk_position > 0) keys.emplace_back(c.pk_position, f.id);
+    // Iceberg identifier fields are primitive: a key with a list column has none.
+    if (c.pk_position > 0 && c.type.is_list()) keys_required = false;
+  }
+  // List elements take ids after the columns' (Table::AssignFieldIds keeps a table's own ids).
+  for (auto& f : s.fields) {
+    if (f.type.is_list()) f.type = f.type.WithElementId(++id);
   }
   if (keys_required) {
     std::sort(keys.begin(), keys.end());
@@ -72,8 +78,8 @@ Status Source::ReadChanges(const StreamInfo& stream, int64_t, int64_t,
 Status Source::AcknowledgeChanges(const StreamInfo& stream, int64_t) { return NoChangeLog(stream); }
 Status Source::CheckChangeCapture(const StreamInfo&) { return Status::OK(); }
 Result<Source::SharedRead> Source::ReadSharedChanges(
-    const std::vector<SharedStream>&, size_t, const std::function<bool(size_t, Batch&, bool)>&,
-    const std::function<bool(int64_t)>&) {
+    const std::vector<SharedStream>&, size_t, const config::CheckpointConfig&,
+    const std::function<bool(size_t, Batch&, bool)>&, const std::function<bool(int64_t)>&) {
   return Status::Internal("ReadSharedChanges on a source without a shared change log");
 }
 Status Source::AcknowledgeSharedLog(int64_t) {

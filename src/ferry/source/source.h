@@ -142,8 +142,10 @@ class Source {
   // `checkpoint(position)` at a transaction boundary: every change up to `position` has been
   // emitted. A stream's changes at or below its own position are skipped. Callbacks return false
   // to stop.
+  // `policy` says when to take a checkpoint before the end (the pipeline's `checkpoint:`).
   virtual Result<SharedRead> ReadSharedChanges(
       const std::vector<SharedStream>& streams, size_t batch_rows,
+      const config::CheckpointConfig& policy,
       const std::function<bool(size_t stream, Batch&, bool deletes)>& emit,
       const std::function<bool(int64_t position)>& checkpoint);
   // Every stream's changes up to `position` are in its table and in the state file: the log may

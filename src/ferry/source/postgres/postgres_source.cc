@@ -75,9 +75,6 @@ struct CdcOptions {
   bool ignore_truncate = false;
 };
 
-// A checkpoint is taken, at the next transaction boundary, once this much is held.
-constexpr size_t kCheckpointChanges = 200000;
-constexpr size_t kCheckpointBytes = size_t{128} << 20;
 constexpr size_t kLookupKeys = 500;  // keys per TOAST lookup query
 
 // One item from the replication session's reader thread to the decoder.
@@ -467,6 +464,7 @@ class PostgresSource final : public Source {
 
   Result<SharedRead> ReadSharedChanges(
       const std::vector<SharedStream>& streams, size_t batch_rows,
+      const config::CheckpointConfig& policy,
       const std::function<bool(size_t stream, Batch&, bool deletes)>& emit,
       const std::function<bool(int64_t position)>& checkpoint) override {
     SharedRead out;
@@ -517,12 +515,14 @@ class PostgresSource final : public Source {
 
     pg::ChangeSet changes(std::move(tables));
     pg::Lsn boundary = start;  // every transaction before it was received
+    auto last_checkpoint = std::chrono::steady_clock::now();
     int64_t row_changes = 0;
     auto flush = [&](pg::Lsn position) -> Status {
       FERRY_RETURN_IF_ERROR(ResolveToast(&changes));
       FERRY_RETURN_IF_ERROR(changes.TakeBatches(batch_rows, emit));
       if (!checkpoint(static_cast<int64_t>(position))) return Status::Cancelled("sync stopped");
       out.position = static_cast<int64_t>(position);
+      last_checkpoint = std::chrono::steady_clock::now();
       return Status::OK();
     };
     pg::PgOutputMessage m;
@@ -626,8 +626,10 @@ class PostgresSource final : public Source {
           result = flush(boundary);
           break;
         }
-        if (changes.pending_changes() >= kCheckpointChanges ||
-            changes.pending_bytes() >= kCheckpointBytes) {
+        if (changes.pending_changes() >= static_cast<size_t>(policy.max_changes) ||
+            changes.pending_bytes() >= static_cast<size_t>(policy.max_bytes) ||
+            (changes.pending_changes() > 0 && std::chrono::steady_clock::now() - last_checkpoint >=
+                                                  std::chrono::milliseconds(policy.interval_ms))) {
           result = flush(boundary);
           if (!result.ok()) break;
         }
@@ -1120,11 +1122,12 @@ class PostgresSource final : public Source {
       auto it = types_.find(oid);
       if (it == types_.end()) {
         FERRY_ASSIGN_OR_RETURN(auto r, conn_->Query("SELECT typtype, typcategory, typbasetype, "
-                                                    "typtypmod FROM pg_type WHERE oid = $1::oid",
+                                                    "typtypmod, typelem FROM pg_type WHERE oid = "
+                                                    "$1::oid",
                                                     {std::to_string(oid)}));
         if (r.rows() != 1) return Status::NotFound("type " + std::to_string(oid) + " vanished");
         TypeRow row{r.Text(0, 0)[0], r.Text(0, 1)[0], static_cast<uint32_t>(r.Int64(0, 2)),
-                    static_cast<int32_t>(r.Int64(0, 3))};
+                    static_cast<int32_t>(r.Int64(0, 3)), static_cast<uint32_t>(r.Int64(0, 4))};
         it = types_.emplace(oid, row).first;
       }
       const TypeRow& row = it->second;
@@ -1132,6 +1135,11 @@ class PostgresSource final : public Source {
         t.oid = oid;
         t.typtype = row.typtype;
         t.typcategory = row.typcategory;
+        if (row.typcategory == 'A' && row.typelem != 0 && depth < 31) {
+          // An array's modifier is its element's (numeric(10,2)[]).
+          FERRY_ASSIGN_OR_RETURN(pg::PgBaseType e, BaseType(row.typelem, t.typmod));
+          t.element = std::make_shared<const pg::PgBaseType>(std::move(e));
+        }
         return t;
       }
       if (t.typmod < 0) t.typmod = row.typtypmod;
@@ -1145,6 +1153,7 @@ class PostgresSource final : public Source {
     char typcategory;
     uint32_t typbasetype;
     int32_t typtypmod;
+    uint32_t typelem;
   };
 
   std::unique_ptr<PgConnection> conn_;
