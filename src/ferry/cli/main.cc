@@ -262,7 +262,7 @@ int CmdSync(const Args& a) {
     }
     reruns = 0;
     if (!s.ok() && s.code() == StatusCode::kUnavailable && !g_stop.requested() &&
-        (follow || retries < 5)) {
+        retries < round_cfg->checkpoint.tolerable_failures) {
       // A server went away (restart, failover, a terminated connection): nothing half-done
       // stays; try again with backoff.
       int wait_s = std::min(30, 1 << std::min(retries, 5));
@@ -346,21 +346,6 @@ int CmdState(const Args& a) {
     std::printf("  next sync: %s\n\n", r.restart.c_str());
   }
   return 0;
-}
-
-// "0s", "1500ms", "90m", "12h", "5d" -> milliseconds.
-std::optional<int64_t> ParseDurationMs(const std::string& text) {
-  size_t i = 0;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
-  if (i == 0 || i > 12) return std::nullopt;
-  const int64_t n = std::strtoll(text.substr(0, i).c_str(), nullptr, 10);
-  const std::string unit = text.substr(i);
-  if (unit == "ms") return n;
-  if (unit == "s") return n * 1000;
-  if (unit == "m") return n * 60 * 1000;
-  if (unit == "h") return n * 3600 * 1000;
-  if (unit == "d") return n * 24 * 3600 * 1000;
-  return std::nullopt;
 }
 
 int CmdMaintain(const Args& a) {
@@ -512,7 +497,7 @@ int Main(int argc, char** argv) {
       a.maintain_options = true;
     } else if (w == "--expire-older-than") {
       if (i + 1 >= rest.size()) return Usage("--expire-older-than needs a duration such as 5d");
-      a.expire_older_than_ms = ParseDurationMs(rest[++i]);
+      a.expire_older_than_ms = config::ParseDurationMs(rest[++i]);
       if (!a.expire_older_than_ms) {
         return Usage(
             "--expire-older-than takes a whole number with a unit: ms, s, m, h or d "
