@@ -664,7 +664,8 @@ class PostgresSource final : public Source {
   std::string Describe() const override {
     return conn_->Describe() +
            " (full refresh and incremental windows: every table read in one REPEATABLE READ "
-           "transaction, a consistent point)";
+           "transaction, a consistent point; cdc: logical replication slot " +
+           cdc_.slot + ", publication " + cdc_.publication + ")";
   }
 
  private:
