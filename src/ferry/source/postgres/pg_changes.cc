@@ -17,7 +17,7 @@ Status ChangeSet::Apply(const PgOutputMessage& m, ChangeEvent* event, std::strin
       if (in_txn_) return Status::Corruption("a Begin message inside a transaction");
       in_txn_ = true;
       for (size_t t = 0; t < tables_.size(); ++t) {
-        txn_[t].clear();
+        if (!txn_[t].empty()) txn_[t].clear();
         // The commit record starts at m.lsn: a position past it means the table has this
         // transaction already.
         skip_[t] = m.lsn < tables_[t].position;
@@ -34,7 +34,7 @@ Status ChangeSet::Apply(const PgOutputMessage& m, ChangeEvent* event, std::strin
           if (inserted) ++pending_changes_;
           pending_bytes_ += bytes;
         }
-        txn_[t].clear();
+        if (!txn_[t].empty()) txn_[t].clear();
       }
       in_txn_ = false;
       last_commit_end_ = m.end_lsn;
@@ -192,13 +192,22 @@ Status ChangeSet::OnRow(const PgOutputMessage& m) {
   std::string key;
   if (!KeyOf(t, values, &key)) return no_key(m.type == 'I' ? "an insert" : "an update");
   if (m.type == 'U') {
-    const Change* prior = Find(t, m.old_kind != 0 ? old_key : key);
+    const Change* prior = nullptr;
+    bool looked = false;
     for (size_t c = 0; c < values.size(); ++c) {
       if (values[c].kind != 'u') continue;
       if (m.old_kind == 'O' && old_values[c].kind != 'u') {
         values[c] = old_values[c];
-      } else if (prior && !prior->deleted && prior->values[c].kind != 'u') {
+        continue;
+      }
+      if (!looked) {
+        prior = Find(t, m.old_kind != 0 ? old_key : key);
+        looked = true;
+      }
+      if (prior && !prior->deleted && prior->values[c].kind != 'u') {
         values[c] = prior->values[c];
+      } else {
+        maybe_unresolved_ = true;
       }
     }
     if (m.old_kind != 0 && old_key != key) Put(t, old_key, key_only(old_values));
@@ -211,6 +220,7 @@ Status ChangeSet::OnRow(const PgOutputMessage& m) {
 
 std::vector<ChangeSet::Missing> ChangeSet::Unresolved() const {
   std::vector<Missing> out;
+  if (!maybe_unresolved_) return out;
   for (size_t t = 0; t < tables_.size(); ++t) {
     for (const auto& [key, change] : held_[t]) {
       if (change.deleted) continue;
@@ -292,6 +302,7 @@ Status ChangeSet::TakeBatches(
   }
   pending_changes_ = 0;
   pending_bytes_ = 0;
+  maybe_unresolved_ = false;
   return Status::OK();
 }
 

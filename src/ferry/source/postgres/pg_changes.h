@@ -141,6 +141,7 @@ class ChangeSet {
   size_t pending_changes_ = 0;
   size_t pending_bytes_ = 0;
   SchemaChange schema_change_;
+  bool maybe_unresolved_ = false;  // a held change may still lack an unchanged TOAST value
   std::map<uint32_t, std::vector<std::string>> dropped_;  // by relation oid
 };
 

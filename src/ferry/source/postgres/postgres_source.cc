@@ -528,12 +528,20 @@ class PostgresSource final : public Source {
     pg::PgOutputMessage m;
     pg::ReplicationFrame frame;
     Status result;
+    std::vector<StreamItem> batch;
+    size_t next = 0;
     for (;;) {
-      auto item = items_->Receive();
-      if (!item) {
-        result = Status::Cancelled("the replication reader stopped");
-        break;
+      if (next == batch.size()) {
+        auto got = items_->Receive();
+        if (!got) {
+          result = Status::Cancelled("the replication reader stopped");
+          break;
+        }
+        batch = std::move(*got);
+        next = 0;
+        if (batch.empty()) continue;
       }
+      const StreamItem* item = &batch[next++];
       if (item->kind == StreamItem::kError) {
         result = item->error;
         break;
@@ -906,10 +914,11 @@ class PostgresSource final : public Source {
   // The replication session's reader thread: receives frames, answers keepalives and sends
   // status updates on time even while the decoder is blocked by slow sinks.
   void StartReader(pg::Lsn start) {
-    items_ = std::make_unique<Channel<StreamItem>>(4096);
+    items_ = std::make_unique<Channel<std::vector<StreamItem>>>(64);
     stop_reader_ = false;
     reader_ = std::thread([this, start] {
       using Clock = std::chrono::steady_clock;
+      constexpr size_t kBatch = 256;  // messages handed over at once: few thread switches
       pg::Lsn received = start;
       auto last_status = Clock::now();
       auto last_probe = Clock::now();
@@ -917,16 +926,34 @@ class PostgresSource final : public Source {
         last_status = Clock::now();
         return repl_->PutCopyData(pg::StandbyStatusUpdate(received, start, reply));
       };
+      std::vector<StreamItem> pending;
+      // Hands `pending` to the decoder, waiting for room without missing a status update.
+      auto hand_over = [&]() -> Status {
+        while (!pending.empty()) {
+          auto sent = items_->SendFor(pending, std::chrono::milliseconds(200));
+          if (sent != Channel<std::vector<StreamItem>>::SendResult::kTimedOut || stop_reader_) {
+            pending.clear();
+            break;
+          }
+          if (Clock::now() - last_status > std::chrono::seconds(10)) {
+            FERRY_RETURN_IF_ERROR(status(false));
+          }
+        }
+        return Status::OK();
+      };
       auto fail = [&](Status s) {
         StreamItem e;
         e.kind = StreamItem::kError;
         e.error = std::move(s);
-        items_->Send(std::move(e));
+        pending.push_back(std::move(e));
+        std::vector<StreamItem> last = std::move(pending);
+        items_->Send(std::move(last));
       };
       std::string buf;
       pg::ReplicationFrame f;
       while (!stop_reader_) {
-        auto got = repl_->ReadCopyData(&buf, 100);
+        // While messages are waiting to be handed over, only take what is already here.
+        auto got = repl_->ReadCopyData(&buf, pending.empty() ? 100 : 0);
         if (!got.ok()) return fail(got.status());
         if (*got < 0) {
           return fail(
@@ -948,13 +975,11 @@ class PostgresSource final : public Source {
           } else {
             continue;
           }
-          // Wait for room without missing a status update.
-          for (;;) {
-            auto sent = items_->SendFor(item, std::chrono::milliseconds(200));
-            if (sent != Channel<StreamItem>::SendResult::kTimedOut || stop_reader_) break;
-            if (Clock::now() - last_status > std::chrono::seconds(10)) s = status(false);
-            if (!s.ok()) return fail(s);
-          }
+          bool keepalive = item.kind == StreamItem::kKeepalive;
+          pending.push_back(std::move(item));
+          if ((keepalive || pending.size() >= kBatch) && s.ok()) s = hand_over();
+        } else if (!pending.empty()) {
+          s = hand_over();  // nothing more right now
         } else if (Clock::now() - last_probe > std::chrono::milliseconds(500)) {
           // Quiet: ask for a keepalive, which tells how far the server has looked.
           last_probe = Clock::now();
@@ -1172,7 +1197,7 @@ class PostgresSource final : public Source {
   std::unique_ptr<PgConnection> repl_;    // the replication session
   bool streaming_ = false;                // repl_ is in START_REPLICATION
   std::unique_ptr<PgConnection> lookup_;  // reads rows for unchanged TOASTed values
-  std::unique_ptr<Channel<StreamItem>> items_;
+  std::unique_ptr<Channel<std::vector<StreamItem>>> items_;
   std::thread reader_;
   std::atomic<bool> stop_reader_{false};
 };
