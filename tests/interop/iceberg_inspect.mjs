@@ -73,8 +73,18 @@ function doubleBits(x) {
   return 'f:' + dv.getBigUint64(0).toString(16).padStart(16, '0');
 }
 
+// Lists: types[i] is the list type's JSON text; the canonical value is 'list:' and the JSON array
+// of the elements' canonical values (null for a NULL element), in both readers.
+function listElement(type) {
+  if (!type.startsWith('{')) return null;
+  const t = JSON.parse(type);
+  return t.type === 'list' && typeof t.element === 'string' ? t.element : null;
+}
+
 function canonIcebird(type, v) {
   if (v === null || v === undefined) return null;
+  const elem = listElement(type);
+  if (elem !== null) return 'list:' + JSON.stringify(Array.from(v, (e) => canonIcebird(elem, e)));
   if (type === 'boolean') return v ? 'true' : 'false';
   if (type === 'int' || type === 'long') return BigInt(v).toString();
   if (type === 'float' || type === 'double') return doubleBits(v);
@@ -94,6 +104,8 @@ function canonIcebird(type, v) {
 
 function canonDuck(type, v) {
   if (v === null || v === undefined) return null;
+  const elem = listElement(type);
+  if (elem !== null) return 'list:' + JSON.stringify(v.items.map((e) => canonDuck(elem, e)));
   if (type === 'float' || type === 'double') return doubleBits(v);
   return String(v);
 }
@@ -101,6 +113,8 @@ function canonDuck(type, v) {
 // The DuckDB select expression giving a column's canonical text.
 function duckExpr(name, type) {
   const c = '"' + name.replaceAll('"', '""') + '"';
+  const elem = listElement(type);
+  if (elem !== null) return `list_transform(${c}, x -> ${duckExpr('x', elem).replaceAll('"x"', 'x')})`;
   if (type === 'boolean') return `CASE WHEN ${c} IS NULL THEN NULL WHEN ${c} THEN 'true' ELSE 'false' END`;
   if (type === 'float' || type === 'double') return `CAST(${c} AS DOUBLE)`;
   if (type === 'date') return `CAST(${c} - DATE '1970-01-01' AS VARCHAR)`;
@@ -245,6 +259,25 @@ function checkMetrics(file, rows) {
   const { lower, upper, nulls, values } = file.bounds;
   schema.fields.forEach((field, i) => {
     const type = types[i];
+    const elem = listElement(type);
+    if (elem !== null) {
+      // As Java Iceberg: keyed by the element's id, counting the Parquet leaf's level entries (a
+      // NULL or empty list is one, NULL as are NULL elements); no bounds for a repeated field.
+      const id = field.type['element-id'];
+      let entries = 0, present = 0;
+      for (const r of rows) {
+        const v = Object.values(r)[i];
+        const items = v === null || v === undefined ? [] : v.items;
+        entries += Math.max(1, items.length);
+        present += items.filter((x) => x !== null && x !== undefined).length;
+      }
+      if (!values.has(id)) problems.push(`metrics: ${file.path} ${field.name} has no value_count for element id ${id}`);
+      else if (Number(values.get(id)) !== entries) problems.push(`metrics: ${file.path} ${field.name} element value_count ${values.get(id)}, file has ${entries}`);
+      if (nulls.has(id) && Number(nulls.get(id)) !== entries - present) problems.push(`metrics: ${file.path} ${field.name} element null_value_count ${nulls.get(id)}, file has ${entries - present}`);
+      if (lower.has(id) || upper.has(id)) problems.push(`metrics: ${file.path} ${field.name} has bounds for its elements`);
+      if (values.has(field.id) || nulls.has(field.id)) problems.push(`metrics: ${file.path} ${field.name} has metrics for the list field itself`);
+      return;
+    }
     const vals = rows.map((r) => Object.values(r)[i]).filter((v) => v !== null && v !== undefined);
     const nullCount = rows.length - vals.length;
     if (nulls.has(field.id) && Number(nulls.get(field.id)) !== nullCount) problems.push(`metrics: ${file.path} ${field.name} null_value_count ${nulls.get(field.id)}, file has ${nullCount}`);
@@ -323,8 +356,11 @@ for (const f of out.data_files.filter((d) => d.content === 0)) {
     if (Number(meta[0].num_rows) !== f.record_count) problems.push(`data file ${p}: manifest says ${f.record_count} rows, Parquet footer ${meta[0].num_rows}`);
     // Columns are resolved by field id, as the spec says: a field added after the file was
     // written reads as NULL; every column of the file must carry a field id the table knows.
-    const sch = (await q(`SELECT name, field_id FROM parquet_schema(${lit(p)})`)).slice(1);
-    const known = new Set(metadata.schemas.flatMap((s) => s.fields.map((f) => f.id)));
+    // A list's repeated middle group ("list") carries no field id, as the LIST spec has it.
+    const sch = (await q(`SELECT name, field_id, repetition_type FROM parquet_schema(${lit(p)})`))
+      .slice(1).filter((el) => !(el.name === 'list' && String(el.repetition_type) === 'REPEATED'));
+    const known = new Set(metadata.schemas.flatMap((s) => s.fields.flatMap((f) => (
+      typeof f.type === 'object' && f.type.type === 'list' ? [f.id, f.type['element-id']] : [f.id]))));
     for (const el of sch) {
       if (el.field_id === null || el.field_id === undefined) problems.push(`duckdb: ${p} column ${el.name} has no field_id`);
       else if (!known.has(Number(el.field_id))) problems.push(`duckdb: ${p} column ${el.name} has field_id ${el.field_id}, unknown to the table`);

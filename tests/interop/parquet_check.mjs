@@ -17,7 +17,11 @@
 //   off       no dictionary page, PLAIN data pages only
 //   fallback  a dictionary page; RLE_DICTIONARY then PLAIN data pages (in at least one chunk)
 // "type" is the Iceberg type string (boolean, int, long, float, double, decimal(P,S), date, time,
-// timestamp, timestamptz, string, binary, uuid). Value encoding in "rows" (null is NULL):
+// timestamp, timestamptz, string, binary, uuid), or "list" with "element_type" (one of those),
+// "element_id" and "element_required": a 3-level LIST whose value in "rows" is null or an array
+// of element values. For a list, statistics, counts and encodings are checked on its one leaf
+// (the element): num_values counts level entries (one per element, one per NULL or empty list),
+// null_count the entries without an element value. Value encoding in "rows" (null is NULL):
 //   boolean                       true / false
 //   int                           JSON number
 //   long                          decimal string ("-9223372036854775808"): beyond 2^53
@@ -115,6 +119,24 @@ function int128FromWords(words) {
   return v;
 }
 
+// ---- lists ----
+const isList = (col) => col.type === 'list';
+// The element of a list column as a column of its own (for types, canonical forms and stats).
+const elementOf = (col) => ({ name: 'element', type: col.element_type, field_id: col.element_id, required: col.element_required });
+const leafOf = (col) => (isList(col) ? elementOf(col) : col);
+// A list column's values as its leaf sees them: each element, and null for a NULL or empty list.
+function leafValues(col, values) {
+  if (!isList(col)) return values;
+  const out = [];
+  for (const v of values) {
+    if (v === null || v.length === 0) out.push(null);
+    else out.push(...v);
+  }
+  return out;
+}
+// A canonical list: the JSON array of its elements' canonical values.
+const canonList = (v, canonElement) => (v === null || v === undefined ? null : JSON.stringify(Array.from(v, canonElement)));
+
 // ---- compare one reader's column-major values with the expectation ----
 function compareValues(reader, got) {
   let diffs = 0;
@@ -130,7 +152,9 @@ function compareValues(reader, got) {
       continue;
     }
     for (let r = 0; r < rows.length; r++) {
-      const want = canonExpected(col.type, rows[r][c]);
+      const want = isList(col)
+        ? canonList(rows[r][c], (e) => canonExpected(col.element_type, e))
+        : canonExpected(col.type, rows[r][c]);
       const have = values[r];
       if (want !== have) {
         diffs++;
@@ -147,15 +171,17 @@ const duckTypes = {
   time: 'TIME', timestamp: 'TIMESTAMP', timestamptz: 'TIMESTAMP WITH TIME ZONE', string: 'VARCHAR',
   binary: 'BLOB', uuid: 'UUID',
 };
-function duckType(type) {
+function duckType(type, col) {
+  if (type === 'list') return `${duckType(col.element_type)}[]`;
   const d = decimalScale(type);
   return d ? `DECIMAL(${d.precision},${d.scale})` : duckTypes[type];
 }
 function quoteIdent(name) {
   return `"${name.replaceAll('"', '""')}"`;
 }
-function duckProjection(col) {
-  const q = quoteIdent(col.name);
+function duckProjection(col, expr) {
+  if (isList(col)) return `list_transform(${quoteIdent(col.name)}, x -> ${duckProjection(elementOf(col), 'x')})`;
+  const q = expr ?? quoteIdent(col.name);
   if (decimalScale(col.type)) return `CAST(${q} AS VARCHAR)`;
   switch (col.type) {
     case 'long': return `CAST(${q} AS VARCHAR)`;
@@ -170,6 +196,7 @@ function duckProjection(col) {
 }
 function duckCanon(col, v) {
   if (v === null || v === undefined) return null;
+  if (isList(col)) return canonList(v, (e) => duckCanon(elementOf(col), e));
   const d = decimalScale(col.type);
   if (d) return decimalTextToUnscaled(v, d.scale);
   if (col.type === 'float') return floatCanon(v, true);
@@ -198,11 +225,11 @@ async function checkDuckDB() {
     const d = described[c];
     if (!d) return;
     if (d.column_name !== col.name) problem(`duckdb: column ${c} is named ${d.column_name}, expected ${col.name}`);
-    if (d.column_type !== duckType(col.type)) problem(`duckdb: column ${col.name} has type ${d.column_type}, expected ${duckType(col.type)}`);
+    if (d.column_type !== duckType(col.type, col)) problem(`duckdb: column ${col.name} has type ${d.column_type}, expected ${duckType(col.type, col)}`);
   });
 
   // Values, converted to canonical text in SQL where JS numbers would lose precision.
-  const sql = `SELECT ${columns.map(duckProjection).join(', ')} FROM read_parquet('${path}')`;
+  const sql = `SELECT ${columns.map((col) => duckProjection(col)).join(', ')} FROM read_parquet('${path}')`;
   const valueRows = (await conn.runAndReadAll(sql)).getRowsJS();
   const got = columns.map((col, c) => valueRows.map((row) => duckCanon(col, row[c])));
   compareValues('duckdb', got);
@@ -210,11 +237,26 @@ async function checkDuckDB() {
   // Schema: field ids, repetition, logical types.
   const schema = (await conn.runAndReadAll(
     `SELECT name, type, type_length, repetition_type, converted_type, field_id, logical_type FROM parquet_schema('${path}')`)).getRowObjectsJS();
-  const leaves = schema.slice(1);
-  columns.forEach((col, c) => {
-    const s = leaves[c];
+  const elements = schema.slice(1);
+  let at = 0;
+  columns.forEach((outer) => {
+    let col = outer;
+    if (isList(outer)) {
+      // <repetition> group <name> (LIST) { repeated group list { <repetition> element } }
+      const [g, mid] = [elements[at], elements[at + 1]];
+      at += 2;
+      if (!g || !mid) return problem(`duckdb: parquet_schema has no list group for ${outer.name}`);
+      if (g.name !== outer.name) problem(`duckdb: list group ${g.name}, expected ${outer.name}`);
+      if (Number(g.field_id) !== outer.field_id) problem(`duckdb: ${outer.name} field_id ${g.field_id}, expected ${outer.field_id}`);
+      const grep = outer.required ? 'REQUIRED' : 'OPTIONAL';
+      if (g.repetition_type !== grep) problem(`duckdb: ${outer.name} repetition ${g.repetition_type}, expected ${grep}`);
+      if (g.converted_type !== 'LIST') problem(`duckdb: ${outer.name} converted type ${g.converted_type}, expected LIST`);
+      if (mid.name !== 'list' || mid.repetition_type !== 'REPEATED') problem(`duckdb: ${outer.name} middle group ${mid.name} ${mid.repetition_type}`);
+      col = elementOf(outer);
+    }
+    const s = elements[at++];
     if (!s) return problem(`duckdb: parquet_schema has no element for ${col.name}`);
-    if (s.name !== col.name) problem(`duckdb: schema element ${c} is ${s.name}, expected ${col.name}`);
+    if (s.name !== col.name) problem(`duckdb: schema element ${at - 1} is ${s.name}, expected ${col.name}`);
     if (Number(s.field_id) !== col.field_id) problem(`duckdb: ${col.name} field_id ${s.field_id}, expected ${col.field_id}`);
     const rep = col.required ? 'REQUIRED' : 'OPTIONAL';
     if (s.repetition_type !== rep) problem(`duckdb: ${col.name} repetition ${s.repetition_type}, expected ${rep}`);
@@ -250,14 +292,14 @@ async function checkDuckDB() {
   const statTypes = new Set(['boolean', 'int', 'long', 'date', 'time', 'timestamp', 'timestamptz', 'string']);
   for (const m of meta) {
     const c = Number(m.column_id);
-    const col = columns[c];
-    if (!col) continue;
+    if (!columns[c]) continue;
+    const col = leafOf(columns[c]);
     const g = Number(m.row_group_id);
     if (expected.codec && m.compression !== expected.codec) {
       problem(`duckdb: row group ${g} column ${col.name} codec ${m.compression}, expected ${expected.codec}`);
     }
     const first = groupRows.slice(0, g).reduce((a, b) => a + b, 0);
-    const slice = rows.slice(first, first + groupRows[g]).map((r) => r[c]);
+    const slice = leafValues(columns[c], rows.slice(first, first + groupRows[g]).map((r) => r[c]));
     if (Number(m.num_values) !== slice.length) problem(`duckdb: rg ${g} ${col.name} num_values ${m.num_values}, expected ${slice.length}`);
     const nulls = slice.filter((v) => v === null).length;
     if (Number(m.stats_null_count) !== nulls) problem(`duckdb: rg ${g} ${col.name} null_count ${m.stats_null_count}, expected ${nulls}`);
@@ -304,8 +346,8 @@ async function checkDuckDB() {
       `SELECT row_group_id, column_id, encodings, dictionary_page_offset, data_page_offset
          FROM parquet_metadata('${path}') ORDER BY row_group_id, column_id`)).getRowObjectsJS();
     for (const m of enc) {
-      const col = columns[Number(m.column_id)];
-      if (!col) continue;
+      if (!columns[Number(m.column_id)]) continue;
+      const col = leafOf(columns[Number(m.column_id)]);
       const g = Number(m.row_group_id);
       const list = String(m.encodings ?? '').split(',').map((e) => e.trim()).filter((e) => e);
       const hasDictPage = m.dictionary_page_offset !== null && m.dictionary_page_offset !== undefined;
@@ -333,9 +375,20 @@ async function checkHyparquet() {
   const ab = fileBytes.buffer.slice(fileBytes.byteOffset, fileBytes.byteOffset + fileBytes.byteLength);
   const metadata = parquetMetadata(ab);
   if (Number(metadata.num_rows) !== rows.length) problem(`hyparquet: num_rows ${metadata.num_rows}, expected ${rows.length}`);
-  const leaves = metadata.schema.slice(1);
-  columns.forEach((col, c) => {
-    const s = leaves[c];
+  const elements = metadata.schema.slice(1);
+  let at = 0;
+  columns.forEach((outer) => {
+    let col = outer;
+    if (isList(outer)) {
+      const [g, mid] = [elements[at], elements[at + 1]];
+      at += 2;
+      if (!g || !mid) return problem(`hyparquet: no list group for ${outer.name}`);
+      if (g.field_id !== outer.field_id) problem(`hyparquet: ${outer.name} field_id ${g.field_id}, expected ${outer.field_id}`);
+      if (g.num_children !== 1 || mid.num_children !== 1 || mid.repetition_type !== 'REPEATED') problem(`hyparquet: ${outer.name} is not a 3-level list`);
+      if (g.converted_type !== 'LIST' && !(g.logical_type && g.logical_type.type === 'LIST')) problem(`hyparquet: ${outer.name} has no LIST annotation`);
+      col = elementOf(outer);
+    }
+    const s = elements[at++];
     if (!s) return problem(`hyparquet: no schema element for ${col.name}`);
     if (s.field_id !== col.field_id) problem(`hyparquet: ${col.name} field_id ${s.field_id}, expected ${col.field_id}`);
     const rep = col.required ? 'REQUIRED' : 'OPTIONAL';
@@ -345,10 +398,11 @@ async function checkHyparquet() {
   let first = 0;
   metadata.row_groups.forEach((rg, g) => {
     const n = Number(rg.num_rows);
-    columns.forEach((col, c) => {
+    columns.forEach((outer, c) => {
+      const col = leafOf(outer);
       if (col.type !== 'float' && col.type !== 'double') return;
       const single = col.type === 'float';
-      const vals = rows.slice(first, first + n).map((r) => r[c]).filter((v) => v !== null)
+      const vals = leafValues(outer, rows.slice(first, first + n).map((r) => r[c])).filter((v) => v !== null)
         .map((v) => Number(floatCanon(v, single) === '-0' ? -0 : floatCanon(v, single)))
         .filter((v) => !Number.isNaN(v));
       const st = rg.columns[c].meta_data.statistics ?? {};
@@ -373,7 +427,8 @@ async function checkHyparquet() {
   if (expected.dictionary !== undefined) {
     const fellBack = new Set();
     metadata.row_groups.forEach((rg, g) => {
-      columns.forEach((col, c) => {
+      columns.forEach((outer, c) => {
+        const col = leafOf(outer);
         const md = rg.columns[c].meta_data;
         const where = `hyparquet: rg ${g} ${col.name}`;
         const encodings = md.encodings ?? [];
@@ -401,7 +456,7 @@ async function checkHyparquet() {
       });
     });
     if (expected.dictionary === 'fallback') {
-      for (const col of columns) {
+      for (const col of columns.map(leafOf)) {
         if (col.type !== 'boolean' && !fellBack.has(col.name)) problem(`hyparquet: ${col.name} never falls back to PLAIN`);
       }
     }
@@ -419,20 +474,29 @@ async function checkHyparquet() {
       uuidFromBytes: (b) => b && hex(b),
     },
   });
-  const got = columns.map((col) => data.map((row) => {
-    const v = row[col.name];
+  const hyCanon = (type, v) => {
     if (v === null || v === undefined) return null;
-    const d = decimalScale(col.type);
-    if (col.type === 'float') return floatCanon(v, true);
-    if (col.type === 'double') return floatCanon(v, false);
-    if (col.type === 'binary') return hex(v);
+    const d = decimalScale(type);
+    if (type === 'float') return floatCanon(v, true);
+    if (type === 'double') return floatCanon(v, false);
+    if (type === 'binary') return hex(v);
     if (d) return `~${v}`;  // hyparquet yields decimals as JS numbers: compared approximately
     return String(v);
+  };
+  const got = columns.map((col) => data.map((row) => {
+    const v = row[col.name];
+    if (isList(col)) return canonList(v, (e) => hyCanon(col.element_type, e));
+    return hyCanon(col.type, v);
   }));
   // Decimals: hyparquet computes Number(unscaled) / 10^scale; do the same with the expectation.
-  const rowsForHy = rows.map((r) => r.map((v, c) => {
-    const d = decimalScale(columns[c].type);
+  const hyDecimal = (type, v) => {
+    const d = decimalScale(type);
     return d && v !== null ? `~${Number(BigInt(v)) / 10 ** d.scale}` : v;
+  };
+  const rowsForHy = rows.map((r) => r.map((v, c) => {
+    const col = columns[c];
+    if (isList(col)) return v === null ? v : v.map((e) => hyDecimal(col.element_type, e));
+    return hyDecimal(col.type, v);
   }));
   const saved = rows.slice();
   rows.splice(0, rows.length, ...rowsForHy);
@@ -456,27 +520,44 @@ function checkParquetWasm() {
     if (!field) return null;
     const id = field.metadata.get('PARQUET:field_id');
     if (Number(id) !== col.field_id) problem(`parquet-wasm: ${col.name} field_id ${id}, expected ${col.field_id}`);
-    const d = decimalScale(col.type);
-    const wantType = d ? `Decimal[${d.precision}e${d.scale > 0 ? '+' : ''}${d.scale}]` : arrowTypes[col.type];
-    if (String(field.type) !== wantType) problem(`parquet-wasm: ${col.name} Arrow type ${field.type}, expected ${wantType}`);
+    const leaf = leafOf(col);
+    const d = decimalScale(leaf.type);
+    const leafType = d ? `Decimal[${d.precision}e${d.scale > 0 ? '+' : ''}${d.scale}]` : arrowTypes[leaf.type];
+    if (isList(col)) {
+      const child = field.type.children?.[0];
+      if (String(field.type) !== `List<${leafType}>`) problem(`parquet-wasm: ${col.name} Arrow type ${field.type}, expected List<${leafType}>`);
+      const cid = child?.metadata.get('PARQUET:field_id');
+      if (Number(cid) !== col.element_id) problem(`parquet-wasm: ${col.name} element field_id ${cid}, expected ${col.element_id}`);
+    } else if (String(field.type) !== leafType) {
+      problem(`parquet-wasm: ${col.name} Arrow type ${field.type}, expected ${leafType}`);
+    }
     if (field.nullable === col.required && col.required) problem(`parquet-wasm: ${col.name} nullable for a required column`);
+    // The canonical value of logical row j of an Arrow Data of the leaf's type.
+    const value = (chunk, j) => {
+      if (!chunk.getValid(j)) return null;
+      const at = chunk.offset + j;
+      switch (leaf.type) {
+        case 'float': return floatCanon(chunk.values[at], true);
+        case 'double': return floatCanon(chunk.values[at], false);
+        case 'boolean': return String(((chunk.values[at >> 3] >> (at & 7)) & 1) === 1);
+        case 'string': return new TextDecoder().decode(chunk.values.subarray(chunk.valueOffsets[at], chunk.valueOffsets[at + 1]));
+        case 'binary': return hex(chunk.values.subarray(chunk.valueOffsets[at], chunk.valueOffsets[at + 1]));
+        case 'uuid': return hex(chunk.values.subarray(at * 16, at * 16 + 16));
+        default:
+          if (d) return String(int128FromWords(chunk.values.subarray(at * 4, at * 4 + 4)));
+          return String(chunk.values[at]);
+      }
+    };
     const vector = table.getChild(col.name);
     const out = [];
     for (const chunk of vector.data) {
       for (let j = 0; j < chunk.length; j++) {
+        if (!isList(col)) { out.push(value(chunk, j)); continue; }
         if (!chunk.getValid(j)) { out.push(null); continue; }
         const at = chunk.offset + j;
-        switch (col.type) {
-          case 'float': out.push(floatCanon(chunk.values[at], true)); break;
-          case 'double': out.push(floatCanon(chunk.values[at], false)); break;
-          case 'boolean': out.push(String(((chunk.values[at >> 3] >> (at & 7)) & 1) === 1)); break;
-          case 'string': out.push(new TextDecoder().decode(chunk.values.subarray(chunk.valueOffsets[at], chunk.valueOffsets[at + 1]))); break;
-          case 'binary': out.push(hex(chunk.values.subarray(chunk.valueOffsets[at], chunk.valueOffsets[at + 1]))); break;
-          case 'uuid': out.push(hex(chunk.values.subarray(at * 16, at * 16 + 16))); break;
-          default:
-            if (d) out.push(String(int128FromWords(chunk.values.subarray(at * 4, at * 4 + 4))));
-            else out.push(String(chunk.values[at]));
-        }
+        const items = [];
+        for (let k = chunk.valueOffsets[at]; k < chunk.valueOffsets[at + 1]; k++) items.push(value(chunk.children[0], k));
+        out.push(JSON.stringify(items));
       }
     }
     return out;

@@ -7,10 +7,43 @@
 
 namespace ferry::lake {
 
+Json TypeToJson(const DataType& t) {
+  if (!t.is_list()) return t.ToIceberg();
+  const ListElement& e = t.list();
+  return Json{{"type", "list"},
+              {"element-id", e.id},
+              {"element", TypeToJson(e.type)},
+              {"element-required", e.required}};
+}
+
+Result<DataType> TypeFromJson(const Json& j, const std::string& column) {
+  if (j.is_string()) return DataType::FromIceberg(j.get<std::string>());
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
+    return Status::Corruption("column '" + column +
+                              "' has a type that is neither a name nor an object");
+  }
+  const std::string kind = j["type"].get<std::string>();
+  if (kind != "list") {
+    return Status::NotSupported("column '" + column + "' has the nested type " + kind +
+                                "; ferry reads and writes primitive columns and lists only");
+  }
+  if (!j.contains("element-id") || !j["element-id"].is_number_integer() || !j.contains("element")) {
+    return Status::Corruption("column '" + column + "' is a list without element-id or element");
+  }
+  if (!j["element"].is_string()) {
+    return Status::NotSupported("column '" + column +
+                                "' is a list of a nested type; ferry handles lists of primitive "
+                                "types only");
+  }
+  FERRY_ASSIGN_OR_RETURN(DataType element, DataType::FromIceberg(j["element"].get<std::string>()));
+  return DataType::List(element, j.value("element-required", false),
+                        j["element-id"].get<int32_t>());
+}
+
 Json SchemaToJson(const Schema& schema) {
   Json fields = Json::array();
   for (const auto& f : schema.fields) {
-    Json jf{{"id", f.id}, {"name", f.name}, {"required", f.required}, {"type", f.type.ToIceberg()}};
+    Json jf{{"id", f.id}, {"name", f.name}, {"required", f.required}, {"type", TypeToJson(f.type)}};
     if (!f.doc.empty()) jf["doc"] = f.doc;
     fields.push_back(std::move(jf));
   }
@@ -26,11 +59,11 @@ Result<Schema> SchemaFromJson(const Json& j) {
   Schema s;
   s.schema_id = j.value("schema-id", 0);
   for (const auto& jf : j["fields"]) {
-    if (!jf.contains("type") || !jf["type"].is_string()) {
-      return Status::NotSupported("column '" + jf.value("name", std::string("?")) +
-                                  "' has a nested type; ferry writes flat tables only");
+    if (!jf.contains("type")) {
+      return Status::Corruption("column '" + jf.value("name", std::string("?")) + "' has no type");
     }
-    FERRY_ASSIGN_OR_RETURN(DataType t, DataType::FromIceberg(jf["type"].get<std::string>()));
+    FERRY_ASSIGN_OR_RETURN(DataType t,
+                           TypeFromJson(jf["type"], jf.value("name", std::string("?"))));
     Field f;
     f.id = jf.value("id", 0);
     f.name = jf.value("name", "");

@@ -19,6 +19,10 @@ namespace ferry::lake {
 using Json = nlohmann::json;
 
 Json SchemaToJson(const Schema& schema);
+// A field's type in Iceberg's JSON: a string for primitives, for lists
+// {"type": "list", "element-id": N, "element": "<type>", "element-required": bool}.
+Json TypeToJson(const DataType& t);
+Result<DataType> TypeFromJson(const Json& j, const std::string& column);
 Result<Schema> SchemaFromJson(const Json& j);
 
 class TableMetadata {

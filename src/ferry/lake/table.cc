@@ -92,7 +92,17 @@ Result<Schema> Table::AssignFieldIds(const Schema& source, bool replacing) const
   }
   for (auto& f : out.fields) {
     const Field* old = current.ok() ? current->FindByName(f.name) : nullptr;
-    if (old != nullptr && (old->type == f.type || IsWidening(old->type, f.type))) {
+    if (old != nullptr && f.type.is_list() && old->type.is_list() &&
+        (old->type.list().type == f.type.list().type ||
+         IsWidening(old->type.list().type, f.type.list().type))) {
+      // A list keeps its field id and its element's; the element widens as a column does.
+      f.id = old->id;
+      if (!replacing && !old->required) f.required = false;
+      bool element_required = f.type.list().required;
+      if (!replacing && !old->type.list().required) element_required = false;
+      f.type = DataType::List(f.type.list().type, element_required, old->type.list().id);
+    } else if (old != nullptr && !f.type.is_list() && !old->type.is_list() &&
+               (old->type == f.type || IsWidening(old->type, f.type))) {
       f.id = old->id;
       // A column that was optional stays optional: older rows may hold NULLs.
       if (!replacing && !old->required) f.required = false;
@@ -101,9 +111,11 @@ Result<Schema> Table::AssignFieldIds(const Schema& source, bool replacing) const
           "column " + f.name + " of table " + ident_.ToString() + " is " + old->type.ToIceberg() +
           " in the table and " + f.type.ToIceberg() +
           " in the source; Iceberg can only widen int to long, float to double and a decimal's "
-          "precision. Run a full refresh of the stream to rebuild the table with the new type");
+          "precision (also as a list's element). Run a full refresh of the stream to rebuild the "
+          "table with the new type");
     } else {
       f.id = ++next_id;
+      if (f.type.is_list()) f.type = f.type.WithElementId(++next_id);
       if (!replacing && has_data) f.required = false;  // older rows have no value
     }
   }

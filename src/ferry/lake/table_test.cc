@@ -236,6 +236,56 @@ TEST_F(TableTest, UpdatesEvolveTheSchemaOnlyTheWaysIcebergAllows) {
       << d.status().message();
 }
 
+TEST_F(TableTest, ListsTakeTwoIdsKeepThemAndWidenTheirElements) {
+  auto t = Open();
+  AppendRequest first;
+  first.schema = &schema_;
+  first.data_files = {FakeFile(*t, 3)};
+  ASSERT_TRUE(t->Append(first).ok());
+
+  // A new list column takes a new id and a new element id above last-column-id.
+  Schema with_list = schema_;
+  with_list.fields.push_back({9, "tags", DataType::List(DataType::Int32(), false, 10), false, ""});
+  auto evolved = t->AssignFieldIds(with_list, false);
+  ASSERT_TRUE(evolved.ok()) << evolved.status().ToString();
+  ASSERT_TRUE(evolved->fields[2].type.is_list());
+  EXPECT_EQ(evolved->fields[2].id, 3);
+  EXPECT_EQ(evolved->fields[2].type.list().id, 4);
+  AppendRequest second;
+  second.schema = &*evolved;
+  second.data_files = {FakeFile(*t, 1)};
+  ASSERT_TRUE(t->Append(second).ok());
+  EXPECT_EQ(t->metadata().last_column_id(), 4);
+  auto current = t->metadata().CurrentSchema();
+  ASSERT_TRUE(current.ok()) << current.status().ToString();
+  ASSERT_EQ(current->fields.size(), 3u);
+  EXPECT_TRUE(current->fields[2].type == evolved->fields[2].type);  // read back from the JSON
+  const Json& jf = t->metadata().doc()["schemas"].back()["fields"][2]["type"];
+  EXPECT_EQ(jf, Json::parse(R"({"type":"list","element-id":4,"element":"int",)"
+                            R"("element-required":false})"));
+
+  // The source's placeholder ids do not matter: the list keeps 3 and 4, its element widens.
+  Schema wider = with_list;
+  wider.fields[2].type = DataType::List(DataType::Int64(), false, 77);
+  auto w = t->AssignFieldIds(wider, false);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->fields[2].id, 3);
+  EXPECT_EQ(w->fields[2].type.list().id, 4);
+  EXPECT_EQ(w->fields[2].type.list().type.ToIceberg(), "long");
+  // A list that became a string (or a narrowed element) is refused for updates.
+  Schema flat = with_list;
+  flat.fields[2].type = DataType::String();
+  auto f = t->AssignFieldIds(flat, false);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("is list<int> in the table and string in the source"),
+            std::string::npos)
+      << f.status().message();
+  // A full refresh gives the changed column new ids.
+  auto r = t->AssignFieldIds(flat, true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->fields[2].id, 5);
+}
+
 TEST_F(TableTest, MissingTableIsNotFound) {
   auto t = Table::Load(catalog_.get(), LocalFileIO(), TableIdent{"shop", "nope"});
   ASSERT_FALSE(t.ok());

@@ -4,6 +4,42 @@ namespace ferry {
 
 Column::Column(DataType type) : type_(type), width_(type.FixedWidth()) {
   if (width_ == 0) offsets_.push_back(0);
+  if (type_.is_list()) child_ = std::make_unique<Column>(type_.list().type);
+}
+
+Column::Column(const Column& o)
+    : type_(o.type_),
+      width_(o.width_),
+      size_(o.size_),
+      null_count_(o.null_count_),
+      validity_(o.validity_),
+      fixed_(o.fixed_),
+      offsets_(o.offsets_),
+      bytes_(o.bytes_),
+      child_(o.child_ ? std::make_unique<Column>(*o.child_) : nullptr) {}
+
+Column& Column::operator=(const Column& o) {
+  if (this != &o) *this = Column(o);
+  return *this;
+}
+
+void Column::Truncate(size_t n) {
+  if (n >= size_) return;
+  size_t nulls = 0;
+  for (size_t i = n; i < size_; ++i) nulls += validity_[i] == 0;
+  null_count_ -= nulls;
+  validity_.resize(n);
+  if (width_ > 0) {
+    fixed_.resize(n * static_cast<size_t>(width_));
+  } else {
+    offsets_.resize(n + 1);
+    if (child_) {
+      child_->Truncate(offsets_[n]);
+    } else {
+      bytes_.resize(offsets_[n]);
+    }
+  }
+  size_ = n;
 }
 
 void Column::AppendNull() {
@@ -40,11 +76,12 @@ void Column::Clear() {
   bytes_.clear();
   offsets_.clear();
   if (width_ == 0) offsets_.push_back(0);
+  if (child_) child_->Clear();
 }
 
 size_t Column::MemoryBytes() const {
   return validity_.capacity() + fixed_.capacity() + offsets_.capacity() * sizeof(uint32_t) +
-         bytes_.capacity();
+         bytes_.capacity() + (child_ ? child_->MemoryBytes() : 0);
 }
 
 Batch::Batch(std::shared_ptr<const Schema> schema) : schema_(std::move(schema)) {

@@ -5,7 +5,11 @@
 //   - fixed-width types (see DataType::FixedWidth) in one contiguous buffer, native byte order,
 //     booleans one byte each, decimals as a 128-bit two's-complement unscaled integer, uuids as
 //     16 big-endian bytes; a NULL row keeps a zeroed slot so that values are indexable by row;
-//   - strings and binaries as (offsets, bytes): row i is bytes[offsets[i], offsets[i+1]).
+//   - strings and binaries as (offsets, bytes): row i is bytes[offsets[i], offsets[i+1]);
+//   - lists as (offsets, child column of the element type): row i holds the child's rows
+//     [offsets[i], offsets[i+1]). A NULL list and an empty list both hold no child rows and differ
+//     by validity; a NULL element is a NULL row of the child. To append a list, append its
+//     elements to list_child() and then call AppendListEnd().
 // validity[i] is 1 for a value, 0 for NULL.
 // Not thread-safe; a batch is owned by one node at a time and moved along channels.
 #pragma once
@@ -15,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ferry/types/data_type.h"
@@ -26,6 +31,10 @@ using int128_t = __int128;
 class Column {
  public:
   explicit Column(DataType type);
+  Column(const Column& o);
+  Column& operator=(const Column& o);
+  Column(Column&&) noexcept = default;
+  Column& operator=(Column&&) noexcept = default;
 
   const DataType& type() const { return type_; }
   size_t size() const { return size_; }
@@ -42,6 +51,20 @@ class Column {
   void AppendDecimal(int128_t unscaled) { AppendFixed(unscaled); }
   void AppendUuid(const uint8_t bytes[16]);
   void AppendBytes(std::string_view v);
+  // Lists: ends the row whose elements were appended to list_child() since the last row.
+  void AppendListEnd() {
+    offsets_.push_back(static_cast<uint32_t>(child_->size()));
+    validity_.push_back(1);
+    ++size_;
+  }
+  Column& list_child() { return *child_; }
+  const Column& list_child() const { return *child_; }
+  // Lists: the child rows of row `row`, [first, second).
+  std::pair<size_t, size_t> ListRange(size_t row) const {
+    return {offsets_[row], offsets_[row + 1]};
+  }
+  // Lists: drops child rows appended since the last complete row (a row that failed to decode).
+  void DropOpenListElements() { child_->Truncate(offsets_.back()); }
 
   // Typed view of the fixed-width buffer; T must match FixedWidth().
   template <typename T>
@@ -57,6 +80,8 @@ class Column {
 
   // Empties the column and keeps its buffers for reuse.
   void Clear();
+  // Keeps the first n rows (n <= size()).
+  void Truncate(size_t n);
   // Bytes held by the buffers (capacity), for memory accounting.
   size_t MemoryBytes() const;
 
@@ -78,6 +103,7 @@ class Column {
   std::vector<uint8_t> fixed_;
   std::vector<uint32_t> offsets_;
   std::string bytes_;
+  std::unique_ptr<Column> child_;  // lists: the elements
 };
 
 class Batch {

@@ -63,5 +63,42 @@ TEST(DataTypeTest, IcebergSpellingRoundTrips) {
   EXPECT_FALSE(DataType::FromIceberg("variant").ok());
 }
 
+TEST(ColumnTest, ListsKeepNullEmptyAndNullElementsApartAndCopyDeeply) {
+  const DataType t = DataType::List(DataType::String(), false, 7);
+  EXPECT_EQ(t.ToIceberg(), "list<string>");
+  EXPECT_TRUE(t == DataType::List(DataType::String(), false, 7));
+  EXPECT_FALSE(t == t.WithElementId(8));
+  EXPECT_TRUE(t.SameShape(t.WithElementId(8)));
+  EXPECT_FALSE(t.SameShape(DataType::List(DataType::String(), true, 7)));
+  Column c(t);
+  c.AppendNull();
+  c.AppendListEnd();
+  c.list_child().AppendNull();
+  c.list_child().AppendBytes("x");
+  c.AppendListEnd();
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_FALSE(c.IsValid(0));
+  EXPECT_TRUE(c.IsValid(1));
+  EXPECT_EQ(c.ListRange(0), std::make_pair(size_t{0}, size_t{0}));
+  EXPECT_EQ(c.ListRange(1), std::make_pair(size_t{0}, size_t{0}));
+  EXPECT_EQ(c.ListRange(2), std::make_pair(size_t{0}, size_t{2}));
+  EXPECT_FALSE(c.list_child().IsValid(0));
+  // An element appended by a row that then failed is dropped.
+  c.list_child().AppendBytes("partial");
+  c.DropOpenListElements();
+  EXPECT_EQ(c.list_child().size(), 2u);
+  Column copy = c;
+  copy.list_child().AppendBytes("only in the copy");
+  copy.AppendListEnd();
+  EXPECT_EQ(c.list_child().size(), 2u);
+  EXPECT_EQ(copy.size(), 4u);
+  copy.Truncate(2);
+  EXPECT_EQ(copy.list_child().size(), 0u);
+  EXPECT_EQ(copy.null_count(), 1u);
+  c.Clear();
+  EXPECT_EQ(c.size(), 0u);
+  EXPECT_EQ(c.list_child().size(), 0u);
+}
+
 }  // namespace
 }  // namespace ferry

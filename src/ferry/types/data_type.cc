@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "ferry/base/assert.h"
+
 namespace ferry {
 
 int DataType::FixedWidth() const {
@@ -24,9 +26,41 @@ int DataType::FixedWidth() const {
       return 16;
     case TypeKind::kString:
     case TypeKind::kBinary:
+    case TypeKind::kList:
       return 0;
   }
   return 0;
+}
+
+DataType DataType::List(const DataType& element, bool element_required, int32_t element_id) {
+  DataType t(TypeKind::kList);
+  auto e = std::make_shared<ListElement>();
+  e->id = element_id;
+  e->required = element_required;
+  e->type = element;
+  t.element_ = std::move(e);
+  return t;
+}
+
+const ListElement& DataType::list() const {
+  FERRY_CHECK(kind_ == TypeKind::kList && element_ != nullptr);
+  return *element_;
+}
+
+DataType DataType::WithElementId(int32_t element_id) const {
+  const ListElement& e = list();
+  return List(e.type, e.required, element_id);
+}
+
+bool DataType::SameShape(const DataType& o) const {
+  if (kind_ != o.kind_ || precision_ != o.precision_ || scale_ != o.scale_) return false;
+  if (kind_ != TypeKind::kList) return true;
+  return element_->required == o.element_->required && element_->type.SameShape(o.element_->type);
+}
+
+bool DataType::operator==(const DataType& o) const {
+  if (!SameShape(o)) return false;
+  return kind_ != TypeKind::kList || element_->id == o.element_->id;
 }
 
 std::string DataType::ToIceberg() const {
@@ -57,6 +91,8 @@ std::string DataType::ToIceberg() const {
       return "binary";
     case TypeKind::kUuid:
       return "uuid";
+    case TypeKind::kList:
+      return "list<" + element_->type.ToIceberg() + ">";
   }
   return "?";
 }
@@ -102,7 +138,10 @@ const Field* Schema::FindById(int32_t id) const {
 
 int32_t Schema::HighestFieldId() const {
   int32_t m = 0;
-  for (const auto& f : fields) m = std::max(m, f.id);
+  for (const auto& f : fields) {
+    m = std::max(m, f.id);
+    if (f.type.is_list()) m = std::max(m, f.type.list().id);
+  }
   return m;
 }
 

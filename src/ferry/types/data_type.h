@@ -27,7 +27,10 @@ enum class TypeKind : uint8_t {
   kString,       // UTF-8
   kBinary,
   kUuid,  // 16 bytes, big-endian as written in text form
+  kList,  // Iceberg list: an element type (primitive), its field id and whether it is required
 };
+
+struct ListElement;
 
 class DataType {
  public:
@@ -50,28 +53,45 @@ class DataType {
   static DataType String() { return DataType(TypeKind::kString); }
   static DataType Binary() { return DataType(TypeKind::kBinary); }
   static DataType Uuid() { return DataType(TypeKind::kUuid); }
+  // list<element>: `element` must be a primitive type (lists of lists are not supported).
+  // element_id is the element's Iceberg field id (0 until ids are assigned).
+  static DataType List(const DataType& element, bool element_required, int32_t element_id = 0);
 
   TypeKind kind() const { return kind_; }
   int precision() const { return precision_; }
   int scale() const { return scale_; }
+  bool is_list() const { return kind_ == TypeKind::kList; }
+  // The element of a list type; is_list() must hold.
+  const ListElement& list() const;
+  // The same list type with another element field id.
+  DataType WithElementId(int32_t element_id) const;
 
-  // Bytes each value takes in a column's fixed-width buffer; 0 for variable-width types.
+  // Bytes each value takes in a column's fixed-width buffer; 0 for variable-width types and lists.
   int FixedWidth() const;
   bool IsVariableWidth() const { return FixedWidth() == 0; }
 
-  // The Iceberg spelling: "long", "decimal(12,2)", "timestamptz", ...
+  // The Iceberg spelling of a primitive type: "long", "decimal(12,2)", "timestamptz", ...; for a
+  // list "list<long>" (for messages: in metadata JSON a list is an object, see lake/metadata.h).
   std::string ToIceberg() const;
   static Result<DataType> FromIceberg(const std::string& text);
 
-  bool operator==(const DataType& o) const {
-    return kind_ == o.kind_ && precision_ == o.precision_ && scale_ == o.scale_;
-  }
+  // Equal kinds and parameters; for lists also equal element types, ids and requiredness.
+  bool operator==(const DataType& o) const;
+  // As ==, but element field ids are not compared.
+  bool SameShape(const DataType& o) const;
 
  private:
   explicit DataType(TypeKind k) : kind_(k) {}
   TypeKind kind_ = TypeKind::kInt64;
   int precision_ = 0;
   int scale_ = 0;
+  std::shared_ptr<const ListElement> element_;  // kList only
+};
+
+struct ListElement {
+  int32_t id = 0;
+  bool required = false;
+  DataType type;
 };
 
 struct Field {

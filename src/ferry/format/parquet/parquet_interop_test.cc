@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "ferry/format/parquet/reader.h"
 #include "ferry/format/parquet/writer.h"
 
 namespace ferry::parquet {
@@ -394,9 +395,110 @@ class ParquetInteropTest : public ::testing::TestWithParam<std::string> {
     EXPECT_EQ(rc, 0) << "parquet_check.mjs reported differences for " << path << ":\n" << output;
   }
 
+  // Lists: list<T> of every type (optional lists, optional elements) and a required list of
+  // required longs, whose elements are Generate's values in order. Row r's list is NULL
+  // (r % 6 == 0, optional lists only), empty (1), or holds 1, 3, 5 or 300 elements.
+  void WriteAndCheckLists(const std::string& name, WriterOptions opts, size_t total,
+                          const std::string& dictionary) {
+    auto flat = AllTypesSchema();
+    auto schema = std::make_shared<Schema>();
+    std::vector<size_t> sources;  // the flat column each list takes its elements from
+    int id = 1;
+    for (size_t c = 0; c < flat->fields.size(); ++c) {
+      const Field& f = flat->fields[c];
+      if (f.required && f.name != "id") continue;
+      const int list_id = id++;
+      const int element_id = id++;
+      schema->fields.push_back(Field{list_id, "list_" + f.name,
+                                     DataType::List(f.type, f.required, element_id), f.required,
+                                     ""});
+      sources.push_back(c);
+    }
+    std::vector<size_t> lens(total);
+    size_t elements = 0;
+    for (size_t r = 0; r < total; ++r) {
+      const size_t cycle[] = {0, 0, 1, 3, 5, 300};
+      lens[r] = cycle[r % 6];
+      elements += lens[r];
+    }
+    Batch flat_batch(flat);
+    json flat_rows = json::array();
+    Generate(&flat_batch, 0, elements, &flat_rows);
+    Batch batch(schema);
+    json rows = json::array();
+    for (size_t r = 0, next = 0; r < total; next += lens[r], ++r) {
+      json row = json::array();
+      for (size_t c = 0; c < sources.size(); ++c) {
+        Column& col = batch.column(c);
+        if (r % 6 == 0 && !schema->fields[c].required) {
+          col.AppendNull();
+          row.push_back(nullptr);
+          continue;
+        }
+        json list = json::array();
+        for (size_t e = next; e < next + lens[r]; ++e) {
+          AppendValue(flat_batch.column(sources[c]), e, &col.list_child());
+          list.push_back(flat_rows[e][sources[c]]);
+        }
+        col.AppendListEnd();
+        row.push_back(std::move(list));
+      }
+      rows.push_back(std::move(row));
+    }
+    std::string path = dir_ + "/" + name + ".parquet";
+    auto out = LocalOutputStream::Create(path);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    auto w = Writer::Open(std::move(*out), schema, opts);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    ASSERT_TRUE((*w)->Write(batch).ok());
+    auto m = (*w)->Close();
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    json expected;
+    expected["columns"] = json::array();
+    for (const auto& f : schema->fields) {
+      expected["columns"].push_back({{"name", f.name},
+                                     {"field_id", f.id},
+                                     {"type", "list"},
+                                     {"element_type", f.type.list().type.ToIceberg()},
+                                     {"element_id", f.type.list().id},
+                                     {"element_required", f.type.list().required},
+                                     {"required", f.required}});
+    }
+    expected["rows"] = std::move(rows);
+    expected["row_groups"] = m->split_offsets.size();
+    expected["dictionary"] = dictionary;
+    Check(path, expected, name);
+  }
+
+  void Check(const std::string& path, const json& expected, const std::string& name) {
+    std::string expected_path = dir_ + "/" + name + ".json";
+    std::ofstream(expected_path) << expected.dump();
+    std::string cmd = "node " + ShellQuote(interop_dir_ + "/parquet_check.mjs") + " " +
+                      ShellQuote(path) + " " + ShellQuote(expected_path) + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string output;
+    char buf[4096];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof(buf), p)) > 0) output.append(buf, got);
+    int rc = pclose(p);
+    std::printf("%s", output.c_str());
+    EXPECT_EQ(rc, 0) << "parquet_check.mjs reported differences for " << path << ":\n" << output;
+  }
+
   std::string interop_dir_;
   std::string dir_;
 };
+
+TEST_P(ParquetInteropTest, ListsOfEveryType) {
+  WriterOptions opts;
+  opts.compression = *ParseCompression(GetParam());
+  opts.page_bytes = 4096;  // 300-element lists span pages
+  WriteAndCheckLists("lists_" + GetParam(), opts, 600, "on");
+  opts.dictionary = false;
+  opts.row_group_bytes = 64 << 10;
+  WriteAndCheckLists("lists_plain_" + GetParam(), opts, 600, "off");
+}
 
 TEST_P(ParquetInteropTest, AllTypesSmallFile) {
   WriterOptions opts;

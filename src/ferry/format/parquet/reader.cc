@@ -45,7 +45,7 @@ enum Repetition : int32_t { kRequired = 0, kOptional = 1, kRepeated = 2 };
 enum Encoding : int32_t { kPlain = 0, kPlainDictionary = 2, kRle = 3, kRleDictionary = 8 };
 enum PageType : int32_t { kDataPage = 0, kIndexPage = 1, kDictionaryPage = 2, kDataPageV2 = 3 };
 enum Codec : int32_t { kUncompressed = 0, kSnappy = 1, kZstd = 6 };
-enum ConvertedType : int32_t { kDecimal = 5, kTimeMillis = 7, kTimestampMillis = 9 };
+enum ConvertedType : int32_t { kList = 3, kDecimal = 5, kTimeMillis = 7, kTimestampMillis = 9 };
 }  // namespace pq
 
 const char* PhysicalName(int32_t t) {
@@ -136,6 +136,15 @@ struct Leaf {
   // Multiplier/divisor to micros for TIME/TIMESTAMP annotated in another unit.
   int64_t micros_mul = 1;
   int64_t micros_div = 1;
+  bool logical_list = false;  // annotated LIST (groups only)
+  // The element of a 3-level LIST: the list group's name, field id and repetition.
+  bool in_list = false;
+  std::string list_name;
+  std::optional<int32_t> list_field_id;
+  bool list_optional = false;
+  // Lists: the definition level of a present element (NULL list 0 when optional, empty list
+  // list_optional, NULL element one below).
+  int32_t max_def = 0;
 };
 
 struct ChunkInfo {
@@ -190,6 +199,9 @@ void ReadLogicalType(CompactReader& r, Leaf* leaf) {
           r.Skip(t2);
         }
       }
+    } else if (t == thrift::kStruct && id == 3) {  // LIST
+      leaf->logical_list = true;
+      r.Skip(t);
     } else if (t == thrift::kStruct && (id == 7 || id == 8)) {  // TIME, TIMESTAMP
       r.BeginStruct();
       int16_t id2;
@@ -543,12 +555,38 @@ T LoadLE(const char* p) {
   return v;
 }
 
-// Interleaves NULLs (definition level 0) with the values a page decodes.
+// Where a list column's decoding stands between pages: whether a list row is open (its
+// elements continue with repetition level 1).
+struct ListState {
+  Column* list = nullptr;  // the list column; its child receives the values
+  bool open = false;
+  void Close() {
+    if (open) list->AppendListEnd();
+    open = false;
+  }
+};
+
+// Interleaves NULLs (definition level 0) with the values a page decodes. For a list's element it
+// also turns repetition and definition levels (checked beforehand by CheckListLevels) into list
+// rows: NULL lists, empty lists, NULL elements and the rows' ends.
 class LevelCursor {
  public:
   LevelCursor(Column* col, const std::vector<uint32_t>* levels) : col_(col), levels_(levels) {}
+  LevelCursor(Column* child, const std::vector<uint32_t>* def, const std::vector<uint32_t>* rep,
+              const Leaf& leaf, ListState* state)
+      : col_(child),
+        levels_(def),
+        rep_(rep),
+        state_(state),
+        outer_(leaf.list_optional ? 1u : 0u),
+        max_def_(static_cast<uint32_t>(leaf.max_def)) {}
   void BeforeValue() {
     if (levels_ == nullptr) return;
+    if (rep_ != nullptr) {
+      while (i_ < levels_->size() && !ListEntry(i_)) ++i_;
+      ++i_;
+      return;
+    }
     while (i_ < levels_->size() && (*levels_)[i_] == 0) {
       col_->AppendNull();
       ++i_;
@@ -557,6 +595,10 @@ class LevelCursor {
   }
   void Finish() {
     if (levels_ == nullptr) return;
+    if (rep_ != nullptr) {
+      for (; i_ < levels_->size(); ++i_) ListEntry(i_);
+      return;
+    }
     while (i_ < levels_->size()) {
       col_->AppendNull();
       ++i_;
@@ -565,10 +607,41 @@ class LevelCursor {
   Column* col() { return col_; }
 
  private:
+  // Applies entry i; true when it is a present element (whose value the caller appends).
+  bool ListEntry(size_t i) {
+    const uint32_t def = (*levels_)[i];
+    if ((*rep_)[i] == 0) {
+      state_->Close();
+      if (def < outer_) {
+        state_->list->AppendNull();
+        return false;
+      }
+      if (def == outer_) {
+        state_->list->AppendListEnd();
+        return false;
+      }
+      state_->open = true;
+    }
+    if (def == max_def_) return true;
+    col_->AppendNull();
+    return false;
+  }
+
   Column* col_;
   const std::vector<uint32_t>* levels_;
+  const std::vector<uint32_t>* rep_ = nullptr;
+  ListState* state_ = nullptr;
+  uint32_t outer_ = 0;
+  uint32_t max_def_ = 0;
   size_t i_ = 0;
 };
+
+// Bits of an RLE/bit-packed level of at most max_level.
+int LevelBitWidth(int32_t max_level) {
+  int w = 0;
+  while ((1 << w) <= max_level) ++w;
+  return w;
+}
 
 class ReaderImpl final : public Reader {
  public:
@@ -639,8 +712,23 @@ class ReaderImpl final : public Reader {
         for (uint64_t i = 0; i < rows; ++i) col.AppendNull();
         continue;
       }
-      FERRY_RETURN_IF_ERROR(ReadChunk(g.chunks[static_cast<size_t>(leaf)],
-                                      leaves_[static_cast<size_t>(leaf)], field, &col));
+      if (field.type.is_list()) {
+        const Field elem = ElementOf(field);
+        ListState state;
+        state.list = &col;
+        FERRY_RETURN_IF_ERROR(ReadChunk(g.chunks[static_cast<size_t>(leaf)],
+                                        leaves_[static_cast<size_t>(leaf)], elem, &col.list_child(),
+                                        &state));
+        state.Close();
+        if (elem.required && col.list_child().null_count() > 0) {
+          return Corrupt("list " + leaves_[static_cast<size_t>(leaf)].list_name +
+                         " holds NULL elements but the table's field " + field.name +
+                         " has required elements");
+        }
+      } else {
+        FERRY_RETURN_IF_ERROR(ReadChunk(g.chunks[static_cast<size_t>(leaf)],
+                                        leaves_[static_cast<size_t>(leaf)], field, &col, nullptr));
+      }
       if (col.size() != rows) {
         return Corrupt("row group " + std::to_string(index) + ": column " +
                        leaves_[static_cast<size_t>(leaf)].name + " holds " +
@@ -665,16 +753,14 @@ class ReaderImpl final : public Reader {
     if (meta.schema.empty()) return Corrupt("has no schema");
     const SchemaElement& root = meta.schema[0];
     const int64_t children = root.num_children.value_or(0);
-    if (children < 0 || static_cast<size_t>(children) + 1 != meta.schema.size()) {
-      return Status::NotSupported("Parquet file " + file_->name() +
-                                  " has nested columns; ferry reads flat schemas only");
-    }
+    if (children < 0) return Corrupt("has a root with " + std::to_string(children) + " children");
     std::map<int32_t, int> by_id;
-    for (size_t i = 1; i < meta.schema.size(); ++i) {
-      const SchemaElement& e = meta.schema[i];
+    size_t i = 1;
+    for (int64_t top = 0; top < children; ++top, ++i) {
+      if (i >= meta.schema.size()) return Corrupt("has fewer schema elements than it declares");
+      SchemaElement e = meta.schema[i];
       if (e.num_children.has_value() && *e.num_children > 0) {
-        return Status::NotSupported("Parquet file " + file_->name() + " column " + e.leaf.name +
-                                    " is a group; ferry reads flat schemas only");
+        FERRY_ASSIGN_OR_RETURN(e, ListElementOf(meta, &i));
       }
       if (e.leaf.repetition == pq::kRepeated) {
         return Status::NotSupported("Parquet file " + file_->name() + " column " + e.leaf.name +
@@ -685,11 +771,16 @@ class ReaderImpl final : public Reader {
                        std::to_string(e.leaf.repetition));
       }
       leaves_.push_back(e.leaf);
-      if (e.leaf.field_id) {
-        if (!by_id.emplace(*e.leaf.field_id, static_cast<int>(i - 1)).second) {
-          return Corrupt("has two columns with field id " + std::to_string(*e.leaf.field_id));
+      const std::optional<int32_t> id = e.leaf.in_list ? e.leaf.list_field_id : e.leaf.field_id;
+      if (id) {
+        if (!by_id.emplace(*id, static_cast<int>(leaves_.size() - 1)).second) {
+          return Corrupt("has two columns with field id " + std::to_string(*id));
         }
       }
+    }
+    if (i != meta.schema.size()) {
+      return Corrupt("has " + std::to_string(meta.schema.size() - i) +
+                     " schema elements outside its root");
     }
     for (const Field& f : schema_->fields) {
       auto it = by_id.find(f.id);
@@ -701,10 +792,78 @@ class ReaderImpl final : public Reader {
         field_leaf_.push_back(-1);
         continue;
       }
-      FERRY_RETURN_IF_ERROR(CheckConvertible(leaves_[static_cast<size_t>(it->second)], f));
+      const Leaf& leaf = leaves_[static_cast<size_t>(it->second)];
+      if (leaf.in_list != f.type.is_list()) {
+        return Status::NotSupported(
+            "Parquet file " + file_->name() + " column " +
+            (leaf.in_list ? leaf.list_name : leaf.name) + " (field id " + std::to_string(f.id) +
+            ") is " + (leaf.in_list ? "a list" : "not a list") +
+            ", which cannot be read as the table's " + f.type.ToIceberg() + " field " + f.name);
+      }
+      if (leaf.in_list) {
+        const Field elem = ElementOf(f);
+        if (leaf.field_id && *leaf.field_id != elem.id) {
+          return Status::NotSupported("Parquet file " + file_->name() + " list " + leaf.list_name +
+                                      " has element field id " + std::to_string(*leaf.field_id) +
+                                      ", the table's field " + f.name + " element id " +
+                                      std::to_string(elem.id));
+        }
+        FERRY_RETURN_IF_ERROR(CheckConvertible(leaf, elem));
+      } else {
+        FERRY_RETURN_IF_ERROR(CheckConvertible(leaf, f));
+      }
       field_leaf_.push_back(it->second);
     }
     return Status::OK();
+  }
+
+  // The table's list element as a field of its own.
+  static Field ElementOf(const Field& list) {
+    Field e;
+    e.id = list.type.list().id;
+    e.name = list.name + ".element";
+    e.type = list.type.list().type;
+    e.required = list.type.list().required;
+    return e;
+  }
+
+  // The element leaf of the 3-level LIST group at schema index *i (advanced to the leaf):
+  // <required|optional> group (LIST) { repeated group { <required|optional> primitive } }.
+  Result<SchemaElement> ListElementOf(const FileMeta& meta, size_t* i) const {
+    const SchemaElement& g = meta.schema[*i];
+    const std::string& name = g.leaf.name;
+    auto unsupported = [&](const std::string& what) {
+      return Status::NotSupported("Parquet file " + file_->name() + " column " + name + " " + what +
+                                  "; ferry reads primitive columns and 3-level LIST groups of "
+                                  "primitive elements only");
+    };
+    const bool annotated = g.converted_type == pq::kList || g.leaf.logical_list;
+    if (!annotated || g.num_children != 1) return unsupported("is a group that is not a list");
+    if (g.leaf.repetition != pq::kRequired && g.leaf.repetition != pq::kOptional) {
+      return unsupported("is a repeated list group");
+    }
+    if (*i + 2 >= meta.schema.size())
+      return Corrupt("has a list group " + name + " without children");
+    const SchemaElement& mid = meta.schema[*i + 1];
+    if (mid.leaf.repetition != pq::kRepeated || mid.num_children != 1) {
+      return unsupported("is a list in the 2-level (legacy) form");
+    }
+    SchemaElement e = meta.schema[*i + 2];
+    if (e.num_children.has_value() && *e.num_children > 0) {
+      return unsupported("is a list of groups");
+    }
+    if (e.leaf.repetition != pq::kRequired && e.leaf.repetition != pq::kOptional) {
+      return unsupported("has a repeated element");
+    }
+    e.leaf.in_list = true;
+    e.leaf.list_name = name;
+    e.leaf.list_field_id = g.leaf.field_id;
+    e.leaf.list_optional = g.leaf.repetition == pq::kOptional;
+    e.leaf.max_def =
+        (e.leaf.list_optional ? 1 : 0) + 1 + (e.leaf.repetition == pq::kOptional ? 1 : 0);
+    e.leaf.name = name + ".list." + e.leaf.name;
+    *i += 2;
+    return e;
   }
 
   Status CheckConvertible(const Leaf& leaf, const Field& f) const {
@@ -752,6 +911,9 @@ class ReaderImpl final : public Reader {
       case TypeKind::kUuid:
         ok = p == pq::kFixedLenByteArray && leaf.type_length == 16;
         break;
+      case TypeKind::kList:  // lists of lists are not read
+        ok = false;
+        break;
     }
     if (!ok) {
       return Status::NotSupported("Parquet file " + file_->name() + " column " + leaf.name +
@@ -798,7 +960,7 @@ class ReaderImpl final : public Reader {
                          std::to_string(ch.total_compressed_size) +
                          " bytes) outside the file's data");
         }
-        if (ch.num_values != rg.num_rows) {
+        if (leaves_[c].in_list ? ch.num_values < rg.num_rows : ch.num_values != rg.num_rows) {
           return Corrupt(col + " has " + std::to_string(ch.num_values) + " values for " +
                          std::to_string(rg.num_rows) + " rows");
         }
@@ -1003,9 +1165,39 @@ class ReaderImpl final : public Reader {
     return present;
   }
 
+  // Lists: reads `count` repetition and definition levels, checks that they describe list rows
+  // (level 1 only inside an open list, no level above its maximum) and returns the present
+  // elements' count.
+  Result<size_t> DecodeListLevels(std::string_view rep, std::string_view def, size_t count,
+                                  const Leaf& leaf, const ListState& state) {
+    rep_levels_.resize(count);
+    levels_.resize(count);
+    if (!DecodeRleHybrid(rep, 1, count, rep_levels_.data()) ||
+        !DecodeRleHybrid(def, LevelBitWidth(leaf.max_def), count, levels_.data())) {
+      return Corrupt("column " + leaf.name + ": the levels of a page do not decode");
+    }
+    const uint32_t outer = leaf.list_optional ? 1 : 0;
+    const auto max_def = static_cast<uint32_t>(leaf.max_def);
+    bool open = state.open;
+    size_t present = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const uint32_t r = rep_levels_[i], d = levels_[i];
+      if (r > 1 || d > max_def || (r == 1 && (!open || d <= outer))) {
+        return Corrupt("column " + leaf.name + ": a page has repetition level " +
+                       std::to_string(r) + " with definition level " + std::to_string(d) +
+                       " where they describe no list");
+      }
+      if (r == 0) open = d > outer;
+      present += d == max_def ? 1 : 0;
+    }
+    return present;
+  }
+
   Status DecodeValues(int32_t encoding, std::string_view values, size_t present, const Leaf& leaf,
-                      const Field& f, const Column* dict, bool optional, Column* col) {
-    LevelCursor cur(col, optional ? &levels_ : nullptr);
+                      const Field& f, const Column* dict, bool optional, Column* col,
+                      ListState* list) {
+    LevelCursor cur = list != nullptr ? LevelCursor(col, &levels_, &rep_levels_, leaf, list)
+                                      : LevelCursor(col, optional ? &levels_ : nullptr);
     if (encoding == pq::kPlain) {
       FERRY_RETURN_IF_ERROR(DecodePlain(values, present, leaf, f, &cur));
     } else if (encoding == pq::kRleDictionary || encoding == pq::kPlainDictionary) {
@@ -1058,7 +1250,8 @@ class ReaderImpl final : public Reader {
     return Status::OK();
   }
 
-  Status ReadChunk(const ChunkInfo& ch, const Leaf& leaf, const Field& f, Column* col) {
+  Status ReadChunk(const ChunkInfo& ch, const Leaf& leaf, const Field& f, Column* col,
+                   ListState* list) {
     const int64_t start = ChunkStart(ch);
     FERRY_RETURN_IF_ERROR(file_->ReadAt(static_cast<uint64_t>(start),
                                         static_cast<uint64_t>(ch.total_compressed_size), &chunk_));
@@ -1124,7 +1317,27 @@ class ReaderImpl final : public Reader {
       if (h.type == pq::kDataPage) {
         std::string_view body;
         FERRY_RETURN_IF_ERROR(Decompress(ch.codec, payload, uncompressed, leaf, &body));
-        if (optional) {
+        if (list != nullptr) {
+          // Repetition levels, then definition levels, each with a 4-byte length.
+          if (h.def_level_encoding != pq::kRle) {
+            return Status::NotSupported("Parquet file " + file_->name() + " column " + leaf.name +
+                                        " has levels in encoding " +
+                                        std::to_string(h.def_level_encoding));
+          }
+          std::string_view rest = body;
+          std::string_view parts[2];
+          for (auto& part : parts) {
+            if (rest.size() < 4) return Corrupt("column " + leaf.name + ": a page is cut");
+            const uint32_t len = LoadLE<uint32_t>(rest.data());
+            if (len > rest.size() - 4) {
+              return Corrupt("column " + leaf.name + ": levels run past their page");
+            }
+            part = rest.substr(4, len);
+            rest = rest.substr(4 + len);
+          }
+          FERRY_ASSIGN_OR_RETURN(present, DecodeListLevels(parts[0], parts[1], count, leaf, *list));
+          values = rest;
+        } else if (optional) {
           if (h.def_level_encoding != pq::kRle) {
             return Status::NotSupported("Parquet file " + file_->name() + " column " + leaf.name +
                                         " has definition levels in encoding " +
@@ -1150,7 +1363,11 @@ class ReaderImpl final : public Reader {
         }
         const auto rep = static_cast<size_t>(h.rep_levels_bytes);
         const auto def = static_cast<size_t>(h.def_levels_bytes);
-        if (optional) {
+        if (list != nullptr) {
+          FERRY_ASSIGN_OR_RETURN(
+              present, DecodeListLevels(payload.substr(0, rep), payload.substr(rep, def), count,
+                                        leaf, *list));
+        } else if (optional) {
           FERRY_ASSIGN_OR_RETURN(present, DecodeLevels(payload.substr(rep, def), count, leaf));
         }
         const std::string_view rest = payload.substr(rep + def);
@@ -1166,7 +1383,7 @@ class ReaderImpl final : public Reader {
       }
       if (h.encoding < 0) return Corrupt("column " + leaf.name + ": a page has no encoding");
       FERRY_RETURN_IF_ERROR(DecodeValues(h.encoding, values, present, leaf, f,
-                                         dict ? &*dict : nullptr, optional, col));
+                                         dict ? &*dict : nullptr, optional, col, list));
       values_read += h.num_values;
     }
     return Status::OK();
@@ -1184,6 +1401,7 @@ class ReaderImpl final : public Reader {
   std::string chunk_;  // the column chunk being decoded
   std::string page_;   // a decompressed page
   std::vector<uint32_t> levels_;
+  std::vector<uint32_t> rep_levels_;
   std::vector<uint32_t> indices_;
   ZSTD_DCtx* dctx_ = nullptr;
 };
@@ -1260,6 +1478,12 @@ void AppendValue(const Column& src, size_t row, Column* dst) {
     case TypeKind::kBinary:
       dst->AppendBytes(src.GetBytes(row));
       return;
+    case TypeKind::kList: {
+      const auto [first, last] = src.ListRange(row);
+      for (size_t e = first; e < last; ++e) AppendValue(src.list_child(), e, &dst->list_child());
+      dst->AppendListEnd();
+      return;
+    }
   }
 }
 

@@ -2,10 +2,13 @@
 // row group at a time, so that memory stays bounded by one row group (its column chunks' bytes and
 // its decoded values) whatever the file's size. Compaction reads data and delete files with it.
 //
-// What it reads: flat schemas (no nested groups, no repeated fields); data pages v1 and v2;
+// What it reads: primitive columns and 3-level LIST groups of primitive elements (as the writer
+// writes them; the list group is matched by its field id, its element's id must be the table's);
+// data pages v1 and v2;
 // PLAIN, PLAIN_DICTIONARY and RLE_DICTIONARY values (and RLE booleans); RLE/bit-packed hybrid
-// definition levels; uncompressed, Snappy and zstd pages. Anything else — another codec or
-// encoding, nested columns, an external column chunk — is kNotSupported naming the column and what
+// definition levels (and repetition levels of lists); uncompressed, Snappy and zstd pages.
+// Anything else — another codec or encoding, other nested columns (structs, maps, 2-level lists),
+// an external column chunk — is kNotSupported naming the column and what
 // it uses. Bytes that do not parse (a truncated or corrupted file) are kCorruption naming the file
 // and what was wrong; the reader never reads outside the file's bytes and never crashes on them.
 //

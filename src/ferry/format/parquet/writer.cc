@@ -19,6 +19,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "ferry/base/assert.h"
 #include "ferry/format/parquet/encoding.h"
 #include "ferry/format/parquet/thrift_compact.h"
 
@@ -59,17 +60,19 @@ enum Type : int32_t {
 };
 enum ConvertedType : int32_t {
   kUtf8 = 0,
+  kList = 3,
   kDecimal = 5,
   kDate = 6,
   kTimestampMicros = 10,
 };
-enum Repetition : int32_t { kRequired = 0, kOptional = 1 };
+enum Repetition : int32_t { kRequired = 0, kOptional = 1, kRepeated = 2 };
 enum Encoding : int32_t { kPlain = 0, kRle = 3, kRleDictionary = 8 };
 enum PageType : int32_t { kDataPage = 0, kDictionaryPage = 2 };
 enum Codec : int32_t { kUncompressed = 0, kSnappy = 1, kZstd = 6 };
 // LogicalType union members.
 enum LogicalType : int16_t {
   kLtString = 1,
+  kLtList = 3,
   kLtDecimal = 5,
   kLtDate = 6,
   kLtTime = 7,
@@ -103,6 +106,8 @@ int32_t PhysicalTypeOf(const DataType& t) {
       return pq::kByteArray;
     case TypeKind::kUuid:
       return pq::kFixedLenByteArray;
+    case TypeKind::kList:
+      return PhysicalTypeOf(t.list().type);
   }
   return pq::kByteArray;
 }
@@ -394,10 +399,28 @@ class ColumnWriter {
 
   const Field& field() const { return field_; }
   int32_t physical_type() const { return physical_type_; }
-  bool optional() const { return optional_; }
+  // Whether the chunk's pages carry levels (RLE).
+  bool has_levels() const { return optional_ || nested_; }
+  // The column's path in the file schema: its name, or for a list's element
+  // [name, "list", "element"].
+  std::vector<std::string> Path() const {
+    if (!nested_) return {internal::ParquetColumnName(field_.name)};
+    return {internal::ParquetColumnName(list_name_), "list", "element"};
+  }
+
+  // Makes this writer (built for the element field) the leaf of the 3-level LIST `list_field`:
+  // repetition level 1 starts no new record; definition levels count the optional outer group,
+  // the repeated group and the optional element.
+  void SetList(const Field& list_field) {
+    nested_ = true;
+    list_name_ = list_field.name;
+    outer_optional_ = !list_field.required;
+    max_def_ = (outer_optional_ ? 1 : 0) + 1 + (optional_ ? 1 : 0);
+  }
 
   // Appends rows [begin, end) of col, cutting pages as they fill.
   Status Append(const Column& col, size_t begin, size_t end) {
+    if (nested_) return AppendLists(col, begin, end);
     while (begin < end) {
       uint64_t used = PageBytes();
       if (used >= page_bytes_) {
@@ -426,11 +449,12 @@ class ColumnWriter {
   // Bytes of the row group held for this column: finished pages, the dictionary, the open page.
   uint64_t BufferedBytes() const {
     return chunk_.size() + dict_page_.size() + (dict_active_ ? DictPlainBytes() : 0) +
-           values_.size() + levels_.size();
+           values_.size() + levels_.size() + rep_levels_.size();
   }
   uint64_t MemoryBytes() const {
     return chunk_.capacity() + dict_page_.capacity() + values_.capacity() + levels_.capacity() +
-           page_.capacity() + compressed_.capacity() + header_.capacity() + DictMemoryBytes();
+           rep_levels_.capacity() + wide_levels_.capacity() + page_.capacity() +
+           compressed_.capacity() + header_.capacity() + DictMemoryBytes();
   }
 
   // Closes the open page, writes the dictionary page if the chunk has one, and describes the
@@ -462,12 +486,20 @@ class ColumnWriter {
     chunk_dict_pages_ = chunk_plain_pages_ = 0;
   }
 
+  // For a list's element (keyed by the element's field id) as Java Iceberg's Parquet metrics:
+  // value and null counts are the leaf's level entries and those below the maximum definition
+  // level (NULL lists, empty lists and NULL elements), NaN counts are the elements', and there are
+  // no bounds (a bound of a repeated field cannot prune rows).
   void FillMetrics(ColumnMetrics* m) const {
     m->field_id = field_.id;
     m->value_count = file_values_;
     m->null_count = file_nulls_;
     m->compressed_bytes = file_compressed_;
     FillBounds(m);
+    if (nested_) {
+      m->lower_bound.reset();
+      m->upper_bound.reset();
+    }
   }
 
  protected:
@@ -504,9 +536,80 @@ class ColumnWriter {
   ByteBuffer values_;          // the open page's encoded values (uint32 indices in dictionary mode)
   bool dict_active_;           // this chunk's pages are still dictionary-encoded
   bool fallback_ = false;      // set by EncodeValues: the dictionary is full
+  // A list's element: EncodeValues is given one whole list at a time and may fall back to PLAIN
+  // only before its first element (it then takes none); a list that starts under the dictionary's
+  // limit finishes in it, so that no list is split between a page and the next.
+  bool nested_ = false;
 
  private:
-  uint64_t PageBytes() const { return values_.size() + PendingValueBytes() + levels_.size(); }
+  uint64_t PageBytes() const {
+    return values_.size() + PendingValueBytes() + levels_.size() + rep_levels_.size();
+  }
+
+  // Large enough that EncodeValues takes every element it is given (and small enough not to
+  // overflow its arithmetic).
+  static constexpr size_t kWholeList = size_t{1} << 48;
+
+  // Lists: every row becomes its level entries (a NULL or empty list one entry, else one per
+  // element) and its elements' values; pages are cut between rows only.
+  Status AppendLists(const Column& col, size_t begin, size_t end) {
+    const Column& child = col.list_child();
+    const uint32_t* off = col.offsets();
+    const uint8_t* valid = col.validity();
+    const uint8_t* elem_valid = child.validity();
+    const uint8_t outer = outer_optional_ ? 1 : 0;
+    const auto present = static_cast<uint8_t>(max_def_);
+    for (size_t r = begin; r < end; ++r) {
+      if (PageBytes() >= page_bytes_) FERRY_RETURN_IF_ERROR(CutPage());
+      if (!valid[r] || off[r] == off[r + 1]) {
+        rep_levels_.PushBack(0);
+        levels_.PushBack(valid[r] ? outer : 0);  // empty list : NULL list
+        ++page_rows_;
+        ++page_nulls_;
+        continue;
+      }
+      const size_t eb = off[r], ee = off[r + 1];
+      for (;;) {
+        const size_t taken = EncodeValues(child, eb, ee, kWholeList);
+        if (fallback_) [[unlikely]] {
+          FERRY_CHECK(taken == 0);
+          FERRY_RETURN_IF_ERROR(FallBackToPlain());
+          continue;
+        }
+        FERRY_CHECK(taken == ee - eb);
+        break;
+      }
+      char* rep = rep_levels_.AppendUninit(ee - eb);
+      char* def = levels_.AppendUninit(ee - eb);
+      std::memset(rep, 1, ee - eb);
+      rep[0] = 0;
+      if (child.null_count() == 0) {
+        std::memset(def, present, ee - eb);
+      } else {
+        for (size_t e = eb; e < ee; ++e) {
+          const bool v = elem_valid[e] != 0;
+          def[e - eb] = static_cast<char>(v ? present : present - 1);
+          page_nulls_ += v ? 0 : 1;
+        }
+      }
+      page_rows_ += ee - eb;
+    }
+    return Status::OK();
+  }
+
+  // Appends levels[0, n) (one byte each, below 2^bit_width) as a 4-byte length and the
+  // RLE/bit-packed hybrid.
+  void PutLevels(const ByteBuffer& levels, size_t n, int bit_width, ByteBuffer* out) {
+    wide_levels_.clear();
+    auto* w = reinterpret_cast<uint32_t*>(wide_levels_.AppendUninit(n * sizeof(uint32_t)));
+    const auto* l = reinterpret_cast<const uint8_t*>(levels.data());
+    for (size_t i = 0; i < n; ++i) w[i] = l[i];
+    const size_t at = out->size();
+    out->PutLE32(0);
+    internal::EncodeRleHybrid(w, n, bit_width, out);
+    const auto len = static_cast<uint32_t>(out->size() - at - 4);
+    std::memcpy(out->data() + at, &len, 4);
+  }
 
   Status FallBackToPlain() {
     fallback_ = false;
@@ -535,9 +638,12 @@ class ColumnWriter {
     // A page of NULLs only has no index to write: it is an (empty) PLAIN page.
     const bool dict_page = dict_active_ && DictSize() > 0;
     const ByteBuffer* body = &values_;
-    if (optional_ || dict_page) {
+    if (optional_ || dict_page || nested_) {
       page_.clear();
-      if (optional_) {
+      if (nested_) {
+        PutLevels(rep_levels_, page_rows_, 1, &page_);
+        PutLevels(levels_, page_rows_, max_def_ > 1 ? 2 : 1, &page_);
+      } else if (optional_) {
         page_.PutLE32(0);  // length of the levels, patched below
         internal::EncodeLevelsBitWidth1(reinterpret_cast<const uint8_t*>(levels_.data()),
                                         page_rows_, page_nulls_, &page_);
@@ -582,6 +688,7 @@ class ColumnWriter {
     ++(dict_page ? chunk_dict_pages_ : chunk_plain_pages_);
     values_.clear();
     levels_.clear();
+    rep_levels_.clear();
     page_rows_ = 0;
     page_nulls_ = 0;
     return Status::OK();
@@ -621,7 +728,12 @@ class ColumnWriter {
   Compressor* compressor_;
   const uint64_t page_bytes_;
 
-  ByteBuffer levels_;      // the open page's definition levels, one byte per row
+  ByteBuffer levels_;       // the open page's definition levels, one byte per row (level entry)
+  ByteBuffer rep_levels_;   // lists: the open page's repetition levels, one byte per level entry
+  ByteBuffer wide_levels_;  // lists: levels widened to uint32 for the hybrid encoder
+  std::string list_name_;   // lists: the list field's name
+  bool outer_optional_ = false;
+  int max_def_ = 1;
   ByteBuffer page_;        // levels + values of a page, or a dictionary, uncompressed
   ByteBuffer compressed_;  // the compressed page
   ByteBuffer chunk_;       // headers + data pages of the row group's chunk
@@ -661,8 +773,9 @@ class FixedDictWriter : public ColumnWriter {
       size_t slot;
       uint32_t idx = dict_.Find(key, &slot);
       if (idx == kAbsent) [[unlikely]] {
-        if (dict_.size() >= max_entries_) {
+        if (dict_.size() >= max_entries_ && (!nested_ || k == 0)) {
           fallback_ = true;
+          if (nested_) i = 0;  // a list falls back whole: take none of it
           break;
         }
         idx = dict_.Insert(key, slot);
@@ -957,8 +1070,9 @@ class ByteArrayWriter final : public ColumnWriter {
       size_t slot;
       uint32_t idx = dict_.Find(v, h, &slot);
       if (idx == kAbsent) [[unlikely]] {
-        if (dict_.plain_bytes() + 4 + v.size() > dict_limit_) {
+        if (dict_.plain_bytes() + 4 + v.size() > dict_limit_ && (!nested_ || k == 0)) {
           fallback_ = true;
+          if (nested_) i = begin;  // a list falls back whole: take none of it
           break;
         }
         idx = dict_.Insert(v, h, slot);
@@ -1191,9 +1305,25 @@ class DecimalFlbaWriter final : public FixedDictWriter<int128_t> {
   int128_t min_ = 0, max_ = 0, file_min_ = 0, file_max_ = 0;
 };
 
+// The leaf field of a list: the element, named "element" as the LIST spec names it.
+Field ElementField(const Field& list_field) {
+  const ListElement& e = list_field.type.list();
+  Field leaf;
+  leaf.id = e.id;
+  leaf.name = "element";
+  leaf.type = e.type;
+  leaf.required = e.required;
+  return leaf;
+}
+
 std::unique_ptr<ColumnWriter> MakeColumnWriter(const Field& f, Compressor* c,
                                                const ColumnConfig& cfg) {
   switch (f.type.kind()) {
+    case TypeKind::kList: {
+      std::unique_ptr<ColumnWriter> w = MakeColumnWriter(ElementField(f), c, cfg);
+      if (w) w->SetList(f);
+      return w;
+    }
     case TypeKind::kBoolean:
       return std::make_unique<BoolWriter>(f, c, cfg);
     case TypeKind::kInt32:
@@ -1225,8 +1355,37 @@ std::unique_ptr<ColumnWriter> MakeColumnWriter(const Field& f, Compressor* c,
   return nullptr;
 }
 
+void WriteSchemaElement(CompactWriter& w, const Field& f);
+
+// A list as the 3-level LIST form:
+//   <optional|required> group <name> (LIST) = field id { repeated group list {
+//     <optional|required> <element type> element = element id } }
+void WriteListSchemaElements(CompactWriter& w, const Field& f) {
+  w.BeginStruct();
+  w.I32Field(3, f.required ? pq::kRequired : pq::kOptional);
+  w.BinaryField(4, internal::ParquetColumnName(f.name));
+  w.I32Field(5, 1);
+  w.I32Field(6, pq::kList);
+  w.I32Field(9, f.id);
+  w.StructField(10);
+  w.StructField(pq::kLtList);
+  w.EndStruct();
+  w.EndStruct();
+  w.EndStruct();
+  w.BeginStruct();
+  w.I32Field(3, pq::kRepeated);
+  w.BinaryField(4, "list");
+  w.I32Field(5, 1);
+  w.EndStruct();
+  WriteSchemaElement(w, ElementField(f));
+}
+
 void WriteSchemaElement(CompactWriter& w, const Field& f) {
   const DataType& t = f.type;
+  if (t.is_list()) {
+    WriteListSchemaElements(w, f);
+    return;
+  }
   const int32_t physical = PhysicalTypeOf(t);
   w.BeginStruct();
   w.I32Field(1, physical);
@@ -1354,6 +1513,23 @@ class WriterImpl final : public Writer {
                                        std::to_string(col.null_count()) +
                                        " NULLs: make the field optional or fix the source");
       }
+      if (f.type.is_list()) {
+        const Column& child = col.list_child();
+        if (f.type.list().required && child.null_count() > 0) {
+          return Status::InvalidArgument(
+              "list column '" + f.name + "' has required elements (field id " +
+              std::to_string(f.type.list().id) + ") but the batch holds " +
+              std::to_string(child.null_count()) +
+              " NULL elements: make the element optional or fix the source");
+        }
+        // Per row: its elements' values and two level bytes per element (at least one entry).
+        const int ew = f.type.list().type.FixedWidth();
+        const uint64_t elems = child.size();
+        row_bytes += 2 + (elems * (ew > 0 ? static_cast<uint64_t>(ew) + 2 : 6) +
+                          (ew > 0 ? 0 : child.bytes().size())) /
+                             rows;
+        continue;
+      }
       int width = f.type.FixedWidth();
       row_bytes += width > 0 ? static_cast<uint64_t>(width) : 4 + col.bytes().size() / rows;
       if (!f.required) row_bytes += 1;
@@ -1456,7 +1632,9 @@ class WriterImpl final : public Writer {
     const auto& fields = schema_->fields;
     w.BeginStruct();   // FileMetaData
     w.I32Field(1, 2);  // version
-    w.ListField(2, thrift::kStruct, static_cast<uint32_t>(fields.size() + 1));
+    size_t elements = 1;
+    for (const auto& f : fields) elements += f.type.is_list() ? 3 : 1;
+    w.ListField(2, thrift::kStruct, static_cast<uint32_t>(elements));
     w.BeginStruct();  // root
     w.BinaryField(4, "table");
     w.I32Field(5, static_cast<int32_t>(fields.size()));
@@ -1502,12 +1680,13 @@ class WriterImpl final : public Writer {
       int32_t encodings[3];
       uint32_t num_encodings = 0;
       encodings[num_encodings++] = pq::kPlain;
-      if (cw.optional()) encodings[num_encodings++] = pq::kRle;
+      if (cw.has_levels()) encodings[num_encodings++] = pq::kRle;
       if (has_dict) encodings[num_encodings++] = pq::kRleDictionary;
       w.ListField(2, thrift::kI32, num_encodings);
       for (uint32_t e = 0; e < num_encodings; ++e) w.I32(encodings[e]);
-      w.ListField(3, thrift::kBinary, 1);
-      w.Binary(internal::ParquetColumnName(cw.field().name));
+      const std::vector<std::string> path = cw.Path();
+      w.ListField(3, thrift::kBinary, static_cast<uint32_t>(path.size()));
+      for (const auto& part : path) w.Binary(part);
       w.I32Field(4, codec);
       w.I64Field(5, m.num_values);
       w.I64Field(6, m.uncompressed_bytes);
@@ -1579,9 +1758,13 @@ Result<std::unique_ptr<Writer>> Writer::Open(std::unique_ptr<OutputStream> out,
                                    ".." + std::to_string(ZSTD_maxCLevel()));
   }
   for (const auto& f : schema->fields) {
-    if (f.type.kind() == TypeKind::kDecimal &&
-        (f.type.precision() < 1 || f.type.precision() > 38 || f.type.scale() < 0 ||
-         f.type.scale() > f.type.precision())) {
+    const DataType& t = f.type.is_list() ? f.type.list().type : f.type;
+    if (t.is_list()) {
+      return Status::NotSupported("column '" + f.name + "' is " + f.type.ToIceberg() +
+                                  ": ferry writes lists of primitive types only");
+    }
+    if (t.kind() == TypeKind::kDecimal &&
+        (t.precision() < 1 || t.precision() > 38 || t.scale() < 0 || t.scale() > t.precision())) {
       return Status::InvalidArgument(
           "column '" + f.name + "': " + f.type.ToIceberg() +
           " is not a valid decimal (precision 1..38, scale 0..precision)");

@@ -281,7 +281,87 @@ std::string CopyBinaryDecoder::RowLocation() const {
   return "row " + std::to_string(rows_) + " of the chunk";
 }
 
+namespace {
+
+constexpr int32_t kMaxArrayDims = 6;  // PostgreSQL's MAXDIM
+
+// array_send -> one list row of `col` (see PgArrayOf).
+Status DecodePgArray(PgWire element, std::string_view v, Column* col) {
+  if (!col->type().is_list()) {
+    return Status::Internal("an array value for a column of type " + col->type().ToIceberg());
+  }
+  if (IsPgArray(element) || element == PgWire::kTid) {
+    return Status::Internal("an array of an unsupported element wire form");
+  }
+  if (v.size() < 12)
+    return Status::Corruption("an array of " + std::to_string(v.size()) + " bytes");
+  const auto ndim = static_cast<int32_t>(Be32(v.data()));
+  const uint32_t has_null = Be32(v.data() + 4);
+  if (ndim < 0 || ndim > kMaxArrayDims || has_null > 1) {
+    return Status::Corruption("an array with " + std::to_string(ndim) +
+                              " dimensions and NULL flag " + std::to_string(has_null));
+  }
+  if (v.size() < 12 + 8 * static_cast<size_t>(ndim)) {
+    return Status::Corruption("an array cut inside its dimensions");
+  }
+  if (ndim > 1) {
+    return Status::InvalidArgument(
+        "a " + std::to_string(ndim) +
+        "-dimensional array; ferry maps one-dimensional arrays to lists (PostgreSQL does not fix "
+        "an array column's dimensions, so nested lists cannot be declared): flatten it in a view "
+        "(e.g. ARRAY(SELECT unnest(col))) or cast it to jsonb (to_jsonb(col))");
+  }
+  size_t count = 0;
+  if (ndim == 1) {
+    const auto n = static_cast<int32_t>(Be32(v.data() + 12));
+    // Each element takes at least its 4-byte length.
+    if (n < 0 || static_cast<uint64_t>(n) * 4 > v.size() - 20) {
+      return Status::Corruption("an array of " + std::to_string(n) + " elements in " +
+                                std::to_string(v.size()) + " bytes");
+    }
+    count = static_cast<size_t>(n);
+  }
+  Column& child = col->list_child();
+  size_t p = 12 + 8 * static_cast<size_t>(ndim);
+  for (size_t i = 0; i < count; ++i) {
+    Status st;
+    if (v.size() - p < 4) {
+      st = Status::Corruption("an array cut after " + std::to_string(i) + " elements");
+    } else {
+      const auto len = static_cast<int32_t>(Be32(v.data() + p));
+      p += 4;
+      if (len == -1) {
+        if (has_null == 0) {
+          st = Status::Corruption("a NULL element in an array whose header says it has none");
+        } else {
+          child.AppendNull();
+          continue;
+        }
+      } else if (len < 0 || v.size() - p < static_cast<size_t>(len)) {
+        st = Status::Corruption("an array element of " + std::to_string(len) +
+                                " bytes past its end");
+      } else {
+        st = DecodePgValue(element, v.substr(p, static_cast<size_t>(len)), &child);
+        p += static_cast<size_t>(len);
+      }
+    }
+    if (!st.ok()) {
+      col->DropOpenListElements();
+      return Status(st.code(), "array element " + std::to_string(i + 1) + ": " + st.message());
+    }
+  }
+  if (p != v.size()) {
+    col->DropOpenListElements();
+    return Status::Corruption("an array with bytes after its last element");
+  }
+  col->AppendListEnd();
+  return Status::OK();
+}
+
+}  // namespace
+
 Status DecodePgValue(PgWire wire, std::string_view v, Column* col) {
+  if (IsPgArray(wire)) return DecodePgArray(PgElementOf(wire), v, col);
   auto corrupt = [](const std::string& what) { return Status::Corruption(what); };
   auto refuse = [](const std::string& what) { return Status::InvalidArgument(what); };
   auto need = [&](size_t n) { return v.size() == n; };

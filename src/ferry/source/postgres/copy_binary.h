@@ -45,6 +45,22 @@ enum class PgWire : uint8_t {
   kTid,             // UInt32 block + UInt16 offset          -> (row locator, not stored)
 };
 
+// A one-dimensional array of an element wire form (array_send: Int32 ndim, Int32 has-NULL flag,
+// UInt32 element OID, per dimension Int32 size and Int32 lower bound, then per element an Int32
+// length, -1 for NULL, and the element's send format) -> Iceberg list of the element's type.
+// The array wire is the element's with kArrayWireBit set; PgArrayOf/IsPgArray/PgElementOf build
+// and take it apart. An empty array (ndim 0) is an empty list. More than one dimension is
+// refused (kInvalidArgument naming the fix); a lower bound other than 1 is not kept (the
+// elements keep their order).
+constexpr uint8_t kArrayWireBit = 0x80;
+constexpr PgWire PgArrayOf(PgWire element) {
+  return static_cast<PgWire>(static_cast<uint8_t>(element) | kArrayWireBit);
+}
+constexpr bool IsPgArray(PgWire w) { return (static_cast<uint8_t>(w) & kArrayWireBit) != 0; }
+constexpr PgWire PgElementOf(PgWire w) {
+  return static_cast<PgWire>(static_cast<uint8_t>(w) & ~kArrayWireBit);
+}
+
 // One field of the COPY's tuples. `column` is the batch column it fills, or -1 for a locator
 // field (a ctid selected to name rows in errors).
 struct CopyField {
@@ -85,7 +101,8 @@ class CopyBinaryDecoder {
 
 // One value in its type's binary send format (as COPY binary and binary-mode pgoutput carry it),
 // appended to `col`. kCorruption for malformed bytes, kInvalidArgument for a value the column's
-// Iceberg type cannot hold exactly; the message names the problem, not the column or row.
+// Iceberg type cannot hold exactly; the message names the problem, not the column or row. On an
+// error nothing is appended. An array wire (IsPgArray) appends one list row to a list column.
 Status DecodePgValue(PgWire wire, std::string_view value, Column* col);
 
 // Numeric send format -> unscaled integer at `scale` with at most `precision` digits. NaN and

@@ -1,6 +1,6 @@
 // libFuzzer target: arbitrary bytes as a COPY (FORMAT binary) stream of a table with one column of
-// every wire form. The decoder must return a Status for anything, never crash or over-read.
-// The first input byte picks where the stream is split into two Feed calls.
+// every wire form and arrays of some. The decoder must return a Status for anything, never crash or
+// over-read. The first input byte picks where the stream is split into two Feed calls.
 #include <cstddef>
 #include <cstdint>
 
@@ -9,6 +9,7 @@
 using ferry::DataType;
 using ferry::source::pg::CopyBinaryDecoder;
 using ferry::source::pg::CopyField;
+using ferry::source::pg::PgArrayOf;
 using ferry::source::pg::PgWire;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -33,6 +34,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       {PgWire::kInterval, DataType::String()},
       {PgWire::kUuid, DataType::Uuid()},
       {PgWire::kNumericDecimal, DataType::Decimal(4, 4)},
+      // Arrays (array_send) of a fixed-width, a variable-width and a checked element type.
+      {PgArrayOf(PgWire::kInt4), DataType::List(DataType::Int32(), false, 100)},
+      {PgArrayOf(PgWire::kText), DataType::List(DataType::String(), false, 101)},
+      {PgArrayOf(PgWire::kNumericDecimal), DataType::List(DataType::Decimal(10, 2), false, 102)},
+      {PgArrayOf(PgWire::kUuid), DataType::List(DataType::Uuid(), false, 103)},
   };
   if (size == 0) return 0;
   auto schema = std::make_shared<ferry::Schema>();

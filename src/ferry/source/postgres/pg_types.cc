@@ -49,9 +49,21 @@ bool NumericTypmod(int32_t typmod, int* precision, int* scale) {
 PgMapping MapPgType(const PgBaseType& t, const std::string& column) {
   if (t.typcategory == 'A') {
     PgMapping m;
-    m.error = "column " + column + " has array type " + t.display +
-              ", which ferry cannot sync yet (Iceberg lists come later); cast it to text or "
-              "jsonb in a view (e.g. to_jsonb(col)) or exclude the table";
+    if (t.element == nullptr || t.element->typcategory == 'A') {
+      m.error = "column " + column + " has array type " + t.display +
+                " whose element type ferry cannot resolve; cast it to jsonb in a view "
+                "(to_jsonb(col)) or exclude the table";
+      return m;
+    }
+    PgMapping e = MapPgType(*t.element, column);
+    if (!e.error.empty()) {
+      m.error = "column " + column + " has array type " + t.display +
+                " of an element type ferry cannot map; cast it in a view (e.g. col::text[] or "
+                "to_jsonb(col)) or exclude the table";
+      return m;
+    }
+    m.wire = PgArrayOf(e.wire);
+    m.type = DataType::List(e.type, /*element_required=*/false);
     return m;
   }
   if (t.typtype == 'e') return Map(PgWire::kText, DataType::String());

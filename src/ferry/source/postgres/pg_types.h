@@ -2,11 +2,14 @@
 //
 // The mapping works on the column's base type (domains resolved by the caller) identified by its
 // OID (built-in type OIDs are fixed across PostgreSQL versions), its typtype/typcategory (enums,
-// arrays) and its type modifier (numeric precision and scale). A type ferry cannot map gives an
-// error naming the column, the type and the fix; the table is still listed by discovery.
+// arrays) and its type modifier (numeric precision and scale). An array of a mappable type maps to
+// an Iceberg list of the element's type with optional elements (PostgreSQL arrays may hold NULLs).
+// A type ferry cannot map gives an error naming the column, the type and the fix; the table is
+// still listed by discovery.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "ferry/source/postgres/copy_binary.h"
@@ -20,6 +23,9 @@ struct PgBaseType {
   char typcategory = 'U';  // A = array
   int32_t typmod = -1;     // the column's (or domain's) type modifier
   std::string display;     // format_type(...) of the column, for messages
+  // Arrays (typcategory 'A'): the element's base type (domains resolved; the column's modifier
+  // applies to it), filled by discovery.
+  std::shared_ptr<const PgBaseType> element;
 };
 
 struct PgMapping {

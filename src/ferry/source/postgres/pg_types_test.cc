@@ -98,5 +98,34 @@ TEST(PgTypesTest, CursorRefusesTypesWithoutAUsefulTotalOrderOrExactText) {
   EXPECT_EQ(ClassifyCursor(T(3904, -1, 'r', 'R')).kind, K::kRefused);   // int4range
 }
 
+TEST(PgTypesTest, ArraysMapToListsOfTheirElement) {
+  PgBaseType arr = T(1231, -1, 'b', 'A');  // numeric(10,2)[]
+  arr.display = "numeric(10,2)[]";
+  arr.element = std::make_shared<PgBaseType>(T(1700, NumericMod(10, 2)));
+  auto m = MapPgType(arr, "prices");
+  ASSERT_TRUE(m.error.empty()) << m.error;
+  EXPECT_EQ(m.wire, PgArrayOf(PgWire::kNumericDecimal));
+  EXPECT_TRUE(IsPgArray(m.wire));
+  EXPECT_EQ(PgElementOf(m.wire), PgWire::kNumericDecimal);
+  ASSERT_TRUE(m.type.is_list());
+  EXPECT_EQ(m.type.list().type.ToIceberg(), "decimal(10,2)");
+  EXPECT_FALSE(m.type.list().required);
+
+  PgBaseType labels = T(90001, -1, 'b', 'A');  // an enum's array
+  labels.element = std::make_shared<PgBaseType>(T(90000, -1, 'e', 'E'));
+  m = MapPgType(labels, "moods");
+  ASSERT_TRUE(m.error.empty()) << m.error;
+  EXPECT_EQ(m.wire, PgArrayOf(PgWire::kText));
+  EXPECT_EQ(m.type.ToIceberg(), "list<string>");
+
+  PgBaseType inets = T(1041, -1, 'b', 'A');
+  inets.display = "inet[]";
+  inets.element = std::make_shared<PgBaseType>(T(869));
+  m = MapPgType(inets, "addrs");
+  EXPECT_NE(m.error.find("addrs"), std::string::npos);
+  EXPECT_NE(m.error.find("inet[]"), std::string::npos);
+  EXPECT_EQ(ClassifyCursor(arr).kind, CursorSupport::Kind::kRefused);
+}
+
 }  // namespace
 }  // namespace ferry::source::pg
