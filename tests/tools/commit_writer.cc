@@ -23,6 +23,7 @@
 
 #include "ferry/base/log.h"
 #include "ferry/format/parquet/writer.h"
+#include "ferry/lake/parquet_file.h"
 #include "ferry/lake/table.h"
 
 namespace {
@@ -59,22 +60,6 @@ Result<Args> ParseArgs(int argc, char** argv) {
   if (kv.count("--start-at")) a.start_at_ms = std::strtoll(kv["--start-at"].c_str(), nullptr, 10);
   if (a.commits < 1 || a.rows < 1) return Status::InvalidArgument("--commits and --rows >= 1");
   return a;
-}
-
-ferry::lake::DataFile ToDataFile(const std::string& uri, const ferry::parquet::FileMetrics& m) {
-  ferry::lake::DataFile f;
-  f.path = uri;
-  f.record_count = static_cast<int64_t>(m.record_count);
-  f.file_size_bytes = static_cast<int64_t>(m.file_size_bytes);
-  for (const auto& c : m.columns) {
-    f.column_sizes[c.field_id] = static_cast<int64_t>(c.compressed_bytes);
-    f.value_counts[c.field_id] = static_cast<int64_t>(c.value_count);
-    f.null_value_counts[c.field_id] = static_cast<int64_t>(c.null_count);
-    if (c.lower_bound) f.lower_bounds[c.field_id] = *c.lower_bound;
-    if (c.upper_bound) f.upper_bounds[c.field_id] = *c.upper_bound;
-  }
-  f.split_offsets = m.split_offsets;
-  return f;
 }
 
 Result<nlohmann::json> Run(const Args& a) {
@@ -121,7 +106,7 @@ Result<nlohmann::json> Run(const Args& a) {
 
     ferry::lake::AppendRequest req;
     req.schema = writer_schema.get();
-    req.data_files = {ToDataFile(uri, metrics)};
+    req.data_files = {ferry::lake::DataFileOf(uri, metrics)};
     req.set_properties[marker_key] = std::to_string(i);
     req.summary["ferry.writer"] = a.writer;
     req.already_landed = [&](const ferry::lake::TableMetadata& m) {

@@ -4,6 +4,7 @@
 //   ferry discover -c pipeline.yaml [--json] list tables, columns, types, keys
 //   ferry sync     -c pipeline.yaml          run the sync
 //   ferry maintain -c pipeline.yaml          compact data files, expire old snapshots
+//   ferry verify   -c pipeline.yaml          compare source and destination, table by table
 //   ferry faults                             list the fault points (for crash testing)
 //   ferry version
 //
@@ -26,6 +27,7 @@
 #include "ferry/base/log.h"
 #include "ferry/config/config.h"
 #include "ferry/engine/sync.h"
+#include "ferry/engine/verify.h"
 #include "ferry/lake/maintain.h"
 #include "ferry/sink/iceberg/iceberg_sink.h"
 #include "ferry/state/state.h"
@@ -62,6 +64,11 @@ commands:
                              after. DURATION: 0s, 90m, 12h, 5d (default: the table property
                              history.expire.max-snapshot-age-ms, 5 days); --retain-last keeps the
                              newest N snapshots of each branch (default 1)
+  verify    -c FILE [--table T ...] [--json]
+                             compare each stream's source table with its Iceberg table (main, as
+                             readers see it): row counts and a per-key hash of every column; print
+                             the first differing keys. Exit 0 when every table matches, 1 on any
+                             difference
   faults                     list the named fault points (FERRY_FAULT=<point>[:<n>])
   version                    print the version
 
@@ -456,6 +463,101 @@ int CmdMaintain(const Args& a) {
   return failed == 0 ? 0 : 1;
 }
 
+const char* DiffKindText(engine::DiffKind k) {
+  switch (k) {
+    case engine::DiffKind::kMissing:
+      return "missing in destination";
+    case engine::DiffKind::kExtra:
+      return "extra in destination";
+    case engine::DiffKind::kDifferent:
+      return "different values";
+  }
+  return "?";
+}
+
+int CmdVerify(const Args& a) {
+  auto cfg = LoadConfig(a);
+  if (!cfg.ok()) return Fail(cfg.status(), 2);
+  engine::VerifyOptions opts;
+  opts.tables = a.tables;
+  std::vector<engine::TableVerify> tables;
+  Status s = engine::RunVerify(*cfg, opts, &tables);
+  if (!s.ok()) return Fail(s, ExitCodeFor(s));
+  size_t differing = 0;
+  for (const auto& t : tables) differing += t.matches() ? 0 : 1;
+  if (a.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& t : tables) {
+      nlohmann::json examples = nlohmann::json::array();
+      for (const auto& e : t.examples) {
+        examples.push_back(
+            {{"kind", DiffKindText(e.kind)}, {"key", e.key}, {"columns", e.columns}});
+      }
+      out.push_back(
+          {{"stream", t.stream},
+           {"table", t.table},
+           {"mode", t.mode},
+           {"matches", t.matches()},
+           {"key", t.key},
+           {"table_missing", t.table_missing},
+           {"snapshot_id", t.snapshot_id ? nlohmann::json(*t.snapshot_id) : nullptr},
+           {"source_rows", t.source_rows},
+           {"destination_rows", t.destination_rows},
+           {"missing", t.missing},
+           {"extra", t.extra},
+           {"different", t.different},
+           {"source_only_columns", t.source_only_columns},
+           {"destination_only_columns", t.destination_only_columns},
+           {"type_differences", t.type_differences},
+           {"examples", examples},
+           {"notes", t.notes},
+           {"error", t.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.error)}});
+    }
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return differing == 0 ? 0 : 1;
+  }
+  for (const auto& t : tables) {
+    if (!t.error.empty()) {
+      std::printf("%s: could not be verified: %s\n", t.table.c_str(), t.error.c_str());
+      continue;
+    }
+    std::printf(
+        "%s: source %llu rows, destination %llu rows, %llu missing, %llu extra, %llu "
+        "different: %s\n",
+        t.table.c_str(), static_cast<unsigned long long>(t.source_rows),
+        static_cast<unsigned long long>(t.destination_rows),
+        static_cast<unsigned long long>(t.missing), static_cast<unsigned long long>(t.extra),
+        static_cast<unsigned long long>(t.different), t.matches() ? "match" : "DIFFERENT");
+    if (t.table_missing) std::printf("  the destination has no such table\n");
+    for (const auto& c : t.source_only_columns) {
+      std::printf("  column %s is in the source but not in the destination\n", c.c_str());
+    }
+    for (const auto& c : t.destination_only_columns) {
+      std::printf("  column %s is only in the destination (not compared)\n", c.c_str());
+    }
+    for (const auto& c : t.type_differences) {
+      std::printf("  column types differ: %s\n", c.c_str());
+    }
+    for (const auto& e : t.examples) {
+      std::printf("  %s: %s", DiffKindText(e.kind), e.key.c_str());
+      if (!e.columns.empty()) {
+        std::string cols;
+        for (const auto& c : e.columns) cols += (cols.empty() ? "" : "; ") + c;
+        std::printf(" (columns: %s)", cols.c_str());
+      }
+      std::printf("\n");
+    }
+    const uint64_t shown = t.examples.size();
+    const uint64_t total = t.missing + t.extra + t.different;
+    if (total > shown) {
+      std::printf("  ... and %llu more\n", static_cast<unsigned long long>(total - shown));
+    }
+    for (const auto& n : t.notes) std::printf("  note: %s\n", n.c_str());
+  }
+  std::printf("%zu of %zu tables match\n", tables.size() - differing, tables.size());
+  return differing == 0 ? 0 : 1;
+}
+
 int CmdFaults() {
   for (const auto& p : AllFaultPoints()) {
     std::printf("%-32s %s\n", std::string(p.name).c_str(), std::string(p.description).c_str());
@@ -534,19 +636,27 @@ int Main(int argc, char** argv) {
   if ((a.once || a.interval_s != 5) && a.command != "sync") {
     return Usage("--once and --interval go with sync");
   }
-  if (a.maintain_options && a.command != "maintain") {
+  if (a.command == "verify" && a.maintain_options) {
+    for (const auto& w : rest) {
+      if (w == "--no-compact" || w == "--no-expire" || w == "--expire-older-than" ||
+          w == "--retain-last") {
+        return Usage(w + " goes with maintain");
+      }
+    }
+  } else if (a.maintain_options && a.command != "maintain") {
     return Usage(
         "--table, --no-compact, --no-expire, --expire-older-than and --retain-last go "
         "with maintain");
   }
-  if (a.json && a.command != "discover" && a.command != "state") {
-    return Usage("--json goes with discover and state");
+  if (a.json && a.command != "discover" && a.command != "state" && a.command != "verify") {
+    return Usage("--json goes with discover, state and verify");
   }
   if (a.command == "check") return CmdCheck(a);
   if (a.command == "discover") return CmdDiscover(a);
   if (a.command == "sync") return CmdSync(a);
   if (a.command == "state") return CmdState(a);
   if (a.command == "maintain") return CmdMaintain(a);
+  if (a.command == "verify") return CmdVerify(a);
   if (a.command == "faults") return CmdFaults();
   if (a.command == "version") {
     std::printf("ferry %s\n", kVersion);

@@ -8,6 +8,7 @@
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
 #include "ferry/engine/progress.h"
+#include "ferry/engine/streams.h"
 #include "ferry/sink/iceberg/iceberg_sink.h"
 #include "ferry/state/state.h"
 
@@ -18,57 +19,6 @@ using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// Selects the configured streams (or every table) and checks their modes.
-Result<std::vector<source::StreamInfo>> SelectStreams(config::SourceConfig& cfg,
-                                                      std::vector<source::StreamInfo> all) {
-  std::vector<source::StreamInfo> out;
-  if (cfg.all_streams) {
-    out = std::move(all);
-    if (cfg.mode == config::SyncMode::kIncremental) {
-      return Status::InvalidArgument(
-          "source.mode incremental needs each stream's cursor column: list the streams under "
-          "source.streams with `cursor: <column>`, or use full_refresh for every table");
-    }
-  } else {
-    for (const auto& sc : cfg.streams) {
-      auto it = std::find_if(all.begin(), all.end(),
-                             [&](const source::StreamInfo& s) { return s.name == sc.name; });
-      if (it == all.end()) {
-        std::string names;
-        for (const auto& s : all) names += (names.empty() ? "" : ", ") + s.name;
-        return Status::NotFound("stream '" + sc.name + "' (line " + std::to_string(sc.line) +
-                                ") is not a table of the source; its tables are: " +
-                                (names.empty() ? "(none)" : names));
-      }
-      if (sc.mode == config::SyncMode::kIncremental && !sc.cursor) {
-        std::string cands;
-        for (const auto& c : it->cursor_candidates) cands += (cands.empty() ? "" : ", ") + c;
-        return Status::InvalidArgument(
-            "stream '" + sc.name + "' (line " + std::to_string(sc.line) +
-            "): mode incremental needs `cursor: <column>`; candidates: " +
-            (cands.empty() ? "(none)" : cands));
-      }
-      out.push_back(*it);
-    }
-  }
-  for (const auto& s : out) {
-    if (!s.error.empty()) return Status::NotSupported("table " + s.name + ": " + s.error);
-  }
-  return out;
-}
-
-// The stream's own settings, or the source's defaults when streams are not listed.
-config::StreamConfig StreamSettings(const config::SourceConfig& cfg, const std::string& stream) {
-  for (const auto& sc : cfg.streams) {
-    if (sc.name == stream) return sc;
-  }
-  config::StreamConfig sc;
-  sc.name = stream;
-  sc.mode = cfg.mode;
-  sc.chunk_rows = cfg.chunk_rows;
-  return sc;
 }
 
 // Records acknowledged progress in the state file, one writer at a time.
@@ -438,25 +388,6 @@ std::string ActionName(Action a) {
       return "already published (state repaired)";
   }
   return "?";
-}
-
-// A stream's `primary_key` setting replaces the key the source declares.
-Status ApplyKeyOverride(const config::StreamConfig& sc, source::StreamInfo* info) {
-  if (sc.primary_key.empty()) return Status::OK();
-  for (auto& c : info->columns) c.pk_position = 0;
-  int pos = 0;
-  for (const auto& name : sc.primary_key) {
-    auto it = std::find_if(info->columns.begin(), info->columns.end(),
-                           [&](const source::ColumnInfo& c) { return c.name == name; });
-    if (it == info->columns.end()) {
-      return Status::InvalidArgument("stream " + info->name + " (line " + std::to_string(sc.line) +
-                                     "): primary_key column '" + name +
-                                     "' is not a column of the table");
-    }
-    it->pk_position = ++pos;
-  }
-  info->primary_key = sc.primary_key;
-  return Status::OK();
 }
 
 // Decides an incremental stream's next window: repairs the state from the marker when the

@@ -14,198 +14,16 @@
 #include "ferry/base/log.h"
 #include "ferry/base/uuid.h"
 #include "ferry/format/parquet/reader.h"
+#include "ferry/lake/parquet_file.h"
+#include "ferry/lake/table_scan.h"
 
 namespace ferry::lake {
 namespace {
 
 constexpr int64_t kDefaultMaxSnapshotAgeMs = 5LL * 24 * 3600 * 1000;  // Iceberg's default
 constexpr int64_t kDefaultMinSnapshotsToKeep = 1;
-// Position delete files: Iceberg's reserved field ids.
-constexpr int32_t kDeleteFilePathId = 2147483546;
-constexpr int32_t kDeletePosId = 2147483545;
-
-// ---- the live files of a snapshot ----
-
-struct SnapshotFiles {
-  std::vector<ManifestFile> manifests;
-  std::map<std::string, std::vector<ManifestEntry>> entries;  // by manifest path
-  std::vector<ManifestEntry> data;                            // live (ADDED or EXISTING) data files
-  std::vector<ManifestEntry> deletes;                         // live delete files
-};
-
-Status CheckSequenceNumbers(const ManifestEntry& e, const std::string& manifest) {
-  if (!e.sequence_number) {
-    return Status::Corruption("manifest " + manifest + " lists " + e.file.path +
-                              " without a data sequence number");
-  }
-  return Status::OK();
-}
-
-Result<SnapshotFiles> ReadSnapshotFiles(FileIO& io, const TableMetadata& meta,
-                                        int64_t snapshot_id) {
-  const Json* snap = meta.FindSnapshot(snapshot_id);
-  if (snap == nullptr || !snap->contains("manifest-list")) {
-    return Status::Corruption("table metadata has no snapshot " + std::to_string(snapshot_id) +
-                              " with a manifest list");
-  }
-  SnapshotFiles out;
-  FERRY_ASSIGN_OR_RETURN(out.manifests, ReadManifestList(io, (*snap)["manifest-list"]));
-  for (const auto& m : out.manifests) {
-    FERRY_ASSIGN_OR_RETURN(auto entries, ReadManifest(io, m));
-    for (const auto& e : entries) {
-      if (e.status == EntryStatus::kDeleted) continue;
-      FERRY_RETURN_IF_ERROR(CheckSequenceNumbers(e, m.path));
-      (e.file.content == FileContent::kData ? out.data : out.deletes).push_back(e);
-    }
-    out.entries[m.path] = std::move(entries);
-  }
-  return out;
-}
-
-// ---- deletes to apply ----
-
-// A value's bytes in a key: a validity byte, then the fixed-width bytes or length + bytes.
-void AppendKeyPart(const Column& col, size_t row, std::string* key) {
-  if (!col.IsValid(row)) {
-    key->push_back('\0');
-    return;
-  }
-  key->push_back('\1');
-  const int w = col.type().FixedWidth();
-  if (w > 0) {
-    key->append(reinterpret_cast<const char*>(col.fixed_data()) + row * static_cast<size_t>(w),
-                static_cast<size_t>(w));
-  } else {
-    std::string_view v = col.GetBytes(row);
-    const auto len = static_cast<uint32_t>(v.size());
-    key->append(reinterpret_cast<const char*>(&len), 4);
-    key->append(v);
-  }
-}
-
-struct EqualityDeleteSet {
-  std::vector<int32_t> ids;
-  std::vector<size_t> data_columns;                  // positions of the ids in the table schema
-  std::unordered_map<std::string, int64_t> max_seq;  // key -> highest sequence number deleting it
-  int64_t highest_seq = 0;
-};
-
-struct Deletes {
-  std::vector<EqualityDeleteSet> equality;
-  // data file path -> position -> highest sequence number of a position delete naming it.
-  std::unordered_map<std::string, std::unordered_map<int64_t, int64_t>> positions;
-  // delete file path -> the data files it names (position deletes).
-  std::map<std::string, std::set<std::string>> position_targets;
-
-  // Whether any delete file applies to a data file of sequence number `seq` at `path`.
-  bool AnyApplies(const std::string& path, int64_t seq) const {
-    for (const auto& s : equality) {
-      if (s.highest_seq > seq) return true;
-    }
-    auto it = positions.find(path);
-    if (it == positions.end()) return false;
-    for (const auto& [pos, dseq] : it->second) {
-      if (dseq >= seq) return true;
-    }
-    return false;
-  }
-};
-
-Result<std::unique_ptr<parquet::Reader>> OpenParquet(const std::string& uri,
-                                                     std::shared_ptr<const Schema> schema) {
-  FERRY_ASSIGN_OR_RETURN(std::string path, LocalPath(uri));
-  FERRY_ASSIGN_OR_RETURN(auto file, parquet::OpenLocalFile(path));
-  return parquet::Reader::Open(std::move(file), std::move(schema));
-}
-
-Result<Deletes> LoadDeletes(const Schema& schema, const std::vector<ManifestEntry>& delete_files) {
-  Deletes d;
-  std::map<std::vector<int32_t>, size_t> set_of;
-  for (const auto& e : delete_files) {
-    const int64_t seq = *e.sequence_number;
-    const DataFile& f = e.file;
-    if (f.content == FileContent::kEqualityDeletes) {
-      if (f.equality_ids.empty()) {
-        return Status::Corruption("equality delete file " + f.path + " has no equality_ids");
-      }
-      auto key_schema = std::make_shared<Schema>();
-      std::vector<size_t> data_columns;
-      for (int32_t id : f.equality_ids) {
-        const Field* field = schema.FindById(id);
-        if (field == nullptr) {
-          return Status::NotSupported(
-              "equality delete file " + f.path + " deletes by field id " + std::to_string(id) +
-              ", which the table's current schema no longer has; ferry cannot apply it");
-        }
-        Field k = *field;
-        k.required = false;  // a NULL key matches IS NULL
-        key_schema->fields.push_back(k);
-        for (size_t i = 0; i < schema.fields.size(); ++i) {
-          if (schema.fields[i].id == id) data_columns.push_back(i);
-        }
-      }
-      auto [it, inserted] = set_of.emplace(f.equality_ids, d.equality.size());
-      if (inserted) {
-        EqualityDeleteSet s;
-        s.ids = f.equality_ids;
-        s.data_columns = data_columns;
-        d.equality.push_back(std::move(s));
-      }
-      EqualityDeleteSet& set = d.equality[it->second];
-      set.highest_seq = std::max(set.highest_seq, seq);
-      FERRY_ASSIGN_OR_RETURN(auto reader, OpenParquet(f.path, key_schema));
-      Batch b(key_schema);
-      std::string key;
-      for (size_t g = 0; g < reader->num_row_groups(); ++g) {
-        FERRY_RETURN_IF_ERROR(reader->ReadRowGroup(g, &b));
-        for (size_t r = 0; r < b.num_rows(); ++r) {
-          key.clear();
-          for (size_t c = 0; c < b.num_columns(); ++c) AppendKeyPart(b.column(c), r, &key);
-          int64_t& m = set.max_seq[key];
-          m = std::max(m, seq);
-        }
-      }
-    } else if (f.content == FileContent::kPositionDeletes) {
-      auto pos_schema = std::make_shared<Schema>();
-      pos_schema->fields = {{kDeleteFilePathId, "file_path", DataType::String(), true, ""},
-                            {kDeletePosId, "pos", DataType::Int64(), true, ""}};
-      FERRY_ASSIGN_OR_RETURN(auto reader, OpenParquet(f.path, pos_schema));
-      Batch b(pos_schema);
-      std::set<std::string>& targets = d.position_targets[f.path];
-      for (size_t g = 0; g < reader->num_row_groups(); ++g) {
-        FERRY_RETURN_IF_ERROR(reader->ReadRowGroup(g, &b));
-        for (size_t r = 0; r < b.num_rows(); ++r) {
-          std::string target(b.column(0).GetBytes(r));
-          int64_t& m = d.positions[target][b.column(1).values<int64_t>()[r]];
-          m = std::max(m, seq);
-          targets.insert(std::move(target));
-        }
-      }
-    } else {
-      return Status::Internal("a data file among the delete files: " + f.path);
-    }
-  }
-  return d;
-}
 
 // ---- writing the rewritten rows ----
-
-DataFile ToDataFile(const std::string& uri, const parquet::FileMetrics& m) {
-  DataFile f;
-  f.path = uri;
-  f.record_count = static_cast<int64_t>(m.record_count);
-  f.file_size_bytes = static_cast<int64_t>(m.file_size_bytes);
-  for (const auto& c : m.columns) {
-    f.column_sizes[c.field_id] = static_cast<int64_t>(c.compressed_bytes);
-    f.value_counts[c.field_id] = static_cast<int64_t>(c.value_count);
-    f.null_value_counts[c.field_id] = static_cast<int64_t>(c.null_count);
-    if (c.nan_count) f.nan_value_counts[c.field_id] = static_cast<int64_t>(*c.nan_count);
-    if (c.lower_bound) f.lower_bounds[c.field_id] = *c.lower_bound;
-    if (c.upper_bound) f.upper_bounds[c.field_id] = *c.upper_bound;
-  }
-  f.split_offsets = m.split_offsets;
-  return f;
-}
 
 // Writes rows into files of up to the target size.
 class RollingWriter {
@@ -234,7 +52,7 @@ class RollingWriter {
       (void)table_.io().Delete(uri_);
       return m.status().WithContext("closing compacted file " + uri_);
     }
-    files_.push_back(ToDataFile(uri_, *m));
+    files_.push_back(DataFileOf(uri_, *m));
     return Status::OK();
   }
   // The files written so far (after CloseFile).
@@ -267,49 +85,29 @@ struct Group {
 
 // Reads the group's files, drops deleted rows, writes the rest.
 Status RewriteGroup(Table& table, const std::shared_ptr<const Schema>& schema,
-                    const Deletes& deletes, const CompactionOptions& options, Group* g) {
+                    const DeleteIndex& deletes, const CompactionOptions& options, Group* g) {
   RollingWriter out(table, schema, options);
   Batch in(schema);
   Batch kept(schema);
-  std::string key;
   auto fail = [&](const Status& s) {
     out.Abandon();
     for (const auto& f : out.TakeFiles()) (void)table.io().Delete(f.path);
     return s;
   };
   for (const auto& e : g->inputs) {
-    const int64_t seq = *e.sequence_number;
-    auto reader = OpenParquet(e.file.path, schema);
+    auto reader = OpenTableFile(e.file.path, schema);
     if (!reader.ok()) return fail(reader.status().WithContext("compacting " + e.file.path));
-    std::vector<const EqualityDeleteSet*> eq;
-    for (const auto& s : deletes.equality) {
-      if (s.highest_seq > seq) eq.push_back(&s);
-    }
-    const std::unordered_map<int64_t, int64_t>* pos = nullptr;
-    if (auto it = deletes.positions.find(e.file.path); it != deletes.positions.end()) {
-      pos = &it->second;
-    }
+    const DeleteIndex::FileFilter filter = deletes.ForFile(e.file.path, *e.sequence_number);
     int64_t row_base = 0;
     for (size_t rg = 0; rg < (*reader)->num_row_groups(); ++rg) {
       Status s = (*reader)->ReadRowGroup(rg, &in);
       if (!s.ok()) return fail(s.WithContext("compacting " + e.file.path));
       const size_t n = in.num_rows();
       const Batch* to_write = &in;
-      if (!eq.empty() || pos != nullptr) {
+      if (!filter.empty()) {
         kept.Clear();
         for (size_t r = 0; r < n; ++r) {
-          bool deleted = false;
-          if (pos != nullptr) {
-            auto p = pos->find(row_base + static_cast<int64_t>(r));
-            deleted = p != pos->end() && p->second >= seq;
-          }
-          for (size_t k = 0; !deleted && k < eq.size(); ++k) {
-            key.clear();
-            for (size_t c : eq[k]->data_columns) AppendKeyPart(in.column(c), r, &key);
-            auto m = eq[k]->max_seq.find(key);
-            deleted = m != eq[k]->max_seq.end() && m->second > seq;
-          }
-          if (deleted) {
+          if (filter.Deleted(in, r, row_base + static_cast<int64_t>(r))) {
             ++g->rows_dropped;
             continue;
           }
@@ -339,7 +137,7 @@ Status RewriteGroup(Table& table, const std::shared_ptr<const Schema>& schema,
 
 // Whether delete file `d` (of the starting snapshot) still applies to one of `live` data files.
 bool StillApplies(const ManifestEntry& d, const std::vector<ManifestEntry>& live,
-                  const Deletes& deletes) {
+                  const DeleteIndex& deletes) {
   const int64_t seq = *d.sequence_number;
   if (d.file.content == FileContent::kEqualityDeletes) {
     for (const auto& e : live) {
@@ -347,10 +145,10 @@ bool StillApplies(const ManifestEntry& d, const std::vector<ManifestEntry>& live
     }
     return false;
   }
-  auto t = deletes.position_targets.find(d.file.path);
-  if (t == deletes.position_targets.end()) return true;  // not read: keep it
+  const std::set<std::string>* targets = deletes.PositionTargets(d.file.path);
+  if (targets == nullptr) return true;  // not read: keep it
   for (const auto& e : live) {
-    if (*e.sequence_number <= seq && t->second.count(e.file.path)) return true;
+    if (*e.sequence_number <= seq && targets->count(e.file.path)) return true;
   }
   return false;
 }
@@ -413,7 +211,7 @@ Result<CompactionReport> CompactTable(Table& table, const CompactionOptions& opt
   report.records_before = report.records_after = before.records;
   report.bytes_before = report.bytes_after = before.bytes;
 
-  FERRY_ASSIGN_OR_RETURN(Deletes deletes, LoadDeletes(*schema, files.deletes));
+  FERRY_ASSIGN_OR_RETURN(DeleteIndex deletes, DeleteIndex::Load(*schema, files.deletes));
 
   // Plan: files with deletes always; small clean files when there are enough of them.
   const auto small_below = static_cast<int64_t>(static_cast<double>(options.target_file_bytes) *

@@ -5,6 +5,7 @@
 #include "ferry/base/fault.h"
 #include "ferry/base/fs.h"
 #include "ferry/base/log.h"
+#include "ferry/lake/parquet_file.h"
 
 namespace ferry::sink {
 namespace {
@@ -33,23 +34,6 @@ std::string TableFolder(const std::string& table) {
     out += buf;
   }
   return out;
-}
-
-lake::DataFile ToDataFile(const std::string& uri, const parquet::FileMetrics& m) {
-  lake::DataFile f;
-  f.path = uri;
-  f.record_count = static_cast<int64_t>(m.record_count);
-  f.file_size_bytes = static_cast<int64_t>(m.file_size_bytes);
-  for (const auto& c : m.columns) {
-    f.column_sizes[c.field_id] = static_cast<int64_t>(c.compressed_bytes);
-    f.value_counts[c.field_id] = static_cast<int64_t>(c.value_count);
-    f.null_value_counts[c.field_id] = static_cast<int64_t>(c.null_count);
-    if (c.nan_count) f.nan_value_counts[c.field_id] = static_cast<int64_t>(*c.nan_count);
-    if (c.lower_bound) f.lower_bounds[c.field_id] = *c.lower_bound;
-    if (c.upper_bound) f.upper_bounds[c.field_id] = *c.upper_bound;
-  }
-  f.split_offsets = m.split_offsets;
-  return f;
 }
 
 }  // namespace
@@ -214,7 +198,7 @@ Status IcebergStream::CloseDeleteFile() {
   auto metrics = delete_writer_->Close();
   delete_writer_.reset();
   if (!metrics.ok()) return metrics.status().WithContext("closing delete file " + delete_uri_);
-  lake::DataFile f = ToDataFile(delete_uri_, *metrics);
+  lake::DataFile f = lake::DataFileOf(delete_uri_, *metrics);
   f.content = lake::FileContent::kEqualityDeletes;
   f.equality_ids = schema_->identifier_field_ids;
   pending_deletes_.push_back(std::move(f));
@@ -232,7 +216,7 @@ Status IcebergStream::CloseOpenFile() {
   auto metrics = writer_->Close();
   writer_.reset();
   if (!metrics.ok()) return metrics.status().WithContext("closing data file " + writer_uri_);
-  pending_.push_back(ToDataFile(writer_uri_, *metrics));
+  pending_.push_back(lake::DataFileOf(writer_uri_, *metrics));
   return Status::OK();
 }
 

@@ -1,0 +1,28 @@
+// Which streams a pipeline covers and with what settings: shared by sync, check, state and
+// verify, so that every command sees the same streams.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ferry/base/status.h"
+#include "ferry/config/config.h"
+#include "ferry/source/source.h"
+
+namespace ferry::engine {
+
+// The configured streams (or every table when none are listed), in the pipeline's order. Checks
+// that each exists (else the source's tables are listed) and that incremental streams name a
+// cursor; `require_syncable`: a stream the source cannot read (unmapped types, privileges) is an
+// error too.
+Result<std::vector<source::StreamInfo>> SelectStreams(const config::SourceConfig& cfg,
+                                                      std::vector<source::StreamInfo> all,
+                                                      bool require_syncable = true);
+
+// The stream's own settings, or the source's defaults when streams are not listed.
+config::StreamConfig StreamSettings(const config::SourceConfig& cfg, const std::string& stream);
+
+// A stream's `primary_key` setting replaces the key the source declares.
+Status ApplyKeyOverride(const config::StreamConfig& sc, source::StreamInfo* info);
+
+}  // namespace ferry::engine

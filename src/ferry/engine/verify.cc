@@ -1,0 +1,681 @@
+#include "ferry/engine/verify.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ferry/base/log.h"
+#include "ferry/engine/streams.h"
+#include "ferry/lake/table.h"
+#include "ferry/lake/table_scan.h"
+#include "ferry/sink/iceberg/iceberg_sink.h"
+#include "ferry/source/source.h"
+#include "ferry/types/value_parse.h"
+
+namespace ferry::engine {
+namespace {
+
+// What a value is, whatever its physical type: values of two kinds never compare equal.
+enum class ValueKind : uint8_t {
+  kBoolean = 1,
+  kInteger,
+  kFloat,
+  kDecimal,
+  kDate,
+  kTime,
+  kTimestamp,
+  kTimestampTz,
+  kBytes,
+  kUuid,
+  kOther,
+};
+
+ValueKind KindOf(const DataType& t) {
+  switch (t.kind()) {
+    case TypeKind::kBoolean:
+      return ValueKind::kBoolean;
+    case TypeKind::kInt32:
+    case TypeKind::kInt64:
+      return ValueKind::kInteger;
+    case TypeKind::kFloat32:
+    case TypeKind::kFloat64:
+      return ValueKind::kFloat;
+    case TypeKind::kDecimal:
+      return ValueKind::kDecimal;
+    case TypeKind::kDate:
+      return ValueKind::kDate;
+    case TypeKind::kTime:
+      return ValueKind::kTime;
+    case TypeKind::kTimestamp:
+      return ValueKind::kTimestamp;
+    case TypeKind::kTimestampTz:
+      return ValueKind::kTimestampTz;
+    case TypeKind::kString:
+    case TypeKind::kBinary:
+      return ValueKind::kBytes;
+    case TypeKind::kUuid:
+      return ValueKind::kUuid;
+    default:
+      return ValueKind::kOther;
+  }
+}
+
+template <typename T>
+T FixedAt(const Column& col, size_t row) {
+  T v;
+  std::memcpy(&v, col.fixed_data() + row * sizeof(T), sizeof(T));
+  return v;
+}
+
+template <typename T>
+void Put(std::string* out, T v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+// A bijective 64-bit mixer (xor-shift-multiply rounds).
+uint64_t Mix(uint64_t x) {
+  x ^= x >> 31;
+  x *= 0x7fb5d329728ea185ULL;
+  x ^= x >> 27;
+  x *= 0x81dadef4bc2dd44dULL;
+  x ^= x >> 33;
+  return x;
+}
+
+constexpr uint64_t kKeySeed = 0x6b65792d66657272ULL;
+constexpr uint64_t kRowSeed = 0x726f772d66657272ULL;
+
+std::string Quote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "''";
+    else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::string Hex(std::string_view s) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
+}
+
+std::string Shorten(std::string s) {
+  constexpr size_t kMax = 80;
+  if (s.size() <= kMax) return s;
+  s.resize(kMax);
+  return s + "...";
+}
+
+}  // namespace
+
+// ---- canonical values ----
+
+void AppendCanonicalValue(const Column& col, size_t row, std::string* out) {
+  if (!col.IsValid(row)) {
+    out->push_back('\0');
+    return;
+  }
+  const ValueKind kind = KindOf(col.type());
+  out->push_back(static_cast<char>(kind));
+  switch (col.type().kind()) {
+    case TypeKind::kBoolean:
+      out->push_back(FixedAt<uint8_t>(col, row) != 0 ? '\1' : '\0');
+      return;
+    case TypeKind::kInt32:
+      Put<int64_t>(out, FixedAt<int32_t>(col, row));
+      return;
+    case TypeKind::kInt64:
+    case TypeKind::kTime:
+    case TypeKind::kTimestamp:
+    case TypeKind::kTimestampTz:
+      Put<int64_t>(out, FixedAt<int64_t>(col, row));
+      return;
+    case TypeKind::kFloat32:
+    case TypeKind::kFloat64: {
+      const double d = col.type().kind() == TypeKind::kFloat32
+                           ? static_cast<double>(FixedAt<float>(col, row))
+                           : FixedAt<double>(col, row);
+      uint64_t bits;
+      if (std::isnan(d)) {
+        bits = 0x7ff8000000000000ULL;  // every NaN alike
+      } else {
+        std::memcpy(&bits, &d, sizeof bits);  // -0.0 stays apart from 0.0
+      }
+      Put<uint64_t>(out, bits);
+      return;
+    }
+    case TypeKind::kDecimal: {
+      // By value: trailing zeros of the unscaled integer are dropped with the scale.
+      int128_t v = FixedAt<int128_t>(col, row);
+      int scale = col.type().scale();
+      if (v == 0) scale = 0;
+      while (scale > 0 && v % 10 == 0) {
+        v /= 10;
+        --scale;
+      }
+      Put<int128_t>(out, v);
+      Put<int8_t>(out, static_cast<int8_t>(scale));
+      return;
+    }
+    case TypeKind::kDate:
+      Put<int32_t>(out, FixedAt<int32_t>(col, row));
+      return;
+    case TypeKind::kUuid:
+      out->append(reinterpret_cast<const char*>(col.fixed_data()) + row * 16, 16);
+      return;
+    case TypeKind::kString:
+    case TypeKind::kBinary: {
+      std::string_view v = col.GetBytes(row);
+      Put<uint64_t>(out, v.size());
+      out->append(v);
+      return;
+    }
+    default:
+      // A kind this encoding does not know (the verifier leaves such columns out): only its kind.
+      return;
+  }
+}
+
+uint64_t Hash64(std::string_view bytes, uint64_t seed) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  const size_t n = bytes.size();
+  uint64_t h = Mix(seed ^ (static_cast<uint64_t>(n) * 0x9e3779b97f4a7c15ULL));
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = Rotl(h ^ Mix(w), 29) * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL;
+  }
+  uint64_t tail = 0;
+  if (n > i) std::memcpy(&tail, p + i, n - i);
+  h = Rotl(h ^ Mix(tail ^ (static_cast<uint64_t>(n - i) << 56)), 29) * 0x9e3779b97f4a7c15ULL;
+  return Mix(h);
+}
+
+std::string DisplayValue(const Column& col, size_t row) {
+  if (!col.IsValid(row)) return "NULL";
+  char buf[64];
+  switch (col.type().kind()) {
+    case TypeKind::kBoolean:
+      return FixedAt<uint8_t>(col, row) != 0 ? "true" : "false";
+    case TypeKind::kInt32:
+      return std::to_string(FixedAt<int32_t>(col, row));
+    case TypeKind::kInt64:
+      return std::to_string(FixedAt<int64_t>(col, row));
+    case TypeKind::kFloat32:
+      std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(FixedAt<float>(col, row)));
+      return buf;
+    case TypeKind::kFloat64:
+      std::snprintf(buf, sizeof buf, "%.17g", FixedAt<double>(col, row));
+      return buf;
+    case TypeKind::kDecimal:
+      return FormatDecimal(FixedAt<int128_t>(col, row), col.type().scale());
+    case TypeKind::kDate:
+      return FormatDate(FixedAt<int32_t>(col, row));
+    case TypeKind::kTime: {
+      const int64_t us = FixedAt<int64_t>(col, row);
+      std::snprintf(
+          buf, sizeof buf, "%02lld:%02lld:%02lld.%06lld", static_cast<long long>(us / 3600000000LL),
+          static_cast<long long>(us / 60000000LL % 60), static_cast<long long>(us / 1000000LL % 60),
+          static_cast<long long>(us % 1000000LL));
+      return buf;
+    }
+    case TypeKind::kTimestamp:
+      return FormatTimestamp(FixedAt<int64_t>(col, row));
+    case TypeKind::kTimestampTz:
+      return FormatTimestamp(FixedAt<int64_t>(col, row)) + "+00";
+    case TypeKind::kString:
+      return Shorten(Quote(col.GetBytes(row)));
+    case TypeKind::kBinary:
+      return Shorten("x'" + Hex(col.GetBytes(row)) + "'");
+    case TypeKind::kUuid: {
+      const std::string h =
+          Hex(std::string_view(reinterpret_cast<const char*>(col.fixed_data()) + row * 16, 16));
+      return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
+             "-" + h.substr(20);
+    }
+    default:
+      break;
+  }
+  return "(" + col.type().ToIceberg() + ")";
+}
+
+// ---- fingerprints ----
+
+Fingerprint RowFingerprinter::Of(const Batch& batch, size_t row) {
+  Fingerprint f;
+  scratch_.clear();
+  for (size_t c : columns_) AppendCanonicalValue(batch.column(c), row, &scratch_);
+  f.row = Hash64(scratch_, kRowSeed);
+  if (key_.empty()) {
+    f.key = f.row;
+    return f;
+  }
+  scratch_.clear();
+  for (size_t c : key_) AppendCanonicalValue(batch.column(c), row, &scratch_);
+  f.key = Hash64(scratch_, kKeySeed);
+  return f;
+}
+
+FingerprintDiff CompareFingerprints(std::vector<Fingerprint>* source,
+                                    std::vector<Fingerprint>* destination, size_t max_keys) {
+  auto by_key_then_row = [](const Fingerprint& a, const Fingerprint& b) {
+    return a.key != b.key ? a.key < b.key : a.row < b.row;
+  };
+  std::sort(source->begin(), source->end(), by_key_then_row);
+  std::sort(destination->begin(), destination->end(), by_key_then_row);
+  FingerprintDiff d;
+  const std::vector<Fingerprint>& s = *source;
+  const std::vector<Fingerprint>& t = *destination;
+  size_t i = 0, j = 0;
+  while (i < s.size() || j < t.size()) {
+    // The next key: the smaller of the two sides' current keys.
+    uint64_t key;
+    if (i == s.size()) {
+      key = t[j].key;
+    } else if (j == t.size()) {
+      key = s[i].key;
+    } else {
+      key = std::min(s[i].key, t[j].key);
+    }
+    // Merge the key's rows (both sorted by row hash): equal hashes match.
+    uint64_t only_source = 0, only_destination = 0;
+    while ((i < s.size() && s[i].key == key) || (j < t.size() && t[j].key == key)) {
+      const bool has_s = i < s.size() && s[i].key == key;
+      const bool has_t = j < t.size() && t[j].key == key;
+      if (has_s && has_t && s[i].row == t[j].row) {
+        ++i;
+        ++j;
+      } else if (has_s && (!has_t || s[i].row < t[j].row)) {
+        ++only_source;
+        ++i;
+      } else {
+        ++only_destination;
+        ++j;
+      }
+    }
+    const uint64_t changed = std::min(only_source, only_destination);
+    const uint64_t missing = only_source - changed;
+    const uint64_t extra = only_destination - changed;
+    d.different += changed;
+    d.missing += missing;
+    d.extra += extra;
+    auto note = [&](uint64_t n, DiffKind kind) {
+      if (n > 0 && d.first.size() < max_keys) d.first.emplace_back(key, kind);
+    };
+    note(changed, DiffKind::kDifferent);
+    note(missing, DiffKind::kMissing);
+    note(extra, DiffKind::kExtra);
+  }
+  return d;
+}
+
+// ---- the command ----
+
+namespace {
+
+// The streams to verify: the pipeline's (as the sync selects them), then options.tables.
+Result<std::vector<source::StreamInfo>> SelectVerified(const config::SourceConfig& cfg,
+                                                       std::vector<source::StreamInfo> all,
+                                                       const std::vector<std::string>& only) {
+  FERRY_ASSIGN_OR_RETURN(auto out, SelectStreams(cfg, std::move(all), /*require_syncable=*/false));
+  if (only.empty()) return out;
+  std::vector<source::StreamInfo> picked;
+  for (const auto& name : only) {
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const source::StreamInfo& s) { return s.name == name; });
+    if (it == out.end()) {
+      std::string names;
+      for (const auto& s : out) names += (names.empty() ? "" : ", ") + s.name;
+      return Status::InvalidArgument("--table " + name + " is not a stream of the pipeline; its " +
+                                     "streams are: " + (names.empty() ? "(none)" : names));
+    }
+    picked.push_back(*it);
+  }
+  return picked;
+}
+
+// A row captured in the second pass, to name its key and its values.
+struct CapturedRow {
+  std::string key;                 // as displayed
+  std::vector<std::string> canon;  // per compared column
+  std::vector<std::string> shown;  // per compared column
+};
+
+// One side of a table: how its batches map onto the compared columns.
+struct Side {
+  std::vector<size_t> columns;  // batch positions of the compared columns
+  std::vector<size_t> key;      // batch positions of the key columns
+};
+
+class Capture {
+ public:
+  Capture(const Side& side, const std::vector<std::string>& names,
+          const std::vector<size_t>& key_in_compared, const std::unordered_set<uint64_t>& wanted)
+      : side_(side),
+        names_(names),
+        key_in_compared_(key_in_compared),
+        wanted_(wanted),
+        fp_(side.columns, side.key) {}
+
+  void Add(const Batch& b) {
+    for (size_t r = 0; r < b.num_rows(); ++r) {
+      const Fingerprint f = fp_.Of(b, r);
+      if (!wanted_.count(f.key)) continue;
+      std::vector<CapturedRow>& rows = rows_[f.key];
+      if (rows.size() >= 4) continue;  // rows of one key hash: enough to name them
+      CapturedRow c;
+      for (size_t k = 0; k < side_.columns.size(); ++k) {
+        const Column& col = b.column(side_.columns[k]);
+        std::string canon;
+        AppendCanonicalValue(col, r, &canon);
+        c.canon.push_back(std::move(canon));
+        c.shown.push_back(DisplayValue(col, r));
+      }
+      // The key: its columns, or every column of a keyless row.
+      std::vector<size_t> parts = key_in_compared_;
+      if (parts.empty()) {
+        for (size_t k = 0; k < side_.columns.size(); ++k) parts.push_back(k);
+      }
+      for (size_t k : parts) {
+        c.key += (c.key.empty() ? "" : ", ") + names_[k] + "=" + c.shown[k];
+      }
+      if (parts.size() > 1) c.key = "(" + c.key + ")";
+      rows.push_back(std::move(c));
+    }
+  }
+  const std::vector<CapturedRow>* Find(uint64_t key) const {
+    auto it = rows_.find(key);
+    return it == rows_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  const Side& side_;
+  const std::vector<std::string>& names_;
+  const std::vector<size_t>& key_in_compared_;
+  const std::unordered_set<uint64_t>& wanted_;
+  RowFingerprinter fp_;
+  std::unordered_map<uint64_t, std::vector<CapturedRow>> rows_;
+};
+
+class Verifier {
+ public:
+  Verifier(config::PipelineConfig& cfg, const VerifyOptions& options, source::Source* src,
+           sink::IcebergSink* dst)
+      : cfg_(cfg), options_(options), src_(src), dst_(dst) {}
+
+  Status Verify(const source::StreamInfo& info, TableVerify* t) {
+    const config::StreamConfig sc = StreamSettings(cfg_.source, info.name);
+    t->stream = info.name;
+    t->table = dst_->options().ns + "." + info.name;
+    t->mode = std::string(config::SyncModeName(sc.mode));
+    if (!info.error.empty()) return Status::NotSupported(info.error);
+    std::vector<std::string> key = sc.primary_key.empty() ? info.primary_key : sc.primary_key;
+    auto source_schema = std::make_shared<const Schema>(info.ToSchema());
+
+    // The destination: main's head as a reader sees it.
+    std::unique_ptr<lake::TableScan> scan;
+    auto table = lake::Table::Load(dst_->catalog(), lake::LocalFileIO(),
+                                   lake::TableIdent{dst_->options().ns, info.name});
+    if (!table.ok()) {
+      if (table.status().code() != StatusCode::kNotFound) return table.status();
+      t->table_missing = true;
+    } else {
+      FERRY_ASSIGN_OR_RETURN(scan, lake::TableScan::Open((*table)->io(), (*table)->metadata()));
+      t->snapshot_id = scan->snapshot_id();
+    }
+
+    // The columns both sides have, in the source's order.
+    Side src_side, dst_side;
+    std::vector<std::string> names;
+    std::vector<bool> dest_matched(scan ? scan->schema()->fields.size() : 0, false);
+    for (size_t i = 0; i < source_schema->fields.size(); ++i) {
+      const Field& f = source_schema->fields[i];
+      if (!scan) {
+        src_side.columns.push_back(i);
+        names.push_back(f.name);
+        continue;
+      }
+      const auto& dfields = scan->schema()->fields;
+      auto it = std::find_if(dfields.begin(), dfields.end(),
+                             [&](const Field& d) { return d.name == f.name; });
+      if (it == dfields.end()) {
+        t->source_only_columns.push_back(f.name);
+        continue;
+      }
+      const auto j = static_cast<size_t>(it - dfields.begin());
+      dest_matched[j] = true;
+      if (KindOf(f.type) == ValueKind::kOther || KindOf(it->type) == ValueKind::kOther) {
+        t->notes.push_back("column " + f.name + " (" + it->type.ToIceberg() +
+                           ") is not compared: verify cannot compare values of its type yet");
+        continue;
+      }
+      if (KindOf(f.type) != KindOf(it->type)) {
+        t->type_differences.push_back(f.name + ": source " + f.type.ToIceberg() + ", destination " +
+                                      it->type.ToIceberg());
+      }
+      src_side.columns.push_back(i);
+      dst_side.columns.push_back(j);
+      names.push_back(f.name);
+    }
+    for (size_t j = 0; j < dest_matched.size(); ++j) {
+      if (!dest_matched[j]) t->destination_only_columns.push_back(scan->schema()->fields[j].name);
+    }
+    // The key, by position among the compared columns.
+    std::vector<size_t> key_in_compared;
+    for (const auto& k : key) {
+      auto it = std::find(names.begin(), names.end(), k);
+      if (it == names.end()) {
+        t->notes.push_back("key column " + k +
+                           " is not on both sides: rows are compared as a multiset");
+        key_in_compared.clear();
+        break;
+      }
+      key_in_compared.push_back(static_cast<size_t>(it - names.begin()));
+    }
+    for (size_t k : key_in_compared) {
+      t->key.push_back(names[k]);
+      src_side.key.push_back(src_side.columns[k]);
+      if (scan) dst_side.key.push_back(dst_side.columns[k]);
+    }
+
+    // First pass: fingerprints of both sides.
+    std::vector<Fingerprint> src_fp, dst_fp;
+    {
+      RowFingerprinter fp(src_side.columns, src_side.key);
+      FERRY_RETURN_IF_ERROR(ReadSource(info, sc, source_schema, [&](const Batch& b) {
+        for (size_t r = 0; r < b.num_rows(); ++r) src_fp.push_back(fp.Of(b, r));
+      }));
+    }
+    if (scan) {
+      RowFingerprinter fp(dst_side.columns, dst_side.key);
+      FERRY_RETURN_IF_ERROR(scan->Read([&](const Batch& b) {
+        for (size_t r = 0; r < b.num_rows(); ++r) dst_fp.push_back(fp.Of(b, r));
+        return Status::OK();
+      }));
+    }
+    t->source_rows = src_fp.size();
+    t->destination_rows = dst_fp.size();
+    FingerprintDiff diff = CompareFingerprints(&src_fp, &dst_fp, options_.max_examples);
+    src_fp = {};
+    dst_fp = {};
+    t->missing = diff.missing;
+    t->extra = diff.extra;
+    t->different = diff.different;
+
+    // Second pass: name the first differing keys and the columns that differ.
+    if (!diff.first.empty()) {
+      std::unordered_set<uint64_t> wanted;
+      for (const auto& [k, kind] : diff.first) wanted.insert(k);
+      Capture src_rows(src_side, names, key_in_compared, wanted);
+      Capture dst_rows(dst_side, names, key_in_compared, wanted);
+      FERRY_RETURN_IF_ERROR(
+          ReadSource(info, sc, source_schema, [&](const Batch& b) { src_rows.Add(b); }));
+      if (scan) {
+        FERRY_RETURN_IF_ERROR(scan->Read([&](const Batch& b) {
+          dst_rows.Add(b);
+          return Status::OK();
+        }));
+      }
+      for (const auto& [k, kind] : diff.first) {
+        t->examples.push_back(Example(k, kind, names, src_rows, dst_rows));
+      }
+      std::stable_sort(t->examples.begin(), t->examples.end(),
+                       [](const VerifyExample& a, const VerifyExample& b) {
+                         return a.kind != b.kind ? a.kind < b.kind : a.key < b.key;
+                       });
+    }
+    if (!t->matches()) AddNotes(info, sc, t);
+    return Status::OK();
+  }
+
+ private:
+  Status ReadSource(const source::StreamInfo& info, const config::StreamConfig& sc,
+                    const std::shared_ptr<const Schema>& schema,
+                    const std::function<void(const Batch&)>& each) {
+    FERRY_ASSIGN_OR_RETURN(source::ChunkPlan plan,
+                           src_->PlanChunks(info, std::max<int64_t>(sc.chunk_rows, 1)));
+    for (int64_t i = 0; i < plan.count; ++i) {
+      FERRY_RETURN_IF_ERROR(
+          src_->ReadChunk(info, plan.At(i), schema, options_.batch_rows, [&](Batch& b) {
+            each(b);
+            return true;
+          }));
+    }
+    return Status::OK();
+  }
+
+  static VerifyExample Example(uint64_t key, DiffKind kind, const std::vector<std::string>& names,
+                               const Capture& src_rows, const Capture& dst_rows) {
+    VerifyExample e;
+    e.kind = kind;
+    const std::vector<CapturedRow>* s = src_rows.Find(key);
+    const std::vector<CapturedRow>* d = dst_rows.Find(key);
+    const std::vector<CapturedRow>* named = kind == DiffKind::kExtra ? d : s;
+    if (named == nullptr || named->empty()) named = kind == DiffKind::kExtra ? s : d;
+    e.key = named != nullptr && !named->empty() ? named->front().key : "(key not found again)";
+    if (kind != DiffKind::kDifferent || s == nullptr || d == nullptr) return e;
+    // The source and destination rows of the same key (a hash shared by two keys: match by key).
+    const CapturedRow* a = &s->front();
+    const CapturedRow* b = &d->front();
+    for (const auto& x : *s) {
+      for (const auto& y : *d) {
+        if (x.key == y.key && x.canon != y.canon) {
+          a = &x;
+          b = &y;
+        }
+      }
+    }
+    e.key = a->key;
+    for (size_t c = 0; c < names.size(); ++c) {
+      if (a->canon[c] != b->canon[c]) {
+        e.columns.push_back(names[c] + ": source " + a->shown[c] + ", destination " + b->shown[c]);
+      }
+    }
+    return e;
+  }
+
+  // What the differences may mean for the stream's mode.
+  void AddNotes(const source::StreamInfo& info, const config::StreamConfig& sc, TableVerify* t) {
+    if (t->table_missing) {
+      t->notes.push_back("the destination has no table " + t->table + ": run ferry sync");
+      return;
+    }
+    switch (sc.mode) {
+      case config::SyncMode::kFullRefresh:
+        t->notes.push_back(
+            "full refresh: the table holds the source as of its last sync; changes made since "
+            "then show here until the next sync");
+        break;
+      case config::SyncMode::kIncremental:
+        t->notes.push_back(
+            "incremental: rows changed since the last sync show here until the next sync, and "
+            "rows deleted in the source stay in the table (incremental reads never see deletes)");
+        break;
+      case config::SyncMode::kCdc:
+      case config::SyncMode::kCdcOnly: {
+        if (sc.mode == config::SyncMode::kCdcOnly) {
+          t->notes.push_back(
+              "cdc_only: the table holds only the rows changed since the stream's first sync");
+        }
+        std::string lag = CdcLag(info);
+        t->notes.push_back(!lag.empty() ? lag
+                                        : "cdc: changes made since the last sync show here as "
+                                          "differences (replication lag) until a sync applies "
+                                          "them; run ferry sync --once and verify again");
+        break;
+      }
+    }
+  }
+
+  // For sources with a change log per stream: whether changes are waiting to be applied.
+  std::string CdcLag(const source::StreamInfo& info) {
+    if (src_->SharedChangeLog()) return "";
+    auto marker = dst_->ReadMarker(info.name);
+    if (!marker.ok() || !marker->is_object() || marker->value("mode", "") != "cdc" ||
+        !(*marker)["position"].is_number_integer()) {
+      return "";
+    }
+    const int64_t applied = (*marker)["position"].get<int64_t>();
+    auto end = src_->ChangeLogEnd(info);
+    if (!end.ok()) return "";
+    if (*end > applied) {
+      return "cdc: replication lag — the source's change log reaches position " +
+             std::to_string(*end) + ", the table has the changes up to " + std::to_string(applied) +
+             "; the differences include changes not yet synced: run ferry sync --once and verify "
+             "again";
+    }
+    return "cdc: every change in the source's change log (up to position " + std::to_string(*end) +
+           ") is in the table, so these differences are not replication lag";
+  }
+
+  config::PipelineConfig& cfg_;
+  const VerifyOptions& options_;
+  source::Source* src_;
+  sink::IcebergSink* dst_;
+};
+
+}  // namespace
+
+Status RunVerify(config::PipelineConfig& cfg, const VerifyOptions& options,
+                 std::vector<TableVerify>* out) {
+  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source));
+  FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
+  FERRY_ASSIGN_OR_RETURN(auto streams, SelectVerified(cfg.source, std::move(all), options.tables));
+  auto dst = sink::IcebergSink::Open(cfg.destination, cfg.name);
+  if (!dst.ok()) return dst.status().WithContext("destination");
+  // Every stream is read at one point of the source.
+  FERRY_RETURN_IF_ERROR(src->BeginSnapshot());
+  Verifier v(cfg, options, src.get(), dst->get());
+  for (const auto& info : streams) {
+    TableVerify t;
+    Status s = v.Verify(info, &t);
+    if (!s.ok()) {
+      t.error = s.message();
+      FERRY_LOG(kWarn) << "verifying " << info.name << ": " << s.message();
+    }
+    out->push_back(std::move(t));
+  }
+  return src->EndSnapshot();
+}
+
+}  // namespace ferry::engine
