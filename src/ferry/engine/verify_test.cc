@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "ferry/types/value_parse.h"
@@ -31,6 +32,33 @@ TEST(CanonicalValueTest, IntegersCompareAcrossWidths) {
             Canon(DataType::Int64(), [](Column& c) { c.AppendInt64(-7); }));
   EXPECT_NE(Canon(DataType::Int32(), [](Column& c) { c.AppendInt32(7); }),
             Canon(DataType::Int64(), [](Column& c) { c.AppendInt64(8); }));
+}
+
+TEST(CanonicalValueTest, ListsCompareElementByElement) {
+  auto ints = [](std::vector<std::optional<int64_t>> v, bool wide) {
+    DataType type = DataType::List(wide ? DataType::Int64() : DataType::Int32(), false, 2);
+    return Canon(type, [&](Column& c) {
+      for (const auto& e : v) {
+        if (!e) {
+          c.list_child().AppendNull();
+        } else if (wide) {
+          c.list_child().AppendInt64(*e);
+        } else {
+          c.list_child().AppendInt32(static_cast<int32_t>(*e));
+        }
+      }
+      c.AppendListEnd();
+    });
+  };
+  EXPECT_EQ(ints({1, std::nullopt}, false), ints({1, std::nullopt}, true));
+  EXPECT_NE(ints({1}, false), ints({1, std::nullopt}, false));
+  EXPECT_NE(ints({1, 2}, false), ints({2, 1}, false));
+  EXPECT_NE(ints({}, false), CanonNull(DataType::List(DataType::Int32(), false, 2)));
+  Column c(DataType::List(DataType::String(), false, 2));
+  c.list_child().AppendBytes("a");
+  c.list_child().AppendNull();
+  c.AppendListEnd();
+  EXPECT_EQ(DisplayValue(c, 0), "['a', NULL]");
 }
 
 TEST(CanonicalValueTest, FloatsWidenNaNsAreOneValueSignedZerosAreNot) {
