@@ -645,9 +645,12 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     g.AddNode(std::make_unique<SourceNode>(src.get(), group, opts));
     result = g.Run();
   }
+  // The snapshot is over before the change log is read: a long CDC round must not hold the
+  // source's oldest snapshot (PostgreSQL: xmin) back.
+  Status end = src->EndSnapshot();
   // The shared change log: one reader, every cdc stream's sink at once.
   source::Source::SharedRead read;
-  if (result.ok() && !shared.empty()) {
+  if (result.ok() && end.ok() && !shared.empty()) {
     graph::Graph g;
     for (StreamTask* t : shared) {
       t->edge = g.AddEdge(opts.edge_capacity);
@@ -664,7 +667,6 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
                                          : "cdc: no new changes";
     }
   }
-  Status end = src->EndSnapshot();
   report->seconds = SecondsSince(t0);
   if (!result.ok()) return result;
   FERRY_RETURN_IF_ERROR(end);
