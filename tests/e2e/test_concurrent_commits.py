@@ -107,12 +107,14 @@ class ConcurrentCommitsTest(ferrytest.FerryTestCase):
 
     def test_two_writer_processes_both_land_every_commit(self):
         reports = self.run_writers("lake", "events")
-        for r in reports:
-            counts = {k: v for k, v in r.items() if k != "files"}
-            # Each writer lost races and retried: the test really ran them concurrently.
-            self.assertGreater(r["conflicts"], 0, f"{r['writer']} never had to retry: {counts}")
-            self.assertEqual(r["already_landed"], 0, counts)
-            self.assertEqual(r["unknown_outcomes"], 0, counts)
+        counts = [{k: v for k, v in r.items() if k != "files"} for r in reports]
+        for c in counts:
+            self.assertEqual(c["already_landed"], 0, c)
+            self.assertEqual(c["unknown_outcomes"], 0, c)
+        # Races were lost and retried: the writers really committed at the same time. (Which of
+        # the two loses depends on scheduling: on a loaded machine one may win every race.)
+        self.assertGreater(sum(c["conflicts"] for c in counts), 0,
+                           f"neither writer ever had to retry: {counts}")
         self.check_table("lake", "events", reports)
 
     def test_commits_survive_catalog_connections_killed_mid_run(self):
