@@ -159,6 +159,9 @@ Status PgConnection::ErrorOf(pg_result* r, const std::string& what) const {
   if (code == "42501") return Status::PermissionDenied(m);
   if (code == "42P01" || code == "3F000") return Status::NotFound(m);
   if (code.rfind("08", 0) == 0 || code.rfind("57P", 0) == 0) return Status::Unavailable(m);
+  // Object in use: e.g. a replication slot still held by the session of a process that just
+  // died (its server process has not noticed yet). Retryable.
+  if (code == "55006") return Status::Unavailable(m);
   if (code == "57014") return Status::Cancelled(m);
   return Status::IOError(m);
 }
