@@ -71,14 +71,11 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
     def setUp(self):
         super().setUp()
         self.env = {"PGPASSWORD": pgserver.SUPERUSER_PASSWORD}
-        self.db = "cdc_" + self._testMethodName.removeprefix("test_")[:40]
-        SERVER.psql(f"CREATE DATABASE {self.db}")
+        self.db = SERVER.create_test_database("cdc", self._testMethodName)
         SERVER.psql(SCHEMA, db=self.db)
 
     def tearDown(self):
-        SERVER.psql("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                    f"WHERE database = '{self.db}' AND NOT active")
-        SERVER.psql(f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
+        SERVER.drop_test_database(self.db)
         super().tearDown()
 
     def configure(self, streams=None, mode="cdc", extra="", name=None, top=""):

@@ -60,15 +60,14 @@ class PostgresIncrementalTest(ferrytest.FerryTestCase):
     def setUp(self):
         super().setUp()
         self.env = {"PGPASSWORD": pgserver.SUPERUSER_PASSWORD}
-        self.db = "inc_" + self._testMethodName.removeprefix("test_")[:40]
-        SERVER.psql(f"CREATE DATABASE {self.db}")
+        self.db = SERVER.create_test_database("inc", self._testMethodName)
         SERVER.psql(f"ALTER DATABASE {self.db} SET timezone = 'America/New_York'; "
                     f"ALTER DATABASE {self.db} SET datestyle = 'SQL, DMY'")
         SERVER.psql(SCHEMA, db=self.db)
         self.clock = 0
 
     def tearDown(self):
-        SERVER.psql(f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
+        SERVER.drop_test_database(self.db)
         super().tearDown()
 
     def configure(self, streams):

@@ -55,12 +55,11 @@ class PostgresVerifyTest(ferrytest.FerryTestCase):
     def setUp(self):
         super().setUp()
         self.env = {"PGPASSWORD": pgserver.SUPERUSER_PASSWORD}
-        self.db = "verify_" + self._testMethodName.removeprefix("test_")[:40]
-        SERVER.psql(f"CREATE DATABASE {self.db}")
+        self.db = SERVER.create_test_database("verify", self._testMethodName)
         self.write_pipeline(PIPELINE.format(dsn=SERVER.dsn(self.db)))
 
     def tearDown(self):
-        SERVER.psql(f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
+        SERVER.drop_test_database(self.db)
         super().tearDown()
 
     def verify(self):

@@ -121,6 +121,19 @@ class PgServer:
         out = self.psql(sql, db=db).strip()
         return json.loads(out) if out else None
 
+    def create_test_database(self, prefix, test_name):
+        """A fresh database for one test, named after it ("cdc_toast_values..."); returns its name."""
+        db = prefix + "_" + test_name.removeprefix("test_")[:40]
+        self.psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        self.psql(f"CREATE DATABASE {db}")
+        return db
+
+    def drop_test_database(self, db):
+        """Drops a test's database with the replication slots left on it."""
+        self.psql("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                  f"WHERE database = '{db}' AND NOT active")
+        self.psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+
     def dsn(self, db, user=SUPERUSER, password_ref="${PGPASSWORD}"):
         return f"host=127.0.0.1 port={self.port} dbname={db} user={user} password={password_ref}"
 

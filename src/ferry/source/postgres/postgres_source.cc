@@ -282,12 +282,7 @@ class PostgresSource final : public Source {
   Status ReadChunk(const StreamInfo& stream, const Chunk& chunk,
                    std::shared_ptr<const Schema> schema, size_t batch_rows,
                    const std::function<bool(Batch&)>& emit) override {
-    if (!stream.error.empty()) return Status::NotSupported(stream.error);
-    FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
-    if (schema->fields.size() != stream.columns.size() ||
-        rel->wires.size() != stream.columns.size()) {
-      return Status::Internal("ReadChunk: schema does not match table " + rel->Display());
-    }
+    FERRY_ASSIGN_OR_RETURN(const Relation* rel, Readable(stream, *schema, "ReadChunk"));
     std::vector<CopyField> fields;
     std::string sql = "COPY (SELECT " + SelectList(*rel, stream, &fields);
     sql += " FROM " + From(*rel);
@@ -359,12 +354,7 @@ class PostgresSource final : public Source {
                          const nlohmann::json& lower, const nlohmann::json& upper,
                          std::shared_ptr<const Schema> schema, size_t batch_rows,
                          const std::function<bool(Batch&)>& emit) override {
-    if (!stream.error.empty()) return Status::NotSupported(stream.error);
-    FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
-    if (schema->fields.size() != stream.columns.size() ||
-        rel->wires.size() != stream.columns.size()) {
-      return Status::Internal("ReadCursorRange: schema does not match table " + rel->Display());
-    }
+    FERRY_ASSIGN_OR_RETURN(const Relation* rel, Readable(stream, *schema, "ReadCursorRange"));
     FERRY_ASSIGN_OR_RETURN(CursorColumn cc, CheckCursor(stream, *rel, cursor));
     if (upper.is_null()) return Status::Internal("ReadCursorRange without an upper bound");
     FERRY_ASSIGN_OR_RETURN(std::string hi, CursorLiteral(*rel, cursor, cc, upper));
@@ -1080,6 +1070,19 @@ class PostgresSource final : public Source {
 
   static void AddError(StreamInfo* info, const std::string& e) {
     info->error += (info->error.empty() ? "" : "; ") + e;
+  }
+
+  // The relation of a stream about to be read into batches on `schema`.
+  Result<const Relation*> Readable(const StreamInfo& stream, const Schema& schema,
+                                   const char* what) const {
+    if (!stream.error.empty()) return Status::NotSupported(stream.error);
+    FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
+    if (schema.fields.size() != stream.columns.size() ||
+        rel->wires.size() != stream.columns.size()) {
+      return Status::Internal(std::string(what) + ": schema does not match table " +
+                              rel->Display());
+    }
+    return rel;
   }
 
   Result<const Relation*> Find(const StreamInfo& stream) const {
