@@ -358,6 +358,13 @@ int CmdState(const Args& a) {
 int CmdMaintain(const Args& a) {
   auto cfg = LoadConfig(a);
   if (!cfg.ok()) return Fail(cfg.status(), 2);
+  if (cfg->destination.type != "iceberg") {
+    return Fail(Status::InvalidArgument(
+                    "ferry maintain compacts Iceberg tables and expires their snapshots; the " +
+                    cfg->destination.type +
+                    " destination applies every change in place and needs no maintenance"),
+                2);
+  }
   auto dst = sink::IcebergSink::Open(cfg->destination, cfg->name);
   if (!dst.ok()) return Fail(dst.status().WithContext("destination"), ExitCodeFor(dst.status()));
   const sink::IcebergOptions& o = (*dst)->options();
@@ -500,7 +507,7 @@ int CmdVerify(const Args& a) {
            {"matches", t.matches()},
            {"key", t.key},
            {"table_missing", t.table_missing},
-           {"snapshot_id", t.snapshot_id ? nlohmann::json(*t.snapshot_id) : nullptr},
+           {"destination_version", t.version},
            {"source_rows", t.source_rows},
            {"destination_rows", t.destination_rows},
            {"missing", t.missing},

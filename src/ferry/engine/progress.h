@@ -45,8 +45,6 @@ struct FullRefreshProgress {
   // it are applied once the load is published.
   std::optional<int64_t> cdc_start;
 
-  std::string Branch(const std::string& pipeline) const { return BranchPrefix(pipeline) + run; }
-  static std::string BranchPrefix(const std::string& pipeline) { return "ferry-" + pipeline + "-"; }
   bool AllCommitted() const { return committed.Count() >= plan.count; }
 
   Json ToJson() const;  // the marker form

@@ -9,7 +9,7 @@
 #include "ferry/base/log.h"
 #include "ferry/engine/progress.h"
 #include "ferry/engine/streams.h"
-#include "ferry/sink/iceberg/iceberg_sink.h"
+#include "ferry/sink/sink.h"
 #include "ferry/state/state.h"
 
 namespace ferry::engine {
@@ -48,7 +48,7 @@ class Recorder {
 struct StreamTask {
   source::StreamInfo info;
   config::StreamConfig settings;
-  std::unique_ptr<sink::IcebergStream> out;
+  std::unique_ptr<sink::SinkStream> out;
   FullRefreshProgress progress;  // full refresh
   IncrementalProgress window;    // incremental: the window this sync reads (from, cursor = to)
   CdcProgress changes;           // cdc after the backfill: the changes this sync applies
@@ -224,7 +224,9 @@ class SinkNode : public graph::Node {
   Status Loop() {
     FullRefreshProgress& p = t_->progress;
     const std::string run = p.run;
-    const std::string key = pipeline_;
+    if (!t_->keyed()) {
+      FERRY_RETURN_IF_ERROR(t_->out->StartLoad(run));
+    }
     while (auto m = t_->edge->Receive()) {
       switch (m->kind) {
         case graph::Message::Kind::kBatch:
@@ -249,12 +251,12 @@ class SinkNode : public graph::Node {
           FullRefreshProgress next = p;
           next.committed.Add(chunk);
           next.rows += static_cast<int64_t>(t_->out->pending_rows());
-          auto landed = [&](const lake::TableMetadata& md) { return ChunkLanded(md, run, chunk); };
+          auto landed = [&](const Json& m) { return ChunkLanded(m, run, chunk); };
           std::map<std::string, std::string> summary = {
               {"ferry.pipeline", pipeline_},
               {"ferry.run", run},
               {"ferry.chunk", m->barrier.position["id"].get<std::string>()}};
-          auto r = t_->out->Commit(p.Branch(pipeline_), next.ToJson(), summary, landed);
+          auto r = t_->out->Commit(run, next.ToJson(), summary, landed);
           if (!r.ok())
             return r.status().WithContext("committing " +
                                           m->barrier.position["id"].get<std::string>());
@@ -273,8 +275,8 @@ class SinkNode : public graph::Node {
           }
           FullRefreshProgress done = p;
           done.published = true;
-          auto landed = [&](const lake::TableMetadata& md) { return PublishLanded(md, run); };
-          auto r = t_->out->Publish(p.Branch(pipeline_), done.ToJson(), landed);
+          auto landed = [&](const Json& m) { return PublishLanded(m, run); };
+          auto r = t_->out->Publish(run, done.ToJson(), landed);
           if (!r.ok()) return r.status().WithContext("publishing the load of " + t_->info.name);
           p = done;
           FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, p.ToJson()));
@@ -293,16 +295,13 @@ class SinkNode : public graph::Node {
   // marker naming the window, in one snapshot; then the state takes the window's end.
   Status CommitWindow() {
     const IncrementalProgress& w = t_->window;
-    auto landed = [&](const lake::TableMetadata& md) {
-      auto v = md.Property("ferry.marker." + pipeline_);
-      if (!v) return false;
-      Json j = Json::parse(*v, nullptr, false);
-      return !j.is_discarded() && j.value("mode", "") == "incremental" &&
+    auto landed = [&](const Json& j) {
+      return j.is_object() && j.value("mode", "") == "incremental" &&
              j.value("window", "") == w.window;
     };
     std::map<std::string, std::string> summary = {{"ferry.pipeline", pipeline_},
                                                   {"ferry.window", w.window}};
-    auto r = t_->out->Commit("main", w.ToJson(), summary, landed);
+    auto r = t_->out->Commit("", w.ToJson(), summary, landed);
     if (!r.ok()) return r.status().WithContext("committing window " + w.window);
     FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, w.ToJson()));
     if (opts_.print_progress) {
@@ -317,7 +316,7 @@ class SinkNode : public graph::Node {
   Status CommitChanges(int64_t to) {
     CdcProgress& c = t_->changes;
     c.position = std::max(to, c.from);
-    if (!t_->out->HasPending()) {
+    if (!t_->out->HasPending() && !(t_->out->CheapMarkerCommits() && c.position > c.from)) {
       // Nothing of this stream in the checkpoint: only the state moves on.
       if (c.position > c.from) {
         FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, c.ToJson()));
@@ -325,16 +324,13 @@ class SinkNode : public graph::Node {
       c.from = c.position;
       return Status::OK();
     }
-    auto landed = [&](const lake::TableMetadata& md) {
-      auto v = md.Property("ferry.marker." + pipeline_);
-      if (!v) return false;
-      Json j = Json::parse(*v, nullptr, false);
-      return !j.is_discarded() && j.value("mode", "") == "cdc" &&
+    auto landed = [&](const Json& j) {
+      return j.is_object() && j.value("mode", "") == "cdc" &&
              j.value("position", int64_t{-1}) >= c.position;
     };
     std::map<std::string, std::string> summary = {{"ferry.pipeline", pipeline_},
                                                   {"ferry.position", std::to_string(c.position)}};
-    auto r = t_->out->Commit("main", c.ToJson(), summary, landed);
+    auto r = t_->out->Commit("", c.ToJson(), summary, landed);
     if (!r.ok())
       return r.status().WithContext("committing changes up to " + std::to_string(c.position));
     FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, c.ToJson()));
@@ -354,21 +350,18 @@ class SinkNode : public graph::Node {
     t_->report->bytes = t_->out->totals().bytes;
   }
 
-  std::optional<FullRefreshProgress> MarkerOf(const lake::TableMetadata& md) const {
-    auto v = md.Property("ferry.marker." + pipeline_);
-    if (!v) return std::nullopt;
-    Json j = Json::parse(*v, nullptr, false);
-    if (j.is_discarded()) return std::nullopt;
-    auto p = FullRefreshProgress::FromJson(j, "marker");
+  static std::optional<FullRefreshProgress> LoadOf(const Json& marker) {
+    if (!marker.is_object()) return std::nullopt;
+    auto p = FullRefreshProgress::FromJson(marker, "marker");
     if (!p.ok()) return std::nullopt;
     return *p;
   }
-  bool ChunkLanded(const lake::TableMetadata& md, const std::string& run, int64_t chunk) const {
-    auto m = MarkerOf(md);
+  static bool ChunkLanded(const Json& marker, const std::string& run, int64_t chunk) {
+    auto m = LoadOf(marker);
     return m && m->run == run && m->committed.Contains(chunk);
   }
-  bool PublishLanded(const lake::TableMetadata& md, const std::string& run) const {
-    auto m = MarkerOf(md);
+  static bool PublishLanded(const Json& marker, const std::string& run) {
+    auto m = LoadOf(marker);
     return m && m->run == run && m->published;
   }
 
@@ -436,13 +429,13 @@ Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport
   FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source));
   FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
   FERRY_ASSIGN_OR_RETURN(auto streams, SelectStreams(cfg.source, std::move(all)));
-  auto dst = sink::IcebergSink::Open(cfg.destination, cfg.name);
+  auto dst = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst.ok()) return dst.status().WithContext("destination");
   FERRY_ASSIGN_OR_RETURN(auto loaded, state::OpenFileStateStore(cfg.state_path)->Load());
   for (const auto& info : streams) {
     StreamStateReport r;
     r.stream = info.name;
-    r.table = (*dst)->options().ns + "." + info.name;
+    r.table = (*dst)->TableName(info.name);
     config::StreamConfig sc = StreamSettings(cfg.source, info.name);
     r.mode = std::string(config::SyncModeName(sc.mode));
     r.state = loaded ? loaded->Stream(info.ns, info.name) : Json(nullptr);
@@ -472,13 +465,13 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
   FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source));
   FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
   FERRY_ASSIGN_OR_RETURN(report->streams, SelectStreams(cfg.source, std::move(all)));
-  auto dst = sink::IcebergSink::Open(cfg.destination, cfg.name);
+  auto dst = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst.ok()) return dst.status().WithContext("destination");
   report->source = src->Describe();
   report->destination = (*dst)->Describe();
-  report->guarantee = sink::IcebergSink::Guarantee();
+  report->guarantee = (*dst)->Guarantee();
   for (const auto& s : report->streams) {
-    report->tables.push_back((*dst)->options().ns + "." + s.name);
+    report->tables.push_back((*dst)->TableName(s.name));
     config::StreamConfig sc = StreamSettings(cfg.source, s.name);
     if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
       source::StreamInfo info = s;
@@ -504,7 +497,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
   FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source));
   FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
   FERRY_ASSIGN_OR_RETURN(auto streams, SelectStreams(cfg.source, std::move(all)));
-  auto dst_r = sink::IcebergSink::Open(cfg.destination, cfg.name);
+  auto dst_r = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst_r.ok()) return dst_r.status().WithContext("destination");
   auto dst = std::move(*dst_r);
 
@@ -535,7 +528,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     t->info = streams[i];
     t->report = &report->streams[i];
     t->report->stream = t->info.name;
-    t->report->table = dst->options().ns + "." + t->info.name;
+    t->report->table = dst->TableName(t->info.name);
     t->start = Clock::now();
     t->settings = StreamSettings(cfg.source, t->info.name);
     auto out = dst->OpenStream(t->info.name, t->info.ToSchema(),

@@ -11,9 +11,7 @@
 
 #include "ferry/base/log.h"
 #include "ferry/engine/streams.h"
-#include "ferry/lake/table.h"
-#include "ferry/lake/table_scan.h"
-#include "ferry/sink/iceberg/iceberg_sink.h"
+#include "ferry/sink/sink.h"
 #include "ferry/source/source.h"
 #include "ferry/types/value_parse.h"
 
@@ -444,28 +442,24 @@ class Capture {
 class Verifier {
  public:
   Verifier(config::PipelineConfig& cfg, const VerifyOptions& options, source::Source* src,
-           sink::IcebergSink* dst)
+           sink::Sink* dst)
       : cfg_(cfg), options_(options), src_(src), dst_(dst) {}
 
   Status Verify(const source::StreamInfo& info, TableVerify* t) {
     const config::StreamConfig sc = StreamSettings(cfg_.source, info.name);
     t->stream = info.name;
-    t->table = dst_->options().ns + "." + info.name;
+    t->table = dst_->TableName(info.name);
     t->mode = std::string(config::SyncModeName(sc.mode));
     if (!info.error.empty()) return Status::NotSupported(info.error);
     std::vector<std::string> key = sc.primary_key.empty() ? info.primary_key : sc.primary_key;
     auto source_schema = std::make_shared<const Schema>(info.ToSchema());
 
     // The destination: main's head as a reader sees it.
-    std::unique_ptr<lake::TableScan> scan;
-    auto table = lake::Table::Load(dst_->catalog(), lake::LocalFileIO(),
-                                   lake::TableIdent{dst_->options().ns, info.name});
-    if (!table.ok()) {
-      if (table.status().code() != StatusCode::kNotFound) return table.status();
+    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<sink::TableReader> scan, dst_->OpenReader(info.name));
+    if (!scan) {
       t->table_missing = true;
     } else {
-      FERRY_ASSIGN_OR_RETURN(scan, lake::TableScan::Open((*table)->io(), (*table)->metadata()));
-      t->snapshot_id = scan->snapshot_id();
+      t->version = scan->Version();
     }
 
     // The columns both sides have, in the source's order.
@@ -675,7 +669,7 @@ class Verifier {
   config::PipelineConfig& cfg_;
   const VerifyOptions& options_;
   source::Source* src_;
-  sink::IcebergSink* dst_;
+  sink::Sink* dst_;
 };
 
 }  // namespace
@@ -685,7 +679,7 @@ Status RunVerify(config::PipelineConfig& cfg, const VerifyOptions& options,
   FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source));
   FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
   FERRY_ASSIGN_OR_RETURN(auto streams, SelectVerified(cfg.source, std::move(all), options.tables));
-  auto dst = sink::IcebergSink::Open(cfg.destination, cfg.name);
+  auto dst = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst.ok()) return dst.status().WithContext("destination");
   // Every stream is read at one point of the source.
   FERRY_RETURN_IF_ERROR(src->BeginSnapshot());

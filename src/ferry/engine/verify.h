@@ -103,11 +103,11 @@ struct VerifyExample {
 
 struct TableVerify {
   std::string stream;
-  std::string table;                   // namespace.table
-  std::string mode;                    // the stream's sync mode
-  std::vector<std::string> key;        // the key columns compared by; empty: rows as a multiset
-  bool table_missing = false;          // the destination has no such table
-  std::optional<int64_t> snapshot_id;  // the destination snapshot read
+  std::string table;             // the destination's table name
+  std::string mode;              // the stream's sync mode
+  std::vector<std::string> key;  // the key columns compared by; empty: rows as a multiset
+  bool table_missing = false;    // the destination has no such table
+  std::string version;           // what was read of the destination ("snapshot 42")
   uint64_t source_rows = 0;
   uint64_t destination_rows = 0;
   uint64_t missing = 0;

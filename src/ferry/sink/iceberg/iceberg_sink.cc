@@ -6,6 +6,7 @@
 #include "ferry/base/fs.h"
 #include "ferry/base/log.h"
 #include "ferry/lake/parquet_file.h"
+#include "ferry/lake/table_scan.h"
 
 namespace ferry::sink {
 namespace {
@@ -40,10 +41,6 @@ std::string TableFolder(const std::string& table) {
 
 Result<std::unique_ptr<IcebergSink>> IcebergSink::Open(config::DestinationConfig& cfg,
                                                        const std::string& pipeline) {
-  if (cfg.type != "iceberg") {
-    return Status::InvalidArgument("destination type '" + cfg.type +
-                                   "' is not known; this build writes: iceberg");
-  }
   std::unique_ptr<IcebergSink> s(new IcebergSink());
   s->pipeline_ = pipeline;
   config::Options& o = cfg.options;
@@ -98,9 +95,9 @@ Result<std::string> IcebergSink::TableLocationOf(const std::string& table) {
       JoinPath(JoinPath(opts_.warehouse, TableFolder(opts_.ns)), TableFolder(table)));
 }
 
-Result<std::unique_ptr<IcebergStream>> IcebergSink::OpenStream(const std::string& table,
-                                                               const Schema& source_schema,
-                                                               bool replacing) {
+Result<std::unique_ptr<SinkStream>> IcebergSink::OpenStream(const std::string& table,
+                                                            const Schema& source_schema,
+                                                            bool replacing) {
   lake::TableIdent ident{opts_.ns, table};
   FERRY_ASSIGN_OR_RETURN(std::string location, TableLocationOf(table));
   std::map<std::string, std::string> props = {
@@ -116,7 +113,40 @@ Result<std::unique_ptr<IcebergStream>> IcebergSink::OpenStream(const std::string
   if (!t.ok()) return t.status().WithContext("opening Iceberg table " + ident.ToString());
   FERRY_ASSIGN_OR_RETURN(Schema writer_schema, (*t)->AssignFieldIds(source_schema, replacing));
   auto schema = std::make_shared<const Schema>(std::move(writer_schema));
-  return std::unique_ptr<IcebergStream>(new IcebergStream(this, std::move(*t), std::move(schema)));
+  return std::unique_ptr<SinkStream>(new IcebergStream(this, std::move(*t), std::move(schema)));
+}
+
+namespace {
+
+class IcebergReader : public TableReader {
+ public:
+  IcebergReader(std::unique_ptr<lake::Table> table, std::unique_ptr<lake::TableScan> scan)
+      : table_(std::move(table)), scan_(std::move(scan)) {}
+  const std::shared_ptr<const Schema>& schema() const override { return scan_->schema(); }
+  std::string Version() const override {
+    return scan_->snapshot_id() ? "snapshot " + std::to_string(*scan_->snapshot_id())
+                                : "no snapshot";
+  }
+  Status Read(const std::function<Status(const Batch&)>& each) override {
+    return scan_->Read(each);
+  }
+
+ private:
+  std::unique_ptr<lake::Table> table_;
+  std::unique_ptr<lake::TableScan> scan_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<TableReader>> IcebergSink::OpenReader(const std::string& table) {
+  auto t =
+      lake::Table::Load(catalog_.get(), lake::LocalFileIO(), lake::TableIdent{opts_.ns, table});
+  if (!t.ok()) {
+    if (t.status().code() == StatusCode::kNotFound) return std::unique_ptr<TableReader>();
+    return t.status();
+  }
+  FERRY_ASSIGN_OR_RETURN(auto scan, lake::TableScan::Open((*t)->io(), (*t)->metadata()));
+  return std::unique_ptr<TableReader>(new IcebergReader(std::move(*t), std::move(scan)));
 }
 
 Result<Json> IcebergSink::ReadMarker(const std::string& table) {
@@ -224,23 +254,38 @@ std::map<std::string, std::string> IcebergStream::MarkerProperty(const Json& mar
   return {{sink_->MarkerKey(), marker.dump()}};
 }
 
-Result<lake::CommitOutcome> IcebergStream::Commit(const std::string& branch, const Json& marker,
-                                                  const std::map<std::string, std::string>& summary,
-                                                  const lake::LandedCheck& already_landed) {
+// A load in flight lives on its own branch until it is published.
+std::string IcebergStream::BranchOf(const std::string& load) const {
+  return load.empty() ? "main" : "ferry-" + sink_->pipeline() + "-" + load;
+}
+
+lake::LandedCheck IcebergStream::LandedFrom(const MarkerCheck& check) const {
+  std::string key = sink_->MarkerKey();
+  return [check, key](const lake::TableMetadata& md) {
+    auto v = md.Property(key);
+    if (!v) return check(Json(nullptr));
+    Json j = Json::parse(*v, nullptr, false);
+    return check(j.is_discarded() ? Json(nullptr) : j);
+  };
+}
+
+Result<CommitResult> IcebergStream::Commit(const std::string& load, const Json& marker,
+                                           const std::map<std::string, std::string>& summary,
+                                           const MarkerCheck& already_landed) {
   FERRY_RETURN_IF_ERROR(CloseOpenFile());
   FERRY_RETURN_IF_ERROR(CloseDeleteFile());
   FaultPoint("sink.data_written");
   lake::AppendRequest req;
-  req.branch = branch;
+  req.branch = BranchOf(load);
   req.schema = schema_.get();
   req.data_files = pending_;
   req.delete_files = pending_deletes_;
   req.set_properties = MarkerProperty(marker);
   req.summary = summary;
-  req.already_landed = already_landed;
+  req.already_landed = LandedFrom(already_landed);
   FaultPoint("sink.before_commit");
   auto r = table_->Append(req);
-  if (!r.ok()) return r;
+  if (!r.ok()) return r.status();
   if (r->already_landed) {
     DiscardPending();  // the same work landed earlier: these files are not referenced
   } else {
@@ -253,20 +298,21 @@ Result<lake::CommitOutcome> IcebergStream::Commit(const std::string& branch, con
     pending_deletes_.clear();
   }
   FaultPoint("sink.after_commit");
-  return r;
+  return CommitResult{r->already_landed};
 }
 
-Result<lake::CommitOutcome> IcebergStream::Publish(const std::string& branch, const Json& marker,
-                                                   const lake::LandedCheck& already_landed) {
+Result<CommitResult> IcebergStream::Publish(const std::string& load, const Json& marker,
+                                            const MarkerCheck& already_landed) {
   lake::PublishRequest req;
-  req.branch = branch;
+  req.branch = BranchOf(load);
   req.schema = schema_.get();
   req.set_properties = MarkerProperty(marker);
-  req.already_landed = already_landed;
+  req.already_landed = LandedFrom(already_landed);
   FaultPoint("sink.before_publish");
   auto r = table_->Publish(req);
-  if (r.ok()) FaultPoint("sink.after_publish");
-  return r;
+  if (!r.ok()) return r.status();
+  FaultPoint("sink.after_publish");
+  return CommitResult{r->already_landed};
 }
 
 void IcebergStream::DiscardPending() {

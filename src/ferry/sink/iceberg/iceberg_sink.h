@@ -18,10 +18,9 @@
 #include "ferry/config/config.h"
 #include "ferry/format/parquet/writer.h"
 #include "ferry/lake/table.h"
+#include "ferry/sink/sink.h"
 
 namespace ferry::sink {
-
-using Json = nlohmann::json;
 
 struct IcebergOptions {
   std::string warehouse;  // absolute folder
@@ -34,7 +33,7 @@ struct IcebergOptions {
 
 class IcebergStream;
 
-class IcebergSink {
+class IcebergSink : public Sink {
  public:
   // Reads the destination keys: warehouse, namespace, catalog, catalog_name, compression,
   // zstd_level, target_file_size, row_group_size, page_size.
@@ -42,22 +41,29 @@ class IcebergSink {
                                                    const std::string& pipeline);
 
   const IcebergOptions& options() const { return opts_; }
-  std::string Describe() const;
-  static std::string Guarantee() {
+  std::string Describe() const override;
+  std::string Guarantee() const override {
     return "exactly-once (data and progress marker in one Iceberg catalog commit)";
+  }
+  std::string TableName(const std::string& stream) const override {
+    return opts_.ns + "." + stream;
   }
   lake::Catalog* catalog() { return catalog_.get(); }
   // The table property holding this pipeline's marker.
   std::string MarkerKey() const { return "ferry.marker." + pipeline_; }
+  const std::string& pipeline() const { return pipeline_; }
 
   // Loads the table for `table` (creating it with `source_schema` when missing) and returns a
   // writer whose schema carries the table's field ids.
   // `replacing`: the stream's commits replace the table's rows (full refresh), so any schema
   // change is allowed; otherwise only Iceberg's evolutions are (see lake::Table::AssignFieldIds).
-  Result<std::unique_ptr<IcebergStream>> OpenStream(const std::string& table,
-                                                    const Schema& source_schema, bool replacing);
+  Result<std::unique_ptr<SinkStream>> OpenStream(const std::string& table,
+                                                 const Schema& source_schema,
+                                                 bool replacing) override;
   // The marker of this pipeline in `table`, or null when the table or marker does not exist.
-  Result<Json> ReadMarker(const std::string& table);
+  Result<Json> ReadMarker(const std::string& table) override;
+  // Reads main's head, as any Iceberg reader sees it (deletes applied).
+  Result<std::unique_ptr<TableReader>> OpenReader(const std::string& table) override;
   Result<std::string> TableLocationOf(const std::string& table);
 
  private:
@@ -67,46 +73,42 @@ class IcebergSink {
   std::unique_ptr<lake::Catalog> catalog_;
 };
 
-class IcebergStream {
+class IcebergStream : public SinkStream {
  public:
-  const std::shared_ptr<const Schema>& schema() const { return schema_; }
+  const std::shared_ptr<const Schema>& schema() const override { return schema_; }
   lake::Table& table() { return *table_; }
   // The marker as of the last load of the table.
-  Json Marker() const;
+  Json Marker() const override;
 
   // Appends rows to the open data file, rolling to a new file at the target size.
-  Status Write(const Batch& batch);
+  // A load's files go to the branch named after its run, created by its first commit.
+  Status StartLoad(const std::string&) override { return Status::OK(); }
+  Status Write(const Batch& batch) override;
   // Upserts: rows that replace any row with the same key already in the table. The rows go to
   // the data file and their keys to an equality-delete file committed in the same snapshot, so
   // older versions disappear and these rows stay. A key must appear at most once per commit.
   // kInvalidArgument when the table has no identifier fields (no primary key).
-  Status WriteUpserts(const Batch& batch);
+  Status WriteUpserts(const Batch& batch) override;
   // Deletes by key: only the key columns of `batch` are read (the rest may be NULL); they go to
   // the equality-delete file of the next commit.
-  Status WriteDeleteKeys(const Batch& batch);
-  uint64_t pending_rows() const;
+  Status WriteDeleteKeys(const Batch& batch) override;
+  uint64_t pending_rows() const override;
   // Rows or deletes written since the last commit.
-  bool HasPending() const {
+  bool HasPending() const override {
     return writer_ || delete_writer_ || !pending_.empty() || !pending_deletes_.empty();
   }
 
-  // Closes the open files and commits them on `branch` with the marker set to `marker`.
-  // `already_landed` decides from fresh metadata whether this commit is already in the table.
-  Result<lake::CommitOutcome> Commit(const std::string& branch, const Json& marker,
-                                     const std::map<std::string, std::string>& summary,
-                                     const lake::LandedCheck& already_landed);
-  // Makes `branch` the table's main, sets the marker, removes the branch.
-  Result<lake::CommitOutcome> Publish(const std::string& branch, const Json& marker,
-                                      const lake::LandedCheck& already_landed);
+  // Closes the open files and commits them: a load's on the branch named after its run (the
+  // load stays invisible to readers of main), changes on main.
+  Result<CommitResult> Commit(const std::string& load, const Json& marker,
+                              const std::map<std::string, std::string>& summary,
+                              const MarkerCheck& already_landed) override;
+  // Makes the load's branch the table's main, sets the marker, removes the branch.
+  Result<CommitResult> Publish(const std::string& load, const Json& marker,
+                               const MarkerCheck& already_landed) override;
   // Deletes files written but not committed (after a failed commit or a cancelled chunk).
-  void DiscardPending();
-
-  struct Totals {
-    uint64_t rows = 0;
-    uint64_t bytes = 0;
-    uint64_t files = 0;
-  };
-  const Totals& totals() const { return totals_; }
+  void DiscardPending() override;
+  Totals totals() const override { return totals_; }
 
  private:
   friend class IcebergSink;
@@ -115,6 +117,8 @@ class IcebergStream {
   Status CloseOpenFile();
   Status CloseDeleteFile();
   std::map<std::string, std::string> MarkerProperty(const Json& marker) const;
+  std::string BranchOf(const std::string& load) const;
+  lake::LandedCheck LandedFrom(const MarkerCheck& check) const;
 
   IcebergSink* sink_;
   std::unique_ptr<lake::Table> table_;

@@ -6,6 +6,7 @@
 
 #include <sys/select.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -272,6 +273,32 @@ Status PgConnection::PutCopyData(std::string_view data) {
     return ConnectionError("replication (sending a status update)");
   }
   return Status::OK();
+}
+
+Status PgConnection::CopyIn(const std::string& sql, std::string_view data) {
+  {
+    PGresult* r = PQexec(conn_, sql.c_str());
+    PgResult owned(r);
+    if (!r || PQresultStatus(r) != PGRES_COPY_IN) return ErrorOf(r, "COPY");
+  }
+  // Sent in slices: libpq buffers what it is given, and a slice bounds that buffer.
+  constexpr size_t kSlice = 1 << 20;
+  Status failed;
+  for (size_t at = 0; at < data.size() && failed.ok(); at += kSlice) {
+    size_t n = std::min(kSlice, data.size() - at);
+    if (PQputCopyData(conn_, data.data() + at, static_cast<int>(n)) != 1) {
+      failed = ConnectionError("COPY");
+    }
+  }
+  if (PQputCopyEnd(conn_, failed.ok() ? nullptr : "ferry stopped the COPY") != 1 && failed.ok()) {
+    failed = ConnectionError("COPY");
+  }
+  Status result = failed;
+  while (PGresult* r = PQgetResult(conn_)) {
+    if (result.ok() && PQresultStatus(r) != PGRES_COMMAND_OK) result = ErrorOf(r, "COPY");
+    PQclear(r);
+  }
+  return result;
 }
 
 Status PgConnection::CopyOut(const std::string& sql,

@@ -82,6 +82,9 @@ class PgConnection {
   // this connection's encoding and settings), for statements that take no parameters (COPY).
   Result<std::string> Literal(std::string_view value) const;
 
+  // Runs a COPY ... FROM STDIN sending `data` (the whole stream, e.g. COPY binary with its
+  // header and trailer), and waits for the server's verdict.
+  Status CopyIn(const std::string& sql, std::string_view data);
   // Runs a COPY ... TO STDOUT and hands each CopyData message to `on_data`. If `on_data` fails,
   // the COPY is cancelled on the server, the connection drained, and that status returned.
   Status CopyOut(const std::string& sql, const std::function<Status(std::string_view)>& on_data);

@@ -1,0 +1,735 @@
+#include "ferry/sink/postgres/postgres_sink.h"
+
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+#include "ferry/base/fault.h"
+#include "ferry/base/log.h"
+#include "ferry/sink/postgres/copy_encoder.h"
+#include "ferry/source/postgres/copy_binary.h"
+#include "ferry/source/postgres/pg_conn.h"
+#include "ferry/source/postgres/pg_types.h"
+
+namespace ferry::sink {
+namespace {
+
+using source::pg::PgConnection;
+using source::pg::PgResult;
+using source::pg::QuoteIdent;
+
+struct Settings {
+  std::string dsn;
+  std::string schema;
+  std::string state_schema;
+  std::string pipeline;
+};
+
+// A column of an existing table, as the catalog describes it.
+struct TableColumn {
+  std::string name;
+  source::pg::PgBaseType type;
+  bool not_null = false;
+  int pk_position = 0;
+};
+
+struct TableDesc {
+  bool exists = false;
+  std::vector<TableColumn> columns;
+  const TableColumn* Find(const std::string& name) const {
+    for (const auto& c : columns) {
+      if (c.name == name) return &c;
+    }
+    return nullptr;
+  }
+  std::vector<std::string> PrimaryKey() const {
+    std::vector<std::pair<int, std::string>> k;
+    for (const auto& c : columns) {
+      if (c.pk_position > 0) k.emplace_back(c.pk_position, c.name);
+    }
+    std::sort(k.begin(), k.end());
+    std::vector<std::string> out;
+    for (auto& [pos, name] : k) out.push_back(std::move(name));
+    return out;
+  }
+};
+
+std::string Qualified(const std::string& schema, const std::string& table) {
+  return QuoteIdent(schema) + "." + QuoteIdent(table);
+}
+
+Result<TableDesc> DescribeTable(PgConnection* conn, const std::string& qualified) {
+  TableDesc d;
+  FERRY_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn->Query(
+          "SELECT a.attname, a.atttypid, a.atttypmod, t.typtype, t.typcategory, "
+          "format_type(a.atttypid, a.atttypmod), a.attnotnull, COALESCE(et.oid, 0), "
+          "COALESCE(et.typtype, 'b'), COALESCE(et.typcategory, 'U'), "
+          // int2vector subscripts start at 0
+          "COALESCE((SELECT array_position(i.indkey::int2[], a.attnum) + 1 - "
+          "                 array_lower(i.indkey::int2[], 1) FROM pg_index i "
+          "          WHERE i.indrelid = a.attrelid AND i.indisprimary), 0), "
+          "to_regclass($1) IS NOT NULL "
+          "FROM (SELECT to_regclass($1) AS rel) x "
+          "LEFT JOIN pg_attribute a ON a.attrelid = x.rel AND a.attnum > 0 AND NOT a.attisdropped "
+          "LEFT JOIN pg_type t ON t.oid = a.atttypid "
+          "LEFT JOIN pg_type et ON et.oid = t.typelem AND t.typcategory = 'A' "
+          "ORDER BY a.attnum",
+          {qualified}));
+  for (int i = 0; i < r.rows(); ++i) {
+    d.exists = r.Bool(i, 11);
+    if (r.IsNull(i, 0)) continue;
+    TableColumn c;
+    c.name = r.Text(i, 0);
+    c.type.oid = static_cast<uint32_t>(r.Int64(i, 1));
+    c.type.typmod = static_cast<int32_t>(r.Int64(i, 2));
+    c.type.typtype = r.Text(i, 3)[0];
+    c.type.typcategory = r.Text(i, 4)[0];
+    c.type.display = r.Text(i, 5);
+    c.not_null = r.Bool(i, 6);
+    if (c.type.typcategory == 'A' && r.Int64(i, 7) != 0) {
+      auto e = std::make_shared<source::pg::PgBaseType>();
+      e->oid = static_cast<uint32_t>(r.Int64(i, 7));
+      e->typtype = r.Text(i, 8)[0];
+      e->typcategory = r.Text(i, 9)[0];
+      e->typmod = c.type.typmod;
+      e->display = c.type.display;
+      c.type.element = std::move(e);
+    }
+    c.pk_position = static_cast<int>(r.Int64(i, 10));
+    d.columns.push_back(std::move(c));
+  }
+  return d;
+}
+
+// "a" bigint NOT NULL, ..., PRIMARY KEY ("a")
+std::string ColumnDefinitions(const Schema& s, bool with_key) {
+  std::string sql;
+  for (const Field& f : s.fields) {
+    if (!sql.empty()) sql += ", ";
+    sql += QuoteIdent(f.name) + " " + pg::PgTypeName(f.type);
+    if (f.required) sql += " NOT NULL";
+  }
+  if (with_key && !s.identifier_field_ids.empty()) {
+    sql += ", PRIMARY KEY (";
+    bool first = true;
+    for (int32_t id : s.identifier_field_ids) {
+      if (!first) sql += ", ";
+      first = false;
+      sql += QuoteIdent(s.FindById(id)->name);
+    }
+    sql += ")";
+  }
+  return sql;
+}
+
+std::string ColumnList(const Schema& s, const std::vector<size_t>& cols, const char* prefix = "") {
+  std::string out;
+  for (size_t i : cols) {
+    if (!out.empty()) out += ", ";
+    out += prefix + QuoteIdent(s.fields[i].name);
+  }
+  return out;
+}
+
+// Integer and float widths, for "is this change a widening?".
+int Rank(const std::string& t) {
+  if (t == "smallint") return 1;
+  if (t == "integer") return 2;
+  if (t == "bigint") return 3;
+  if (t == "real") return 11;
+  if (t == "double precision") return 12;
+  return 0;
+}
+
+bool ParseNumeric(const std::string& t, int* p, int* s) {
+  return std::sscanf(t.c_str(), "numeric(%d,%d)", p, s) == 2;
+}
+
+enum class Fit { kSame, kWidenTarget, kTargetWider, kIncompatible };
+
+// How the target's column type `have` relates to the type the source now needs, `want`.
+Fit Compare(const std::string& have, const std::string& want) {
+  if (have == want) return Fit::kSame;
+  int rh = Rank(have), rw = Rank(want);
+  if (rh && rw && rh / 10 == rw / 10) return rw > rh ? Fit::kWidenTarget : Fit::kTargetWider;
+  int ph, sh, pw, sw;
+  if (ParseNumeric(have, &ph, &sh) && ParseNumeric(want, &pw, &sw) && sh == sw) {
+    return pw > ph ? Fit::kWidenTarget : Fit::kTargetWider;
+  }
+  if (have == "numeric" && want.rfind("numeric", 0) == 0) return Fit::kTargetWider;
+  if (want == "text" && have == "character varying") return Fit::kTargetWider;
+  return Fit::kIncompatible;
+}
+
+uint64_t Fnv64(const std::vector<std::string>& parts) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& p : parts) {
+    for (unsigned char c : p) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0) * 1099511628211ull;
+  }
+  return h;
+}
+
+Result<Json> ParseMarker(const PgResult& r, const std::string& what) {
+  if (r.rows() == 0 || r.IsNull(0, 0)) return Json(nullptr);
+  Json j = Json::parse(r.Text(0, 0), nullptr, false);
+  if (j.is_discarded()) {
+    return Status::Corruption("the checkpoint row of " + what + " is not JSON");
+  }
+  return j;
+}
+
+class PostgresSink;
+
+class PostgresStream : public SinkStream {
+ public:
+  PostgresStream(const Settings& s, std::unique_ptr<PgConnection> conn, std::string stream,
+                 std::shared_ptr<const Schema> schema, Json marker)
+      : s_(s),
+        conn_(std::move(conn)),
+        stream_(std::move(stream)),
+        target_(Qualified(s.schema, stream_)),
+        schema_(std::move(schema)),
+        marker_(std::move(marker)) {
+    for (size_t i = 0; i < schema_->fields.size(); ++i) all_.push_back(i);
+    for (int32_t id : schema_->identifier_field_ids) {
+      for (size_t i = 0; i < schema_->fields.size(); ++i) {
+        if (schema_->fields[i].id == id) keys_.push_back(i);
+      }
+    }
+  }
+  ~PostgresStream() override { DiscardPending(); }
+
+  const std::shared_ptr<const Schema>& schema() const override { return schema_; }
+  Json Marker() const override { return marker_; }
+
+  Status StartLoad(const std::string& run) override {
+    load_name_ = "load_" + Hex(Fnv64({s_.pipeline, stream_, run}));
+    load_ = Qualified(s_.state_schema, load_name_);
+    const std::string loads = Qualified(s_.state_schema, "loads");
+    FERRY_RETURN_IF_ERROR(conn_->Exec("BEGIN"));
+    Status st = [&]() -> Status {
+      // Loads of this stream by older runs will never be published: drop them.
+      FERRY_ASSIGN_OR_RETURN(
+          PgResult old,
+          conn_->Query("DELETE FROM " + loads +
+                           " WHERE pipeline = $1 AND split = $2 AND run <> $3 RETURNING load_table",
+                       {s_.pipeline, stream_, run}));
+      for (int i = 0; i < old.rows(); ++i) {
+        FERRY_RETURN_IF_ERROR(
+            conn_->Exec("DROP TABLE IF EXISTS " + Qualified(s_.state_schema, old.Text(i, 0))));
+      }
+      FERRY_RETURN_IF_ERROR(conn_->Exec("CREATE TABLE IF NOT EXISTS " + load_ + " (" +
+                                        ColumnDefinitions(*schema_, false) + ")"));
+      FERRY_RETURN_IF_ERROR(
+          conn_
+              ->Query("INSERT INTO " + loads +
+                          " (pipeline, split, run, load_table) VALUES ($1, $2, $3, $4) "
+                          "ON CONFLICT DO NOTHING",
+                      {s_.pipeline, stream_, run, load_name_})
+              .status());
+      return conn_->Exec("COMMIT");
+    }();
+    if (!st.ok()) {
+      (void)conn_->Exec("ROLLBACK");
+      return st.WithContext("preparing the load table of " + TableText());
+    }
+    return Status::OK();
+  }
+
+  Status Write(const Batch& batch) override {
+    if (load_.empty()) return Status::Internal("Write before StartLoad on " + TableText());
+    FERRY_RETURN_IF_ERROR(Begin(false));
+    FERRY_RETURN_IF_ERROR(Copy(load_, batch, all_));
+    pending_rows_ += batch.num_rows();
+    return Status::OK();
+  }
+
+  Status WriteUpserts(const Batch& batch) override {
+    FERRY_RETURN_IF_ERROR(NeedKey());
+    FERRY_RETURN_IF_ERROR(Begin(true));
+    FERRY_RETURN_IF_ERROR(Copy("pg_temp.ferry_upserts", batch, all_));
+    pending_rows_ += batch.num_rows();
+    upserts_ += batch.num_rows();
+    return Status::OK();
+  }
+
+  Status WriteDeleteKeys(const Batch& batch) override {
+    FERRY_RETURN_IF_ERROR(NeedKey());
+    FERRY_RETURN_IF_ERROR(Begin(true));
+    FERRY_RETURN_IF_ERROR(Copy("pg_temp.ferry_deletes", batch, keys_));
+    deletes_ += batch.num_rows();
+    return Status::OK();
+  }
+
+  uint64_t pending_rows() const override { return pending_rows_; }
+  bool HasPending() const override { return pending_rows_ > 0 || deletes_ > 0; }
+  bool CheapMarkerCommits() const override { return true; }
+
+  Result<CommitResult> Commit(const std::string& load, const Json& marker,
+                              const std::map<std::string, std::string>&,
+                              const MarkerCheck& already_landed) override {
+    FaultPoint("sink.data_written");
+    FERRY_RETURN_IF_ERROR(Begin(false));
+    Result<CommitResult> r = [&]() -> Result<CommitResult> {
+      FERRY_ASSIGN_OR_RETURN(Json current, LockedMarker());
+      if (already_landed(current)) return CommitResult{true};
+      if (load.empty()) FERRY_RETURN_IF_ERROR(ApplyChanges());
+      FERRY_RETURN_IF_ERROR(SetMarker(marker));
+      FaultPoint("sink.before_commit");
+      return CommitResult{false};
+    }();
+    if (!r.ok() || r->already_landed) {
+      Rollback();
+      if (!r.ok()) return r.status().WithContext("committing to " + TableText());
+      return r;
+    }
+    FERRY_ASSIGN_OR_RETURN(bool landed, CommitOrSettle(already_landed));
+    FaultPoint("sink.after_commit");
+    return CommitResult{landed};
+  }
+
+  Result<CommitResult> Publish(const std::string& load, const Json& marker,
+                               const MarkerCheck& already_landed) override {
+    if (load_.empty()) FERRY_RETURN_IF_ERROR(StartLoad(load));
+    FERRY_RETURN_IF_ERROR(Begin(false));
+    Result<CommitResult> r = [&]() -> Result<CommitResult> {
+      FERRY_ASSIGN_OR_RETURN(Json current, LockedMarker());
+      if (already_landed(current)) return CommitResult{true};
+      if (!keys_.empty()) {
+        FERRY_RETURN_IF_ERROR(conn_->Exec("ALTER TABLE " + load_ + " ADD PRIMARY KEY (" +
+                                          ColumnList(*schema_, keys_) + ")"));
+      }
+      Status dropped = conn_->Exec("DROP TABLE IF EXISTS " + target_);
+      if (!dropped.ok()) {
+        return dropped.WithContext(
+            "a full refresh replaces " + TableText() +
+            ", and other objects (views, foreign keys) depend on it; drop them or sync the stream "
+            "in incremental or cdc mode");
+      }
+      FERRY_RETURN_IF_ERROR(
+          conn_->Exec("ALTER TABLE " + load_ + " SET SCHEMA " + QuoteIdent(s_.schema)));
+      FERRY_RETURN_IF_ERROR(conn_->Exec("ALTER TABLE " + Qualified(s_.schema, load_name_) +
+                                        " RENAME TO " + QuoteIdent(stream_)));
+      FERRY_RETURN_IF_ERROR(conn_
+                                ->Query("DELETE FROM " + Qualified(s_.state_schema, "loads") +
+                                            " WHERE pipeline = $1 AND split = $2",
+                                        {s_.pipeline, stream_})
+                                .status());
+      FERRY_RETURN_IF_ERROR(SetMarker(marker));
+      FaultPoint("sink.before_publish");
+      return CommitResult{false};
+    }();
+    if (!r.ok() || r->already_landed) {
+      Rollback();
+      if (!r.ok()) return r.status().WithContext("publishing the load of " + TableText());
+      return r;
+    }
+    FERRY_ASSIGN_OR_RETURN(bool landed, CommitOrSettle(already_landed));
+    FaultPoint("sink.after_publish");
+    return CommitResult{landed};
+  }
+
+  void DiscardPending() override { Rollback(); }
+  Totals totals() const override { return totals_; }
+
+ private:
+  static std::string Hex(uint64_t v) {
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+    return buf;
+  }
+  std::string TableText() const { return s_.schema + "." + stream_; }
+
+  Status NeedKey() const {
+    if (!keys_.empty()) return Status::OK();
+    return Status::InvalidArgument(
+        "table " + TableText() +
+        " has no primary key, so rows cannot be upserted; declare a key on the source table (NOT "
+        "NULL columns) or set the stream's primary_key");
+  }
+
+  // Opens the commit's transaction. `staging`: changes go through temporary tables first, created
+  // once per connection (their rows vanish at each COMMIT or ROLLBACK).
+  Status Begin(bool staging) {
+    if (staging && !staged_) {
+      FERRY_RETURN_IF_ERROR(conn_->Exec("CREATE TEMP TABLE IF NOT EXISTS ferry_upserts (" +
+                                        ColumnDefinitions(*schema_, false) +
+                                        ") ON COMMIT DELETE ROWS"));
+      Schema key_schema;
+      for (size_t k : keys_) key_schema.fields.push_back(schema_->fields[k]);
+      FERRY_RETURN_IF_ERROR(conn_->Exec("CREATE TEMP TABLE IF NOT EXISTS ferry_deletes (" +
+                                        ColumnDefinitions(key_schema, false) +
+                                        ") ON COMMIT DELETE ROWS"));
+      staged_ = true;
+    }
+    if (in_txn_) return Status::OK();
+    FERRY_RETURN_IF_ERROR(conn_->Exec("BEGIN"));
+    in_txn_ = true;
+    return Status::OK();
+  }
+
+  void Rollback() {
+    if (in_txn_) (void)conn_->Exec("ROLLBACK");
+    in_txn_ = false;
+    pending_rows_ = upserts_ = deletes_ = pending_bytes_ = 0;
+  }
+
+  Status Copy(const std::string& table, const Batch& batch, const std::vector<size_t>& cols) {
+    buf_.clear();
+    pg::AppendCopyHeader(&buf_);
+    Status s = pg::AppendCopyRows(batch, cols, &buf_);
+    if (!s.ok()) return s.WithContext(TableText());
+    pg::AppendCopyTrailer(&buf_);
+    pending_bytes_ += buf_.size();
+    s = conn_->CopyIn(
+        "COPY " + table + " (" + ColumnList(*schema_, cols) + ") FROM STDIN (FORMAT binary)", buf_);
+    if (!s.ok()) {
+      Rollback();
+      return s.WithContext("writing rows to " + TableText());
+    }
+    return Status::OK();
+  }
+
+  // The checkpoint row, locked until the transaction ends (a second writer of the same
+  // pipeline and table waits, then sees this commit's marker).
+  Result<Json> LockedMarker() {
+    FERRY_ASSIGN_OR_RETURN(PgResult r, conn_->Query("SELECT marker::text FROM " +
+                                                        Qualified(s_.state_schema, "checkpoints") +
+                                                        " WHERE pipeline = $1 AND split = $2 "
+                                                        "FOR UPDATE",
+                                                    {s_.pipeline, stream_}));
+    return ParseMarker(r, TableText());
+  }
+
+  Status SetMarker(const Json& marker) {
+    return conn_
+        ->Query("INSERT INTO " + Qualified(s_.state_schema, "checkpoints") +
+                    " (pipeline, split, marker, updated_at) VALUES ($1, $2, $3::jsonb, now()) "
+                    "ON CONFLICT (pipeline, split) DO UPDATE SET marker = EXCLUDED.marker, "
+                    "updated_at = EXCLUDED.updated_at",
+                {s_.pipeline, stream_, marker.dump()})
+        .status();
+  }
+
+  // The staged changes, set-based: one DELETE and one INSERT ... ON CONFLICT for the whole batch.
+  Status ApplyChanges() {
+    if (deletes_ > 0) {
+      std::string on;
+      for (size_t k : keys_) {
+        if (!on.empty()) on += " AND ";
+        const std::string c = QuoteIdent(schema_->fields[k].name);
+        on += "t." + c + " = d." + c;
+      }
+      FERRY_RETURN_IF_ERROR(conn_->Exec("DELETE FROM " + target_ +
+                                        " AS t USING pg_temp.ferry_deletes AS d WHERE " + on));
+    }
+    if (upserts_ > 0) {
+      std::string set;
+      for (size_t i = 0; i < schema_->fields.size(); ++i) {
+        if (std::find(keys_.begin(), keys_.end(), i) != keys_.end()) continue;
+        if (!set.empty()) set += ", ";
+        const std::string c = QuoteIdent(schema_->fields[i].name);
+        set += c + " = EXCLUDED." + c;
+      }
+      FERRY_RETURN_IF_ERROR(
+          conn_->Exec("INSERT INTO " + target_ + " (" + ColumnList(*schema_, all_) + ") SELECT " +
+                      ColumnList(*schema_, all_) + " FROM pg_temp.ferry_upserts ON CONFLICT (" +
+                      ColumnList(*schema_, keys_) + ") " +
+                      (set.empty() ? "DO NOTHING" : "DO UPDATE SET " + set)));
+    }
+    return Status::OK();
+  }
+
+  // COMMIT; when its outcome is unknown (the connection died), the checkpoint row read on a new
+  // connection says whether it landed. Returns whether the commit is known to have landed by an
+  // earlier attempt (false: this COMMIT did it).
+  Result<bool> CommitOrSettle(const MarkerCheck& already_landed) {
+    Status s = conn_->Exec("COMMIT");
+    in_txn_ = false;
+    if (s.ok()) {
+      totals_.rows += pending_rows_;
+      totals_.bytes += pending_bytes_;
+      pending_rows_ = upserts_ = deletes_ = pending_bytes_ = 0;
+      return false;
+    }
+    pending_rows_ = upserts_ = deletes_ = pending_bytes_ = 0;
+    if (s.code() != StatusCode::kUnavailable) return s.WithContext("committing to " + TableText());
+    FERRY_LOG(kWarn) << TableText() << ": the connection was lost during COMMIT; reading the "
+                     << "checkpoint row back to learn whether it landed";
+    auto fresh = PgConnection::Connect(s_.dsn);
+    if (!fresh.ok()) return s.WithContext("committing to " + TableText());
+    conn_ = std::move(*fresh);
+    staged_ = false;
+    FERRY_ASSIGN_OR_RETURN(PgResult r, conn_->Query("SELECT marker::text FROM " +
+                                                        Qualified(s_.state_schema, "checkpoints") +
+                                                        " WHERE pipeline = $1 AND split = $2",
+                                                    {s_.pipeline, stream_}));
+    FERRY_ASSIGN_OR_RETURN(Json current, ParseMarker(r, TableText()));
+    if (already_landed(current)) return false;
+    return Status::Unavailable("the connection to the destination was lost during COMMIT and the " +
+                               TableText() +
+                               " checkpoint row shows the commit did not land; it is retried");
+  }
+
+  Settings s_;
+  std::unique_ptr<PgConnection> conn_;
+  std::string stream_;
+  std::string target_;  // quoted, qualified
+  std::shared_ptr<const Schema> schema_;
+  Json marker_;
+  std::vector<size_t> all_;
+  std::vector<size_t> keys_;
+  std::string load_name_;
+  std::string load_;  // quoted, qualified; set by StartLoad
+  bool in_txn_ = false;
+  bool staged_ = false;
+  uint64_t pending_rows_ = 0;
+  uint64_t upserts_ = 0;
+  uint64_t deletes_ = 0;
+  uint64_t pending_bytes_ = 0;
+  std::string buf_;
+  Totals totals_;
+};
+
+// Rows of a table read back with COPY binary, for `ferry verify`.
+class PostgresReader : public TableReader {
+ public:
+  PostgresReader(std::unique_ptr<PgConnection> conn, std::string table,
+                 std::shared_ptr<const Schema> schema, std::vector<source::pg::CopyField> fields)
+      : conn_(std::move(conn)),
+        table_(std::move(table)),
+        schema_(std::move(schema)),
+        fields_(std::move(fields)) {}
+  const std::shared_ptr<const Schema>& schema() const override { return schema_; }
+  std::string Version() const override { return ""; }
+  Status Read(const std::function<Status(const Batch&)>& each) override {
+    std::string cols;
+    for (const auto& f : fields_) cols += (cols.empty() ? "" : ", ") + QuoteIdent(f.name);
+    source::pg::CopyBinaryDecoder dec(fields_);
+    Batch batch(schema_);
+    FERRY_RETURN_IF_ERROR(
+        conn_->CopyOut("COPY (SELECT " + cols + " FROM " + table_ + ") TO STDOUT (FORMAT binary)",
+                       [&](std::string_view data) -> Status {
+                         FERRY_RETURN_IF_ERROR(dec.Feed(data, &batch));
+                         if (batch.num_rows() >= 8192) {
+                           FERRY_RETURN_IF_ERROR(each(batch));
+                           batch.Clear();
+                         }
+                         return Status::OK();
+                       }));
+    FERRY_RETURN_IF_ERROR(dec.Finish());
+    if (batch.num_rows() > 0) FERRY_RETURN_IF_ERROR(each(batch));
+    return Status::OK();
+  }
+
+ private:
+  std::unique_ptr<PgConnection> conn_;
+  std::string table_;
+  std::shared_ptr<const Schema> schema_;
+  std::vector<source::pg::CopyField> fields_;
+};
+
+class PostgresSink : public Sink {
+ public:
+  PostgresSink(Settings s, std::unique_ptr<PgConnection> conn)
+      : s_(std::move(s)), conn_(std::move(conn)) {}
+
+  // Creates the schemas and ferry's tables when missing.
+  Status Prepare() {
+    for (const std::string& schema : {s_.state_schema, s_.schema}) {
+      FERRY_ASSIGN_OR_RETURN(
+          PgResult r, conn_->Query("SELECT 1 FROM pg_namespace WHERE nspname = $1", {schema}));
+      if (r.rows() > 0) continue;
+      Status st = conn_->Exec("CREATE SCHEMA IF NOT EXISTS " + QuoteIdent(schema));
+      if (!st.ok()) {
+        return st.WithContext("creating schema " + schema + " (create it, or grant CREATE ON " +
+                              "DATABASE to " + conn_->User() + ")");
+      }
+    }
+    const std::string cp = Qualified(s_.state_schema, "checkpoints");
+    const std::string loads = Qualified(s_.state_schema, "loads");
+    FERRY_ASSIGN_OR_RETURN(PgResult have, conn_->Query("SELECT to_regclass($1) IS NOT NULL AND "
+                                                       "to_regclass($2) IS NOT NULL",
+                                                       {cp, loads}));
+    if (have.Bool(0, 0)) return Status::OK();
+    // Two pipelines starting at once must not race on CREATE TABLE.
+    Status st = [&]() -> Status {
+      FERRY_RETURN_IF_ERROR(conn_->Exec("BEGIN"));
+      FERRY_RETURN_IF_ERROR(conn_->Exec("SELECT pg_advisory_xact_lock(7306916011553718901)"));
+      FERRY_RETURN_IF_ERROR(
+          conn_->Exec("CREATE TABLE IF NOT EXISTS " + cp +
+                      " (pipeline text NOT NULL, split text NOT NULL, marker jsonb NOT NULL, "
+                      "updated_at timestamptz NOT NULL, PRIMARY KEY (pipeline, split))"));
+      FERRY_RETURN_IF_ERROR(
+          conn_->Exec("CREATE TABLE IF NOT EXISTS " + loads +
+                      " (pipeline text NOT NULL, split text NOT NULL, run text NOT NULL, "
+                      "load_table text NOT NULL, PRIMARY KEY (pipeline, split, run))"));
+      return conn_->Exec("COMMIT");
+    }();
+    if (!st.ok()) {
+      (void)conn_->Exec("ROLLBACK");
+      return st.WithContext("creating ferry's checkpoint tables in schema " + s_.state_schema);
+    }
+    return Status::OK();
+  }
+
+  std::string Describe() const override {
+    return conn_->Describe() + ", schema " + s_.schema + " (checkpoints in " + s_.state_schema +
+           ")";
+  }
+  std::string Guarantee() const override {
+    return "exactly-once (rows and checkpoint row in one PostgreSQL transaction)";
+  }
+  std::string TableName(const std::string& stream) const override {
+    return s_.schema + "." + stream;
+  }
+
+  Result<std::unique_ptr<SinkStream>> OpenStream(const std::string& stream,
+                                                 const Schema& source_schema,
+                                                 bool replacing) override {
+    FERRY_ASSIGN_OR_RETURN(auto conn, PgConnection::Connect(s_.dsn));
+    const std::string target = Qualified(s_.schema, stream);
+    FERRY_ASSIGN_OR_RETURN(TableDesc desc, DescribeTable(conn.get(), target));
+    if (!desc.exists) {
+      Status st = conn->Exec("CREATE TABLE IF NOT EXISTS " + target + " (" +
+                             ColumnDefinitions(source_schema, true) + ")");
+      if (!st.ok()) return st.WithContext("creating table " + TableName(stream));
+    } else if (!replacing) {
+      FERRY_RETURN_IF_ERROR(Evolve(conn.get(), stream, desc, source_schema));
+    }
+    FERRY_ASSIGN_OR_RETURN(Json marker, ReadMarkerOn(conn.get(), stream));
+    auto schema = std::make_shared<const Schema>(source_schema);
+    return std::unique_ptr<SinkStream>(
+        new PostgresStream(s_, std::move(conn), stream, std::move(schema), std::move(marker)));
+  }
+
+  Result<Json> ReadMarker(const std::string& stream) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ReadMarkerOn(conn_.get(), stream);
+  }
+
+  Result<std::unique_ptr<TableReader>> OpenReader(const std::string& stream) override {
+    FERRY_ASSIGN_OR_RETURN(auto conn, PgConnection::Connect(s_.dsn));
+    const std::string target = Qualified(s_.schema, stream);
+    FERRY_ASSIGN_OR_RETURN(TableDesc desc, DescribeTable(conn.get(), target));
+    if (!desc.exists) return std::unique_ptr<TableReader>();
+    auto schema = std::make_shared<Schema>();
+    std::vector<source::pg::CopyField> fields;
+    std::vector<std::pair<int, int32_t>> key;
+    for (const auto& c : desc.columns) {
+      source::pg::PgMapping m = source::pg::MapPgType(c.type, c.name);
+      if (!m.error.empty()) {
+        return Status::NotSupported("table " + TableName(stream) + ": " + m.error);
+      }
+      Field f;
+      f.id = static_cast<int32_t>(schema->fields.size()) + 1;
+      f.name = c.name;
+      f.type = m.type;
+      f.required = c.not_null;
+      if (c.pk_position > 0) key.emplace_back(c.pk_position, f.id);
+      fields.push_back({c.name, m.wire, static_cast<int>(schema->fields.size())});
+      schema->fields.push_back(std::move(f));
+    }
+    std::sort(key.begin(), key.end());
+    for (auto [pos, id] : key) schema->identifier_field_ids.push_back(id);
+    return std::unique_ptr<TableReader>(
+        new PostgresReader(std::move(conn), target, std::move(schema), std::move(fields)));
+  }
+
+ private:
+  Result<Json> ReadMarkerOn(PgConnection* conn, const std::string& stream) {
+    FERRY_ASSIGN_OR_RETURN(PgResult r, conn->Query("SELECT marker::text FROM " +
+                                                       Qualified(s_.state_schema, "checkpoints") +
+                                                       " WHERE pipeline = $1 AND split = $2",
+                                                   {s_.pipeline, stream}));
+    return ParseMarker(r, TableName(stream));
+  }
+
+  // Brings an existing table to the source's columns: added columns and widened types are
+  // applied; anything else would lose data or break the key, and stops with the fix.
+  Status Evolve(PgConnection* conn, const std::string& stream, const TableDesc& desc,
+                const Schema& source_schema) {
+    const std::string target = Qualified(s_.schema, stream);
+    std::vector<std::string> want_key;
+    for (int32_t id : source_schema.identifier_field_ids) {
+      want_key.push_back(source_schema.FindById(id)->name);
+    }
+    if (!want_key.empty() && desc.PrimaryKey() != want_key) {
+      std::string have;
+      for (const auto& k : desc.PrimaryKey()) have += (have.empty() ? "" : ", ") + k;
+      std::string want;
+      for (const auto& k : want_key) want += (want.empty() ? "" : ", ") + k;
+      return Status::InvalidArgument(
+          "table " + TableName(stream) + " has primary key (" + (have.empty() ? "none" : have) +
+          ") but the stream's key is (" + want +
+          "); changes are applied by key, so the two must match: give the table that primary "
+          "key, or run a full refresh of the stream, which recreates it");
+    }
+    std::vector<std::string> alters;
+    for (const Field& f : source_schema.fields) {
+      const std::string want = pg::PgTypeName(f.type);
+      const TableColumn* c = desc.Find(f.name);
+      if (c == nullptr) {
+        alters.push_back("ADD COLUMN " + QuoteIdent(f.name) + " " + want);
+        continue;
+      }
+      switch (Compare(c->type.display, want)) {
+        case Fit::kSame:
+        case Fit::kTargetWider:
+          break;
+        case Fit::kWidenTarget:
+          alters.push_back("ALTER COLUMN " + QuoteIdent(f.name) + " TYPE " + want);
+          break;
+        case Fit::kIncompatible:
+          return Status::InvalidArgument(
+              "column " + f.name + " of " + TableName(stream) + " is " + c->type.display +
+              " but the source now has " + want + " (" + f.type.ToIceberg() +
+              "); ferry applies only widening changes in place: run a full refresh of the "
+              "stream, which recreates the table, or change the column yourself");
+      }
+    }
+    if (alters.empty()) return Status::OK();
+    std::string sql = "ALTER TABLE " + target;
+    for (size_t i = 0; i < alters.size(); ++i) sql += (i ? ", " : " ") + alters[i];
+    FERRY_LOG(kInfo) << TableName(stream) << ": schema change applied: " << sql;
+    Status st = conn->Exec(sql);
+    if (!st.ok()) return st.WithContext("changing the columns of " + TableName(stream));
+    return Status::OK();
+  }
+
+  Settings s_;
+  std::mutex mu_;  // guards conn_
+  std::unique_ptr<PgConnection> conn_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Sink>> OpenPostgresSink(config::DestinationConfig& cfg,
+                                               const std::string& pipeline) {
+  config::Options& o = cfg.options;
+  Settings s;
+  s.pipeline = pipeline;
+  FERRY_ASSIGN_OR_RETURN(s.dsn, o.TakeString("dsn"));
+  s.schema = o.TakeOptionalString("schema").value_or("public");
+  s.state_schema = o.TakeOptionalString("state_schema").value_or("ferry_state");
+  FERRY_RETURN_IF_ERROR(o.CheckAllUsed({"dsn", "schema", "state_schema"}));
+  if (s.schema.empty() || s.state_schema.empty()) {
+    return Status::InvalidArgument(
+        "destination.schema and destination.state_schema must not be "
+        "empty");
+  }
+  if (s.schema == s.state_schema) {
+    return Status::InvalidArgument("destination.schema and destination.state_schema are both '" +
+                                   s.schema + "'; give ferry's checkpoint tables their own schema");
+  }
+  auto conn = PgConnection::Connect(s.dsn);
+  if (!conn.ok()) return conn.status().WithContext("connecting to the destination");
+  auto sink = std::make_unique<PostgresSink>(s, std::move(*conn));
+  FERRY_RETURN_IF_ERROR(sink->Prepare());
+  return std::unique_ptr<Sink>(std::move(sink));
+}
+
+}  // namespace ferry::sink

@@ -1,0 +1,162 @@
+#include "ferry/types/value_text.h"
+
+#include <cstdio>
+
+#include "ferry/types/value_parse.h"
+
+namespace ferry {
+namespace {
+
+constexpr int64_t kMicrosPerDay = 86400000000LL;
+
+bool IsLeap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+
+unsigned DaysInMonth(int64_t y, unsigned m) {
+  static const unsigned kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  return m == 2 && IsLeap(y) ? 29 : kDays[m - 1];
+}
+
+Status Bad(std::string_view what, std::string_view text) {
+  return Status::InvalidArgument("'" + std::string(text) + "' is not a valid " + std::string(what));
+}
+
+// Reads "[±]Y{4,7}-MM-DD" at the start of `s` (a sign is required for more than 4 digits; 7
+// cover every int32 day);
+// sets *end past it and returns days since 1970-01-01.
+Result<int64_t> DatePartIso(std::string_view s, size_t* end) {
+  size_t p = 0;
+  bool neg = false, sign = false;
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) {
+    neg = s[0] == '-';
+    sign = true;
+    p = 1;
+  }
+  int64_t y = 0;
+  size_t digits = 0;
+  while (p < s.size() && s[p] >= '0' && s[p] <= '9' && digits < 8) {
+    y = y * 10 + (s[p] - '0');
+    ++p;
+    ++digits;
+  }
+  if (digits < 4 || digits > 7 || (digits > 4 && !sign)) {
+    return Bad("date (expected YYYY-MM-DD, or ±YYYYY-MM-DD outside years 0000..9999)", s);
+  }
+  if (neg) y = -y;
+  auto two = [&](size_t at, int64_t* out) {
+    if (at + 2 > s.size() || s[at] < '0' || s[at] > '9' || s[at + 1] < '0' || s[at + 1] > '9') {
+      return false;
+    }
+    *out = (s[at] - '0') * 10 + (s[at + 1] - '0');
+    return true;
+  };
+  int64_t m = 0, d = 0;
+  if (p + 6 > s.size() || s[p] != '-' || !two(p + 1, &m) || s[p + 3] != '-' || !two(p + 4, &d)) {
+    return Bad("date (expected YYYY-MM-DD)", s);
+  }
+  if (m < 1 || m > 12 || d < 1 || d > DaysInMonth(y, static_cast<unsigned>(m))) {
+    return Bad("date (no such day)", s);
+  }
+  *end = p + 6;
+  return DaysFromCivil(y, static_cast<unsigned>(m), static_cast<unsigned>(d));
+}
+
+}  // namespace
+
+std::string FormatDateIso(int32_t days) {
+  int64_t y;
+  unsigned m, d;
+  CivilFromDays(days, &y, &m, &d);
+  char buf[40];
+  if (y >= 0 && y <= 9999) {
+    std::snprintf(buf, sizeof buf, "%04lld-%02u-%02u", static_cast<long long>(y), m, d);
+  } else {
+    std::snprintf(buf, sizeof buf, "%c%04lld-%02u-%02u", y < 0 ? '-' : '+',
+                  static_cast<long long>(y < 0 ? -y : y), m, d);
+  }
+  return buf;
+}
+
+Result<int32_t> ParseDateIso(std::string_view text) {
+  size_t end = 0;
+  FERRY_ASSIGN_OR_RETURN(int64_t days, DatePartIso(text, &end));
+  if (end != text.size()) return Bad("date (expected YYYY-MM-DD)", text);
+  if (days < INT32_MIN || days > INT32_MAX) return Bad("date (out of range)", text);
+  return static_cast<int32_t>(days);
+}
+
+std::string FormatTimeIso(int64_t us) {
+  char buf[48];
+  std::snprintf(
+      buf, sizeof buf, "%02lld:%02lld:%02lld.%06lld", static_cast<long long>(us / 3600000000LL),
+      static_cast<long long>(us / 60000000LL % 60), static_cast<long long>(us / 1000000LL % 60),
+      static_cast<long long>(us % 1000000LL));
+  return buf;
+}
+
+std::string FormatTimestampIso(int64_t micros) {
+  int64_t days = micros / kMicrosPerDay;
+  int64_t rem = micros % kMicrosPerDay;
+  if (rem < 0) {
+    rem += kMicrosPerDay;
+    --days;
+  }
+  return FormatDateIso(static_cast<int32_t>(days)) + " " + FormatTimeIso(rem);
+}
+
+Result<int64_t> ParseTimestampIso(std::string_view text, bool allow_zone) {
+  // The plain form is ParseTimestamp's, with its detailed messages.
+  if (text.size() >= 4 && text[0] >= '0' && text[0] <= '9') {
+    return ParseTimestamp(text, allow_zone);
+  }
+  size_t end = 0;
+  auto days = DatePartIso(text, &end);
+  if (!days.ok()) return Bad("timestamp", text);
+  // The time and zone after the date: parsed as they would be after any date.
+  std::string rest = "1970-01-01" + std::string(text.substr(end));
+  auto tod = ParseTimestamp(rest, allow_zone);
+  if (!tod.ok()) {
+    return Status::InvalidArgument("'" + std::string(text) +
+                                   "' is not a valid timestamp: its time or zone part is not "
+                                   "HH:MM[:SS[.ffffff]][±HH:MM]" +
+                                   (allow_zone ? "" : " without a zone"));
+  }
+  const __int128 us = static_cast<__int128>(*days) * kMicrosPerDay + *tod;
+  if (us < INT64_MIN || us > INT64_MAX) return Bad("timestamp (out of range)", text);
+  return static_cast<int64_t>(us);
+}
+
+std::string FormatUuid(const uint8_t bytes[16]) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  out.reserve(36);
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    out += kDigits[bytes[i] >> 4];
+    out += kDigits[bytes[i] & 15];
+  }
+  return out;
+}
+
+Status ParseUuid(std::string_view text, uint8_t out[16]) {
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  if (text.size() != 36) return Bad("uuid (expected xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", text);
+  size_t p = 0;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) {
+      if (text[p] != '-') return Bad("uuid (expected xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", text);
+      ++p;
+    }
+    int hi = nibble(text[p]), lo = nibble(text[p + 1]);
+    if (hi < 0 || lo < 0) return Bad("uuid (expected hexadecimal digits)", text);
+    out[i] = static_cast<uint8_t>(hi << 4 | lo);
+    p += 2;
+  }
+  return Status::OK();
+}
+
+}  // namespace ferry

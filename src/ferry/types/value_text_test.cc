@@ -1,0 +1,57 @@
+#include "ferry/types/value_text.h"
+
+#include <gtest/gtest.h>
+
+#include "ferry/types/value_parse.h"
+
+namespace ferry {
+namespace {
+
+TEST(ValueTextTest, DatesOutsideFourDigitYearsUseTheSignedForm) {
+  EXPECT_EQ(FormatDateIso(0), "1970-01-01");
+  EXPECT_EQ(FormatDateIso(*ParseDate("0000-01-01")), "0000-01-01");
+  EXPECT_EQ(FormatDateIso(*ParseDate("0000-01-01") - 1), "-0001-12-31");
+  EXPECT_EQ(FormatDateIso(*ParseDate("9999-12-31") + 1), "+10000-01-01");
+  for (int32_t d : {INT32_MIN, INT32_MIN + 1, -719529, -1, 0, 1, 2932897, INT32_MAX}) {
+    auto back = ParseDateIso(FormatDateIso(d));
+    ASSERT_TRUE(back.ok()) << FormatDateIso(d) << ": " << back.status().ToString();
+    EXPECT_EQ(*back, d) << FormatDateIso(d);
+  }
+  EXPECT_FALSE(ParseDateIso("10000-01-01").ok());  // more than 4 digits need a sign
+  EXPECT_FALSE(ParseDateIso("+0001-02-29").ok());
+  EXPECT_FALSE(ParseDateIso("2024-01-01x").ok());
+}
+
+TEST(ValueTextTest, TimestampsRoundTripAtTheExtremes) {
+  for (int64_t us : {INT64_MIN, INT64_MIN + 1, int64_t{-62167219200000001}, int64_t{-1}, int64_t{0},
+                     int64_t{253402300800000000}, INT64_MAX}) {
+    auto back = ParseTimestampIso(FormatTimestampIso(us), false);
+    ASSERT_TRUE(back.ok()) << FormatTimestampIso(us) << ": " << back.status().ToString();
+    EXPECT_EQ(*back, us) << FormatTimestampIso(us);
+    auto tz = ParseTimestampIso(FormatTimestampIso(us) + "+00:00", true);
+    ASSERT_TRUE(tz.ok()) << tz.status().ToString();
+    EXPECT_EQ(*tz, us);
+  }
+  EXPECT_EQ(FormatTimestampIso(-1), "1969-12-31 23:59:59.999999");
+  EXPECT_EQ(*ParseTimestampIso("-0001-01-01 01:00:00+01:00", true),
+            *ParseTimestampIso("-0001-01-01 00:00:00", false));
+  EXPECT_FALSE(ParseTimestampIso("-0001-01-01 00:00:00+01:00", false).ok());
+  EXPECT_FALSE(ParseTimestampIso("+10000-01-01 25:00", false).ok());
+}
+
+TEST(ValueTextTest, TimesAndUuids) {
+  EXPECT_EQ(FormatTimeIso(0), "00:00:00.000000");
+  EXPECT_EQ(FormatTimeIso(86399999999), "23:59:59.999999");
+  EXPECT_EQ(*ParseTime(FormatTimeIso(45296000007)), 45296000007);
+  uint8_t u[16], back[16];
+  for (int i = 0; i < 16; ++i) u[i] = static_cast<uint8_t>(i * 17 + 1);
+  std::string text = FormatUuid(u);
+  EXPECT_EQ(text, "01122334-4556-6778-899a-abbccddeef00");
+  ASSERT_TRUE(ParseUuid("01122334-4556-6778-899A-ABBCCDDEEF00", back).ok());
+  EXPECT_EQ(std::memcmp(u, back, 16), 0);
+  EXPECT_FALSE(ParseUuid("01122334-4556-6778-899a-abbccddeeff", back).ok());
+  EXPECT_FALSE(ParseUuid("0112233404556-6778-899a-abbccddeeff0", back).ok());
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,253 @@
+"""PostgreSQL -> PostgreSQL: a source database and a destination database on a real server started
+by the test. Every check asks the destination database itself (psql) for its rows, each value
+printed by PostgreSQL's own output functions, and compares them with the source's: no duplicate,
+no missing row, no stale version. The crash tests kill the sync at each fault point of the
+protocol (data written, before and after COMMIT, state file, acknowledgement, publish) and sync
+again."""
+import json
+import os
+import signal
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ferrytest  # noqa: E402
+import pgserver  # noqa: E402
+import test_postgres_cdc  # noqa: E402
+
+SERVER = None
+TARGET_SCHEMA = "copy"
+
+PIPELINE = """
+name: {name}
+source:
+  type: postgres
+  dsn: "{dsn}"
+  streams:
+{streams}
+destination:
+  type: postgres
+  dsn: "{target}"
+  schema: {schema}
+state: ./state.json
+{top}"""
+
+# Types whose text form is the same in both databases (numeric without precision and json travel
+# as text; see docs/type-mapping.md).
+EXTRA = r"""
+CREATE TABLE arrays (id int PRIMARY KEY, ints int[], words text[], days date[]);
+INSERT INTO arrays VALUES (1, '{1,NULL,3}', '{"a b","",NULL,"ü"}', '{2024-02-29}'),
+                          (2, '{}', NULL, '{}'), (3, NULL, '{"x"}', NULL);
+CREATE TABLE "Order" ("Select" int PRIMARY KEY, "from" text, "Über Größe" numeric(38,10));
+INSERT INTO "Order" VALUES (1, 'quote '' and "double"', -1234567890123456789012345678.0123456789),
+                           (2, NULL, 0), (3, 'tab	nl
+x', 99999999999999999999999999.9999999999);
+"""
+
+STREAMS = ["items", "Odd Name", "full_ident", "arrays", "Order"]
+
+
+def setUpModule():
+    global SERVER
+    SERVER = pgserver.start_for_module()
+
+
+def tearDownModule():
+    if SERVER:
+        SERVER.stop()
+
+
+def rows_as_text(db, schema, table, columns):
+    """Every row as a tuple of PostgreSQL's text forms, sorted: what a user's SELECT shows."""
+    cols = ", ".join(f'"{c}"::text' for c in columns)
+    q = f'COPY (SELECT {cols} FROM "{schema}"."{table}") TO STDOUT WITH (FORMAT csv)'
+    out = SERVER.psql(q, db=db)
+    import csv
+    import io
+    return sorted(tuple(r) for r in csv.reader(io.StringIO(out)))
+
+
+def columns_of(db, table):
+    out = SERVER.psql("SELECT attname FROM pg_attribute WHERE attrelid = "
+                      f"quote_ident('{table.replace(chr(39), chr(39) * 2)}')::regclass "
+                      "AND attnum > 0 AND NOT attisdropped ORDER BY attnum", db=db)
+    return [line for line in out.split("\n") if line]
+
+
+class PostgresToPostgresTest(ferrytest.FerryTestCase):
+    def setUp(self):
+        super().setUp()
+        self.env = {"PGPASSWORD": pgserver.SUPERUSER_PASSWORD}
+        self.db = SERVER.create_test_database("p2p", self._testMethodName)
+        self.target = SERVER.create_test_database("p2pdst", self._testMethodName)
+        SERVER.psql(test_postgres_cdc.SCHEMA + EXTRA, db=self.db)
+
+    def tearDown(self):
+        SERVER.drop_test_database(self.db)
+        SERVER.drop_test_database(self.target)
+        super().tearDown()
+
+    def configure(self, streams=None, mode="cdc", top="", name=None):
+        streams = streams or STREAMS
+        text = "\n".join(f"    - name: {json.dumps(t)}\n      mode: {mode}\n      chunk_rows: 1000"
+                         + ("\n      cursor: id" if mode == "incremental" else "")
+                         for t in streams)
+        self.name = name or self.db
+        self.write_pipeline(PIPELINE.format(name=self.name, dsn=SERVER.dsn(self.db),
+                                            target=SERVER.dsn(self.target), streams=text,
+                                            schema=TARGET_SCHEMA, top=top))
+
+    def sync(self, **kw):
+        env = dict(self.env)
+        env.update(kw.pop("env", {}))
+        return self.ferry("sync", "--once", "-c", self.pipeline, env=env, **kw)
+
+    def sql(self, text):
+        return SERVER.psql(text, db=self.db)
+
+    def target_sql(self, text):
+        return SERVER.psql(text, db=self.target)
+
+    # Used by test_postgres_cdc's change().
+    change = test_postgres_cdc.PostgresCdcTest.change
+
+    def assert_matches(self, *tables):
+        for t in tables or STREAMS:
+            cols = columns_of(self.db, t)
+            src = rows_as_text(self.db, "public", t, cols)
+            dst = rows_as_text(self.target, TARGET_SCHEMA, t, cols)
+            self.assertEqual(len(dst), len(set(dst)), f"{t}: duplicate rows in the destination")
+            missing = sorted(set(src) - set(dst))[:3]
+            extra = sorted(set(dst) - set(src))[:3]
+            self.assertEqual(src, dst, f"{t}: {len(src)} source rows, {len(dst)} destination "
+                             f"rows; missing e.g. {missing}; extra e.g. {extra}")
+
+    def crash(self, point, hit=1):
+        p = self.sync(env={"FERRY_FAULT": f"{point}:{hit}"}, check=False)
+        self.assertEqual(p.returncode, -signal.SIGKILL,
+                         f"{point}:{hit} did not kill the sync (exit {p.returncode})\n{p.stderr}")
+        self.assertIn(f"fault point {point} reached", p.stderr)
+
+    def checkpoint(self, stream):
+        out = self.target_sql("SELECT marker::text FROM ferry_state.checkpoints WHERE "
+                              f"pipeline = '{self.name}' AND split = '{stream}'").strip()
+        return json.loads(out) if out else None
+
+    def test_backfill_then_changes_land_exactly_with_keys_and_types(self):
+        self.configure()
+        p = self.sync()
+        self.assertIn("new load", p.stdout)
+        self.assert_matches()
+        # The target's tables have the source's keys and types.
+        key = self.target_sql(
+            "SELECT string_agg(a.attname, ',' ORDER BY a.attnum) FROM pg_index i JOIN "
+            "pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+            f"WHERE i.indrelid = '\"{TARGET_SCHEMA}\".\"Odd Name\"'::regclass AND i.indisprimary")
+        self.assertEqual(key.strip(), "Key")
+        types = self.target_sql(
+            "SELECT string_agg(format_type(atttypid, atttypmod), ',' ORDER BY attnum) FROM "
+            f"pg_attribute WHERE attrelid = '\"{TARGET_SCHEMA}\".items'::regclass AND attnum > 0")
+        self.assertEqual(types.strip(), "integer,text,numeric(12,2),bigint,double precision,"
+                         "timestamp with time zone,date,boolean,text,uuid,text")
+        # No load table is left behind.
+        self.assertEqual(self.target_sql(
+            "SELECT string_agg(tablename, ',') FROM pg_tables WHERE schemaname = 'ferry_state' "
+            "AND tablename LIKE 'load\\_%'").strip(), "")
+        self.change(1)
+        self.change(2)
+        p = self.sync()
+        self.assertIn("cdc: changes", p.stdout)
+        self.assert_matches()
+        self.assertEqual(self.checkpoint("items")["mode"], "cdc")
+        p = self.ferry("verify", "-c", self.pipeline, env=self.env)
+        self.assertIn("match", p.stdout)
+
+    def test_crash_at_every_fault_point_then_exactly_once(self):
+        self.configure()
+        self.sync()
+        points = ["sink.data_written", "sink.before_commit", "sink.after_commit",
+                  "state.temp_written", "state.after_write", "source.before_acknowledge"]
+        for i, point in enumerate(points):
+            with self.subTest(point=point):
+                self.change(10 + i)
+                self.crash(point)
+                self.change(100 + i)
+                self.sync()
+                self.assert_matches()
+
+    def test_crash_during_the_load_resumes_and_publishes_once(self):
+        self.configure(mode="full_refresh")
+        for point, hit in [("sink.before_commit", 2), ("sink.after_commit", 2),
+                           ("state.after_write", 3), ("sink.before_publish", 1),
+                           ("sink.after_publish", 1)]:
+            with self.subTest(point=point):
+                self.sql(f"UPDATE items SET name = name || '{hit}' WHERE id % 5 = 0")
+                self.crash(point, hit)
+                p = self.sync()
+                # The crashed load is finished, not started over (after its publish, a new
+                # full refresh is a new load).
+                if point != "sink.after_publish":
+                    self.assertIn("resumed load", p.stdout)
+                self.assert_matches()
+
+    def test_a_lost_state_file_is_repaired_from_the_checkpoint_row(self):
+        self.configure()
+        self.sync()
+        self.change(1)
+        self.sync()
+        os.remove(os.path.join(self.dir, "state.json"))
+        self.change(2)
+        p = self.sync()
+        self.assertNotIn("new load", p.stdout)
+        self.assert_matches()
+
+    def test_incremental_upserts_by_key(self):
+        self.configure(streams=["items"], mode="incremental")
+        self.sync()
+        self.assert_matches("items")
+        self.sql("INSERT INTO items (id, name) SELECT i, 'inc' FROM generate_series(5001, 5100) i")
+        p = self.sync()
+        self.assertIn("incremental up to", p.stdout)
+        self.assert_matches("items")
+
+    def test_columns_added_mid_stream_reach_the_target(self):
+        self.configure(streams=["items"])
+        self.sync()
+        self.sql("UPDATE items SET name = 'before' WHERE id < 100;"
+                 "ALTER TABLE items ADD COLUMN extra int;"
+                 "UPDATE items SET extra = id, name = 'after' WHERE id < 200;")
+        self.sync()
+        self.assert_matches("items")
+
+    def test_check_names_the_guarantee_and_bad_targets_fail_clearly(self):
+        self.configure(streams=["items"])
+        p = self.ferry("check", "-c", self.pipeline, env=self.env)
+        self.assertIn("exactly-once", p.stdout)
+        self.assertIn("PostgreSQL transaction", p.stdout)
+        # A target table whose column cannot take the source's values: stopped, with the fix.
+        self.sync()
+        self.target_sql(f'ALTER TABLE "{TARGET_SCHEMA}".items ALTER COLUMN qty TYPE text')
+        self.sql("UPDATE items SET qty = 5 WHERE id = 1")
+        p = self.sync(check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("qty", p.stderr)
+        self.assertIn("full refresh", p.stderr)
+        # A narrower column is widened in place.
+        self.target_sql(f'ALTER TABLE "{TARGET_SCHEMA}".items ALTER COLUMN qty TYPE integer '
+                        "USING qty::integer")
+        self.sync()
+        self.assert_matches("items")
+        # A destination that cannot be reached.
+        self.write_pipeline(PIPELINE.format(
+            name=self.name, dsn=SERVER.dsn(self.db), streams="    - name: items",
+            target=f"host=127.0.0.1 port={pgserver.free_port()} dbname=x user=u password=s3cr3t",
+            schema=TARGET_SCHEMA, top=""))
+        p = self.sync(check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("destination", p.stderr)
+        self.assertNotIn("s3cr3t", p.stderr + p.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
