@@ -12,6 +12,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libsqlite3-dev sqlite3 libzstd-dev libsnappy-dev zlib1g-dev
   libpq-dev postgresql
+  libmariadb-dev mariadb-server redis-server
   nlohmann-json3-dev libyaml-cpp-dev libgtest-dev
   python3 ca-certificates clang-format
 )

@@ -26,6 +26,23 @@ state: ./state.json
 """
 
 
+def create_source(test):
+    """The source database of these tests: a table with an integer key and one with a composite
+    text key and odd name."""
+    con = test.source()
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL, price REAL)")
+    con.execute('CREATE TABLE "Odd ""Keys""" (a TEXT NOT NULL, b INTEGER NOT NULL, v BLOB, '
+                "PRIMARY KEY (a, b))")
+    con.executemany("INSERT INTO items VALUES (?, ?, ?)",
+                    [(i, f"item {i}", i / 4) for i in range(1, 3001)])
+    con.executemany('INSERT INTO "Odd ""Keys""" VALUES (?, ?, ?)',
+                    [(f"k{i % 10}", i, bytes([i % 256])) for i in range(200)])
+    con.commit()
+    con.close()
+    test.round = 0
+
+
 class SqliteCdcTest(ferrytest.FerryTestCase):
     def sync(self, **kw):
         # A CDC pipeline follows the source until stopped; --once applies what is there and exits.
@@ -34,18 +51,7 @@ class SqliteCdcTest(ferrytest.FerryTestCase):
     def setUp(self):
         super().setUp()
         self.write_pipeline(PIPELINE)
-        con = self.source()
-        con.execute("PRAGMA journal_mode=WAL")
-        con.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL, price REAL)")
-        con.execute('CREATE TABLE "Odd ""Keys""" (a TEXT NOT NULL, b INTEGER NOT NULL, v BLOB, '
-                    "PRIMARY KEY (a, b))")
-        con.executemany("INSERT INTO items VALUES (?, ?, ?)",
-                        [(i, f"item {i}", i / 4) for i in range(1, 3001)])
-        con.executemany('INSERT INTO "Odd ""Keys""" VALUES (?, ?, ?)',
-                        [(f"k{i % 10}", i, bytes([i % 256])) for i in range(200)])
-        con.commit()
-        con.close()
-        self.round = 0
+        create_source(self)
 
     def change(self, n=150):
         """Updates, deletes, inserts, key changes, and several changes to one key."""
