@@ -6,8 +6,12 @@ protocol (data written, before and after COMMIT, state file, acknowledgement, pu
 again."""
 import json
 import os
+import random
 import signal
+import subprocess
 import sys
+import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -191,6 +195,16 @@ class PostgresToPostgresTest(ferrytest.FerryTestCase):
                     self.assertIn("resumed load", p.stdout)
                 self.assert_matches()
 
+    def test_a_commit_whose_answer_is_lost_is_settled_by_the_checkpoint_row(self):
+        self.configure()
+        self.sync()
+        for hit in (1, 3):
+            self.change(hit)
+            p = self.sync(env={"FERRY_FAULT": f"sink.commit_outcome_lost:{hit}"})
+            self.assertIn("injecting the failure", p.stderr)
+            self.assertIn("reading the checkpoint row back", p.stderr)
+            self.assert_matches()
+
     def test_a_lost_state_file_is_repaired_from_the_checkpoint_row(self):
         self.configure()
         self.sync()
@@ -201,6 +215,59 @@ class PostgresToPostgresTest(ferrytest.FerryTestCase):
         p = self.sync()
         self.assertNotIn("new load", p.stdout)
         self.assert_matches()
+
+    def test_destination_connections_killed_during_a_follow_sync(self):
+        """The destination's connections are terminated every second or so while a following sync
+        applies a stream of changes: a COMMIT cut off mid-way has an unknown outcome, settled by
+        reading the checkpoint row back. At the end the tables equal the source."""
+        self.configure(streams=["items", "Odd Name"], top="checkpoint: {max_changes: 300}\n")
+        self.sync()
+        stop = threading.Event()
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                i += 1
+                SERVER.psql(f"""BEGIN;
+                    INSERT INTO items (id, name, amount) VALUES ({700000 + i}, 'w{i}', {i});
+                    UPDATE items SET name = 'u{i}', amount = amount + 1 WHERE id % 50 = {i % 50};
+                    DELETE FROM items WHERE id = {(i * 13) % 2500 + 1};
+                    UPDATE "Odd Name" SET "select" = {i} WHERE "Key" = {i % 400 + 1};
+                    COMMIT;""", db=self.db)
+
+        killed = [0]
+        rnd = random.Random(20261129)
+
+        def killer():
+            while not stop.is_set():
+                out = SERVER.psql(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                    f"datname = '{self.target}' AND application_name = 'ferry'", check=False)
+                killed[0] += int(out.strip() or 0)
+                time.sleep(rnd.uniform(0.5, 1.5))
+
+        env = dict(os.environ, **self.env)
+        env.pop("FERRY_FAULT", None)
+        proc = subprocess.Popen([ferrytest.FERRY, "sync", "-c", self.pipeline, "--interval", "1"],
+                                cwd=self.dir, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        threads = [threading.Thread(target=writer), threading.Thread(target=killer)]
+        for t in threads:
+            t.start()
+        try:
+            time.sleep(20)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=120)
+        self.assertGreater(killed[0], 5, "the killer terminated no destination connection\n" + err[-3000:])
+        print(f"\n  {killed[0]} destination connections terminated; "
+              f"{err.count('reading the checkpoint row back')} commits with an unknown outcome "
+              "settled", file=sys.stderr)
+        self.sync()
+        self.assert_matches("items", "Odd Name")
 
     def test_incremental_upserts_by_key(self):
         self.configure(streams=["items"], mode="incremental")

@@ -46,6 +46,9 @@ const std::vector<FaultPointInfo>& AllFaultPoints() {
       {"state.after_write", "the state file is written, the source not yet acknowledged"},
       {"sink.before_publish", "all chunks are committed on the load branch, main not yet replaced"},
       {"sink.after_publish", "main now shows the new contents, the state file not yet written"},
+      {"sink.commit_outcome_lost",
+       "SQL destinations: the COMMIT is sent and the connection cut before its answer arrives; "
+       "the process lives on and must learn the outcome by reading the checkpoint row back"},
   };
   return kPoints;
 }
@@ -81,12 +84,28 @@ std::string_view ArmFaultsFromEnvironment() {
   return g_error;
 }
 
-void FaultPoint(std::string_view name) {
+namespace {
+
+bool Hit(std::string_view name) {
   if (!g_any.load(std::memory_order_acquire)) [[likely]]
-    return;
-  if (g_armed->name != name) return;
-  long hit = g_armed->hits.fetch_add(1) + 1;
-  if (hit != g_armed->nth) return;
+    return false;
+  if (g_armed->name != name) return false;
+  return g_armed->hits.fetch_add(1) + 1 == g_armed->nth;
+}
+
+}  // namespace
+
+bool FaultInjected(std::string_view name) {
+  if (!Hit(name)) return false;
+  std::fprintf(stderr, "ferry: fault point %s reached: injecting the failure\n",
+               g_armed->name.c_str());
+  std::fflush(stderr);
+  return true;
+}
+
+void FaultPoint(std::string_view name) {
+  if (!Hit(name)) return;
+  long hit = g_armed->nth;
   std::fprintf(stderr, "ferry: fault point %s reached (hit %ld): killing the process\n",
                g_armed->name.c_str(), hit);
   std::fflush(stderr);

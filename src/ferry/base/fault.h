@@ -25,4 +25,8 @@ std::string_view ArmFaultsFromEnvironment();
 // Dies here if this point is armed and this is its nth hit. `name` must be listed in fault.cc.
 void FaultPoint(std::string_view name);
 
+// For the points that inject a failure other than death (a lost connection, ...): true when this
+// point is armed and this is its nth hit; the caller then makes the failure happen.
+bool FaultInjected(std::string_view name);
+
 }  // namespace ferry

@@ -366,7 +366,8 @@ class PostgresStream : public SinkStream {
       staged_ = true;
     }
     if (in_txn_) return Status::OK();
-    FERRY_RETURN_IF_ERROR(conn_->Exec("BEGIN"));
+    Status begun = conn_->Exec("BEGIN");
+    if (!begun.ok()) return begun.WithContext("destination table " + TableText());
     in_txn_ = true;
     return Status::OK();
   }
@@ -423,6 +424,9 @@ class PostgresStream : public SinkStream {
         const std::string c = QuoteIdent(schema_->fields[k].name);
         on += "t." + c + " = d." + c;
       }
+      // Temporary tables have no statistics until analyzed: without them the planner may hash
+      // the whole target for a handful of keys instead of probing its primary key.
+      FERRY_RETURN_IF_ERROR(conn_->Exec("ANALYZE pg_temp.ferry_deletes"));
       FERRY_RETURN_IF_ERROR(conn_->Exec("DELETE FROM " + target_ +
                                         " AS t USING pg_temp.ferry_deletes AS d WHERE " + on));
     }
@@ -447,7 +451,8 @@ class PostgresStream : public SinkStream {
   // connection says whether it landed. Returns whether the commit is known to have landed by an
   // earlier attempt (false: this COMMIT did it).
   Result<bool> CommitOrSettle(const MarkerCheck& already_landed) {
-    Status s = conn_->Exec("COMMIT");
+    Status s = FaultInjected("sink.commit_outcome_lost") ? conn_->SendAndCut("COMMIT")
+                                                         : conn_->Exec("COMMIT");
     in_txn_ = false;
     if (s.ok()) {
       totals_.rows += pending_rows_;

@@ -5,6 +5,7 @@
 #include <libpq-fe.h>
 
 #include <sys/select.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -273,6 +274,14 @@ Status PgConnection::PutCopyData(std::string_view data) {
     return ConnectionError("replication (sending a status update)");
   }
   return Status::OK();
+}
+
+Status PgConnection::SendAndCut(const std::string& sql) {
+  if (PQsendQuery(conn_, sql.c_str()) != 1 || PQflush(conn_) != 0) {
+    return ConnectionError("sending " + sql);
+  }
+  ::shutdown(PQsocket(conn_), SHUT_RDWR);
+  return Status::Unavailable("the connection was cut after sending " + sql + " (fault injected)");
 }
 
 Status PgConnection::CopyIn(const std::string& sql, std::string_view data) {

@@ -77,6 +77,9 @@ class PgConnection {
   // -1 = the server ended the stream (its error, if any, is the Status).
   Result<int> ReadCopyData(std::string* out, int timeout_ms);
   Status PutCopyData(std::string_view data);
+  // Sends `sql` and cuts the connection before the answer arrives (fault injection: a COMMIT
+  // whose outcome the client cannot know). The connection is unusable afterwards.
+  Status SendAndCut(const std::string& sql);
   int ServerVersion() const;
   // `value` as a quoted SQL string literal (PQescapeLiteral: quotes and backslashes escaped for
   // this connection's encoding and settings), for statements that take no parameters (COPY).
