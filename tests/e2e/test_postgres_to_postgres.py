@@ -316,5 +316,54 @@ class PostgresToPostgresTest(ferrytest.FerryTestCase):
         self.assertNotIn("s3cr3t", p.stderr + p.stdout)
 
 
+
+class SqliteToPostgresTest(ferrytest.FerryTestCase):
+    """Values one engine holds and the other may not."""
+
+    def setUp(self):
+        super().setUp()
+        self.env = {"PGPASSWORD": pgserver.SUPERUSER_PASSWORD}
+        self.target = SERVER.create_test_database("l2p", self._testMethodName)
+        self.write_pipeline(f"""
+name: l2p
+source: {{type: sqlite, path: ./source.db, mode: full_refresh}}
+destination: {{type: postgres, dsn: "{SERVER.dsn(self.target)}", schema: "Weird Schema"}}
+state: ./state.json
+""")
+
+    def tearDown(self):
+        SERVER.drop_test_database(self.target)
+        super().tearDown()
+
+    def test_odd_names_and_extreme_values_arrive_or_stop_with_the_column_named(self):
+        con = self.source()
+        con.execute('CREATE TABLE "Ünïcode ""Quoted"" Table" ("Select" INTEGER PRIMARY KEY, '
+                    '"ça va" TEXT, "MixedCase" REAL, "big" INTEGER)')
+        con.executemany('INSERT INTO "Ünïcode ""Quoted"" Table" VALUES (?, ?, ?, ?)',
+                        [(1, "plain", float("inf"), 9223372036854775807),
+                         (2, "😀 emoji", float("-inf"), -9223372036854775808),
+                         (3, None, -0.0, 0), (4, "", float("nan"), None)])
+        con.commit()
+        p = self.ferry("sync", "-c", self.pipeline, env=self.env)
+        out = SERVER.psql('SELECT "Select", "ça va", "MixedCase"::text, big FROM '
+                          '"Weird Schema"."Ünïcode ""Quoted"" Table" ORDER BY 1', db=self.target)
+        self.assertEqual(out.strip().split("\n"), [
+            "1|plain|Infinity|9223372036854775807", "2|😀 emoji|-Infinity|-9223372036854775808",
+            # SQLite itself keeps -0.0 as 0 and a NaN as NULL.
+            "3||0|0", "4|||"], p.stderr)
+        # PostgreSQL text cannot hold a NUL byte: the sync stops naming the column, and the table
+        # keeps its last complete load.
+        con.execute('CREATE TABLE nul (id INTEGER PRIMARY KEY, note TEXT)')
+        con.execute("INSERT INTO nul VALUES (1, 'fine'), (2, 'a' || char(0) || 'b')")
+        con.commit()
+        con.close()
+        p = self.ferry("sync", "-c", self.pipeline, env=self.env, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("note", p.stderr)
+        self.assertIn("NUL", p.stderr)
+        self.assertEqual(SERVER.psql('SELECT count(*) FROM "Weird Schema".nul',
+                                     db=self.target).strip(), "0")
+
+
 if __name__ == "__main__":
     unittest.main()
