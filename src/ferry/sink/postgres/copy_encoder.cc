@@ -4,42 +4,13 @@
 #include <cstring>
 #include <limits>
 
+#include "ferry/source/postgres/pg_oids.h"
 #include "ferry/types/value_parse.h"
 
 namespace ferry::sink::pg {
 namespace {
 
 using u128 = unsigned __int128;
-
-// Built-in type OIDs (src/include/catalog/pg_type.dat; fixed across versions).
-enum : uint32_t {
-  kBoolOid = 16,
-  kByteaOid = 17,
-  kInt8Oid = 20,
-  kInt4Oid = 23,
-  kTextOid = 25,
-  kFloat4Oid = 700,
-  kFloat8Oid = 701,
-  kBoolArrayOid = 1000,
-  kByteaArrayOid = 1001,
-  kInt4ArrayOid = 1007,
-  kTextArrayOid = 1009,
-  kInt8ArrayOid = 1016,
-  kFloat4ArrayOid = 1021,
-  kFloat8ArrayOid = 1022,
-  kDateOid = 1082,
-  kTimeOid = 1083,
-  kTimestampOid = 1114,
-  kTimestampArrayOid = 1115,
-  kDateArrayOid = 1182,
-  kTimeArrayOid = 1183,
-  kTimestampTzOid = 1184,
-  kTimestampTzArrayOid = 1185,
-  kNumericArrayOid = 1231,
-  kNumericOid = 1700,
-  kUuidOid = 2950,
-  kUuidArrayOid = 2951,
-};
 
 constexpr char kSignature[] = "PGCOPY\n\377\r\n";  // + the terminating NUL: 11 bytes
 constexpr size_t kSignatureBytes = 11;

@@ -1,33 +1,9 @@
 #include "ferry/source/postgres/pg_types.h"
 
+#include "ferry/source/postgres/pg_oids.h"
+
 namespace ferry::source::pg {
 namespace {
-
-// Built-in type OIDs (src/include/catalog/pg_type.dat; fixed across versions).
-enum : uint32_t {
-  kBoolOid = 16,
-  kByteaOid = 17,
-  kNameOid = 19,
-  kInt8Oid = 20,
-  kInt2Oid = 21,
-  kInt4Oid = 23,
-  kTextOid = 25,
-  kOidOid = 26,
-  kJsonOid = 114,
-  kFloat4Oid = 700,
-  kFloat8Oid = 701,
-  kBpcharOid = 1042,
-  kVarcharOid = 1043,
-  kDateOid = 1082,
-  kTimeOid = 1083,
-  kTimestampOid = 1114,
-  kTimestampTzOid = 1184,
-  kIntervalOid = 1186,
-  kTimeTzOid = 1266,
-  kNumericOid = 1700,
-  kUuidOid = 2950,
-  kJsonbOid = 3802,
-};
 
 PgMapping Map(PgWire wire, DataType type) {
   PgMapping m;
