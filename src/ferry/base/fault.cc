@@ -47,7 +47,8 @@ const std::vector<FaultPointInfo>& AllFaultPoints() {
       {"sink.before_publish", "all chunks are committed on the load branch, main not yet replaced"},
       {"sink.after_publish", "main now shows the new contents, the state file not yet written"},
       {"sink.commit_outcome_lost",
-       "SQL destinations: the COMMIT is sent and the connection cut before its answer arrives; "
+       "SQL and Redis destinations: the COMMIT (EXEC) is sent and the connection cut before its "
+       "answer arrives; "
        "the process lives on and must learn the outcome by reading the checkpoint row back"},
   };
   return kPoints;

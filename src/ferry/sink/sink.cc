@@ -2,6 +2,7 @@
 
 #include "ferry/sink/iceberg/iceberg_sink.h"
 #include "ferry/sink/postgres/postgres_sink.h"
+#include "ferry/sink/redis/redis_sink.h"
 #include "ferry/sink/sqlite/sqlite_sink.h"
 
 namespace ferry::sink {
@@ -16,8 +17,10 @@ Result<std::unique_ptr<Sink>> Sink::Open(config::DestinationConfig& cfg,
     return OpenPostgresSink(cfg, pipeline);
   }
   if (cfg.type == "sqlite") return OpenSqliteSink(cfg, pipeline);
-  return Status::InvalidArgument("destination type '" + cfg.type +
-                                 "' is not known; ferry writes to: iceberg, postgres, sqlite");
+  if (cfg.type == "redis") return OpenRedisSink(cfg, pipeline);
+  return Status::InvalidArgument(
+      "destination type '" + cfg.type +
+      "' is not known; ferry writes to: iceberg, postgres, sqlite, redis");
 }
 
 }  // namespace ferry::sink

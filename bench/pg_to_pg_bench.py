@@ -1,0 +1,177 @@
+"""The measurements of bench/pg_to_pg.sh (run that script: it builds ferry in Release first)."""
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(BENCH, "..", "tests", "lib"))
+import pgserver  # noqa: E402
+from postgres_bench import TABLE, measure  # noqa: E402
+
+# The destination table of native replication: the subscription needs it to exist.
+TARGET = """
+CREATE TABLE t (id bigint PRIMARY KEY, qty int NOT NULL, status text NOT NULL,
+                amount numeric(12,2) NOT NULL, created_at timestamptz NOT NULL,
+                note text NOT NULL, flag boolean NOT NULL);
+"""
+
+SAME = ("SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM "
+        "(SELECT id, qty, status, amount, created_at, note, flag FROM {t}) t")
+
+
+def wait_until(check, what, timeout=3600):
+    t0 = time.monotonic()
+    while not check():
+        if time.monotonic() - t0 > timeout:
+            sys.exit(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ferry", required=True)
+    ap.add_argument("--cpu", default="")
+    ap.add_argument("--rows", type=int, default=5000000)
+    ap.add_argument("--changes", type=int, default=1000000)
+    ap.add_argument("--txns", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json")
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    if not a.json:
+        os.makedirs(os.path.join(BENCH, "results"), exist_ok=True)
+        a.json = os.path.join(BENCH, "results", "pg_to_pg-" +
+                              datetime.datetime.now().strftime("%Y%m%d-%H%M%S") + ".json")
+    work = tempfile.mkdtemp(prefix="ferry-bench-p2p.")
+    server = pgserver.PgServer()
+    server.start()
+    env = dict(os.environ, PGPASSWORD=pgserver.SUPERUSER_PASSWORD)
+    env.pop("FERRY_FAULT", None)
+    try:
+        server.psql("CREATE DATABASE bench")
+        print(f"# generating {a.rows:,} rows", file=sys.stderr)
+        server.psql(TABLE.format(rows=a.rows), db="bench")
+        # `done` gets a row after each round of changes: once the subscriber has it, every
+        # change before it is applied (a subscriber applies transactions in commit order).
+        server.psql("CREATE TABLE done (round int PRIMARY KEY)", db="bench")
+        server.psql("CREATE PUBLICATION native FOR TABLE t, done", db="bench")
+        per_txn = a.changes // a.txns
+        changes = per_txn * a.txns
+        recs = {k: [] for k in ["native_copy", "ferry_copy", "ferry_copy_rss", "native_apply",
+                                "ferry_apply", "ferry_apply_rss"]}
+        for rep in range(a.repeat):
+            nat, fer = f"native_{rep}", f"ferry_{rep}"
+            for db in (nat, fer):
+                server.psql(f"DROP DATABASE IF EXISTS {db}")
+                server.psql(f"CREATE DATABASE {db}")
+            server.psql(TARGET + "CREATE TABLE done (round int PRIMARY KEY);", db=nat)
+            # Native initial copy.
+            # On one server the slot is made apart: CREATE SUBSCRIPTION would wait for itself.
+            t0 = time.monotonic()
+            server.psql(f"SELECT pg_create_logical_replication_slot('sub_{rep}', 'pgoutput')",
+                        db="bench")
+            conninfo = server.dsn("bench", password_ref=pgserver.SUPERUSER_PASSWORD)
+            server.psql(f"CREATE SUBSCRIPTION sub_{rep} CONNECTION '{conninfo}' PUBLICATION "
+                        f"native WITH (copy_data = true, create_slot = false, "
+                        f"slot_name = 'sub_{rep}')", db=nat)
+            wait_until(lambda: server.psql("SELECT count(*) FROM pg_subscription_rel "
+                                           "WHERE srsubstate <> 'r'", db=nat).strip() == "0",
+                       "the native initial copy")
+            recs["native_copy"].append(time.monotonic() - t0)
+            # ferry's initial copy.
+            d = os.path.join(work, fer)
+            os.makedirs(d)
+            with open(os.path.join(d, "pipeline.yaml"), "w") as f:
+                f.write(f"""name: {fer}
+source:
+  type: postgres
+  dsn: "{server.dsn('bench')}"
+  streams:
+    - {{name: t, mode: cdc, chunk_rows: 500000}}
+destination: {{type: postgres, dsn: "{server.dsn(fer)}", schema: public}}
+state: ./state.json
+""")
+            s, rss = measure([a.ferry, "sync", "--once", "-c", "pipeline.yaml"], cwd=d, env=env)
+            recs["ferry_copy"].append(s)
+            recs["ferry_copy_rss"].append(rss)
+            print(f"# run {rep + 1}: initial copy native {recs['native_copy'][-1]:.2f} s, ferry "
+                  f"{s:.2f} s (peak RSS {rss / 1024:.0f} MiB)", file=sys.stderr)
+            # Changes while both are stopped.
+            server.psql(f"ALTER SUBSCRIPTION sub_{rep} DISABLE", db=nat)
+            wait_until(lambda: server.psql(
+                f"SELECT count(*) FROM pg_stat_subscription WHERE subname = 'sub_{rep}' "
+                "AND pid IS NOT NULL", db=nat).strip() == "0", "the subscription to stop")
+            script = "".join(
+                f"UPDATE t SET qty = qty + 1, note = note || '' WHERE id > {k * per_txn} AND "
+                f"id <= {(k + 1) * per_txn};\n" for k in range(a.txns))
+            server.psql(script + f"INSERT INTO done VALUES ({rep});", db="bench")
+            server.psql(f"ALTER SUBSCRIPTION sub_{rep} ENABLE", db=nat)
+            # The clock starts when the apply worker runs: the launcher's delay in starting it
+            # (up to wal_retrieve_retry_interval) is not the apply's.
+            wait_until(lambda: server.psql(
+                f"SELECT count(*) FROM pg_stat_subscription WHERE subname = 'sub_{rep}' "
+                "AND pid IS NOT NULL", db=nat).strip() == "1", "the apply worker to start")
+            t0 = time.monotonic()
+            wait_until(lambda: server.psql(f"SELECT count(*) FROM done WHERE round = {rep}",
+                                           db=nat).strip() == "1", "native apply")
+            recs["native_apply"].append(time.monotonic() - t0)
+            s, rss = measure([a.ferry, "sync", "--once", "-c", "pipeline.yaml"], cwd=d, env=env)
+            recs["ferry_apply"].append(s)
+            recs["ferry_apply_rss"].append(rss)
+            print(f"# run {rep + 1}: {changes:,} changes: native apply "
+                  f"{recs['native_apply'][-1]:.2f} s, ferry {s:.2f} s (peak RSS "
+                  f"{rss / 1024:.0f} MiB)", file=sys.stderr)
+            want = server.psql(SAME.format(t="t"), db="bench").strip()
+            for db in (nat, fer):
+                got = server.psql(SAME.format(t="t"), db=db).strip()
+                if got != want:
+                    sys.exit(f"{db} does not equal the source")
+            server.psql(f"ALTER SUBSCRIPTION sub_{rep} DISABLE", db=nat)
+            server.psql(f"ALTER SUBSCRIPTION sub_{rep} SET (slot_name = NONE)", db=nat)
+            server.psql(f"DROP SUBSCRIPTION sub_{rep}", db=nat)
+            wait_until(lambda: server.psql(
+                f"SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'sub_{rep}' "
+                "AND active", db="bench").strip() == "0", "the subscription's slot to be released")
+            server.psql(f"SELECT pg_drop_replication_slot('sub_{rep}')", db="bench")
+            for db in (nat, fer):
+                server.drop_test_database(db)
+        med = statistics.median
+        result = {
+            "benchmark": "pg_to_pg", "date": datetime.datetime.now().astimezone().isoformat(
+                timespec="seconds"),
+            "machine": {"cpu": a.cpu, "cores": os.cpu_count()},
+            "server": server.psql("SHOW server_version").strip(), "rows": a.rows,
+            "changes": changes, "transactions": a.txns, "repeat": a.repeat, **recs,
+            "copy_ratio_native_to_ferry": round(med(recs["native_copy"]) / med(recs["ferry_copy"]), 3),
+            "apply_ratio_native_to_ferry": round(med(recs["native_apply"]) / med(recs["ferry_apply"]), 3),
+        }
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=2)
+            f.write("\n")
+        print(f"PostgreSQL {result['server']}, {a.rows:,} rows; median of {a.repeat}; {a.cpu}, "
+              f"{os.cpu_count()} cores; both destinations equal the source")
+        print(f"initial copy: native {med(recs['native_copy']):.2f} s, ferry "
+              f"{med(recs['ferry_copy']):.2f} s: ferry is {result['copy_ratio_native_to_ferry']:.2f}x "
+              f"native; peak RSS {max(recs['ferry_copy_rss']) / 1024:.0f} MiB")
+        print(f"apply of {changes:,} changes in {a.txns} transactions: native "
+              f"{med(recs['native_apply']):.2f} s ({changes / med(recs['native_apply']):,.0f}/s), "
+              f"ferry {med(recs['ferry_apply']):.2f} s ({changes / med(recs['ferry_apply']):,.0f}/s): "
+              f"ferry is {result['apply_ratio_native_to_ferry']:.2f}x native; peak RSS "
+              f"{max(recs['ferry_apply_rss']) / 1024:.0f} MiB")
+        print(f"results: {a.json}")
+    finally:
+        server.stop()
+        if a.keep:
+            print(f"# kept {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
