@@ -1,0 +1,921 @@
+#include "ferry/sink/mysql/mysql_sql.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "ferry/types/value_parse.h"
+#include "ferry/types/value_text.h"
+
+namespace ferry::sink::mysql {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr int64_t kMicrosPerDay = 86400000000LL;
+// The years MySQL and MariaDB document for DATE and DATETIME.
+constexpr int64_t kMinYear = 1000;
+constexpr int64_t kMaxYear = 9999;
+
+template <typename T>
+T FixedAt(const Column& col, size_t row) {
+  T v;
+  std::memcpy(&v, col.fixed_data() + row * sizeof(T), sizeof(T));
+  return v;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+// Bytes InnoDB keys take for DECIMAL(p,s): 4 per 9 digits, fewer for the rest, on each side of
+// the point.
+int DecimalBytes(int precision, int scale) {
+  static const int kRest[] = {0, 1, 1, 2, 2, 3, 3, 4, 4};
+  auto side = [](int digits) { return digits / 9 * 4 + kRest[digits % 9]; };
+  return side(precision - scale) + side(scale);
+}
+
+bool IsKey(const Schema& s, int32_t id) {
+  for (int32_t k : s.identifier_field_ids) {
+    if (k == id) return true;
+  }
+  return false;
+}
+
+std::string Base64(std::string_view in) {
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t v = static_cast<uint32_t>(static_cast<uint8_t>(in[i])) << 16 |
+                 static_cast<uint32_t>(static_cast<uint8_t>(in[i + 1])) << 8 |
+                 static_cast<uint8_t>(in[i + 2]);
+    out += kAlphabet[v >> 18];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += kAlphabet[v & 63];
+  }
+  if (i < in.size()) {
+    uint32_t v = static_cast<uint32_t>(static_cast<uint8_t>(in[i])) << 16;
+    if (i + 1 < in.size()) v |= static_cast<uint32_t>(static_cast<uint8_t>(in[i + 1])) << 8;
+    out += kAlphabet[v >> 18];
+    out += kAlphabet[(v >> 12) & 63];
+    out += i + 1 < in.size() ? kAlphabet[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+Result<std::string> FromBase64(std::string_view in) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  const Status bad = Status::InvalidArgument("'" + std::string(in.substr(0, 40)) +
+                                             "' is not base64 (a binary list element)");
+  if (in.size() % 4 != 0) return bad;
+  std::string out;
+  for (size_t i = 0; i < in.size(); i += 4) {
+    int v[4];
+    int pad = 0;
+    for (int k = 0; k < 4; ++k) {
+      char c = in[i + k];
+      if (c == '=' && i + 4 == in.size() && k >= 2) {
+        v[k] = 0;
+        ++pad;
+      } else if (pad > 0 || (v[k] = value(c)) < 0) {
+        return bad;
+      }
+    }
+    uint32_t w = static_cast<uint32_t>(v[0] << 18 | v[1] << 12 | v[2] << 6 | v[3]);
+    out += static_cast<char>(w >> 16);
+    if (pad < 2) out += static_cast<char>((w >> 8) & 255);
+    if (pad < 1) out += static_cast<char>(w & 255);
+  }
+  return out;
+}
+
+double DoubleAt(const Column& col, size_t row) {
+  return col.type().kind() == TypeKind::kFloat32 ? static_cast<double>(FixedAt<float>(col, row))
+                                                 : FixedAt<double>(col, row);
+}
+
+void AppendDouble(Column* col, double d) {
+  if (col->type().kind() == TypeKind::kFloat32) {
+    col->AppendFloat(static_cast<float>(d));
+  } else {
+    col->AppendDouble(d);
+  }
+}
+
+Result<int64_t> ParseInt(std::string_view text) {
+  std::string s(text);
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0) {
+    return Status::InvalidArgument("'" + s + "' is not a 64-bit integer");
+  }
+  return static_cast<int64_t>(v);
+}
+
+Result<double> ParseDouble(std::string_view text) {
+  std::string s(text);
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0') return Status::InvalidArgument("'" + s + "' is not a number");
+  return v;
+}
+
+int64_t YearOfDays(int64_t days) {
+  int64_t y;
+  unsigned m, d;
+  CivilFromDays(days, &y, &m, &d);
+  return y;
+}
+
+int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+// A primitive value's ISO text form (list elements).
+std::string ElementText(const Column& c, size_t i) {
+  switch (c.type().kind()) {
+    case TypeKind::kDecimal:
+      return FormatDecimal(FixedAt<int128_t>(c, i), c.type().scale());
+    case TypeKind::kDate:
+      return FormatDateIso(FixedAt<int32_t>(c, i));
+    case TypeKind::kTime:
+      return FormatTimeIso(FixedAt<int64_t>(c, i));
+    case TypeKind::kTimestamp:
+      return FormatTimestampIso(FixedAt<int64_t>(c, i));
+    case TypeKind::kTimestampTz:
+      return FormatTimestampIso(FixedAt<int64_t>(c, i)) + "+00:00";
+    case TypeKind::kUuid:
+      return FormatUuid(c.fixed_data() + i * 16);
+    default:
+      return std::string();
+  }
+}
+
+Json ElementJson(const Column& c, size_t i) {
+  if (!c.IsValid(i)) return nullptr;
+  switch (c.type().kind()) {
+    case TypeKind::kBoolean:
+      return FixedAt<uint8_t>(c, i) != 0;
+    case TypeKind::kInt32:
+      return FixedAt<int32_t>(c, i);
+    case TypeKind::kInt64:
+      return FixedAt<int64_t>(c, i);
+    case TypeKind::kFloat32:
+    case TypeKind::kFloat64: {
+      double d = DoubleAt(c, i);
+      if (std::isnan(d)) return "NaN";
+      if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
+      return d;
+    }
+    case TypeKind::kString:
+      return std::string(c.GetBytes(i));
+    case TypeKind::kBinary:
+      return Base64(c.GetBytes(i));
+    default:
+      return ElementText(c, i);
+  }
+}
+
+Status AppendElement(const Json& e, Column* col) {
+  if (e.is_null()) {
+    col->AppendNull();
+    return Status::OK();
+  }
+  const DataType& t = col->type();
+  auto wrong = [&] {
+    return Status::InvalidArgument("list element " +
+                                   e.dump(-1, ' ', false, Json::error_handler_t::replace) +
+                                   " is not a " + t.ToIceberg());
+  };
+  switch (t.kind()) {
+    case TypeKind::kBoolean:
+      if (!e.is_boolean()) return wrong();
+      col->AppendBool(e.get<bool>());
+      return Status::OK();
+    case TypeKind::kInt32:
+    case TypeKind::kInt64: {
+      if (!e.is_number_integer()) return wrong();
+      if (e.is_number_unsigned() &&
+          e.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return wrong();
+      }
+      int64_t v = e.get<int64_t>();
+      if (t.kind() == TypeKind::kInt64) {
+        col->AppendInt64(v);
+      } else {
+        if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+          return wrong();
+        }
+        col->AppendInt32(static_cast<int32_t>(v));
+      }
+      return Status::OK();
+    }
+    case TypeKind::kFloat32:
+    case TypeKind::kFloat64: {
+      if (e.is_number()) {
+        AppendDouble(col, e.get<double>());
+        return Status::OK();
+      }
+      if (!e.is_string()) return wrong();
+      const std::string& s = e.get_ref<const std::string&>();
+      if (s == "NaN") {
+        AppendDouble(col, std::numeric_limits<double>::quiet_NaN());
+      } else if (s == "Infinity") {
+        AppendDouble(col, std::numeric_limits<double>::infinity());
+      } else if (s == "-Infinity") {
+        AppendDouble(col, -std::numeric_limits<double>::infinity());
+      } else {
+        return wrong();
+      }
+      return Status::OK();
+    }
+    case TypeKind::kString:
+      if (!e.is_string()) return wrong();
+      col->AppendBytes(e.get_ref<const std::string&>());
+      return Status::OK();
+    case TypeKind::kBinary: {
+      if (!e.is_string()) return wrong();
+      FERRY_ASSIGN_OR_RETURN(std::string b, FromBase64(e.get_ref<const std::string&>()));
+      col->AppendBytes(b);
+      return Status::OK();
+    }
+    default:
+      if (!e.is_string()) return wrong();
+      return AppendServerText(e.get_ref<const std::string&>(), col);
+  }
+}
+
+std::string Shorten(std::string_view s, size_t n = 40) {
+  if (s.size() <= n) return std::string(s);
+  size_t cut = n;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(s.substr(0, cut)) + "...";
+}
+
+// A value for messages: numbers as they are, text quoted and shortened.
+std::string DisplayValue(const Column& c, size_t i) {
+  if (!c.IsValid(i)) return "NULL";
+  switch (c.type().kind()) {
+    case TypeKind::kBoolean:
+      return FixedAt<uint8_t>(c, i) ? "true" : "false";
+    case TypeKind::kInt32:
+      return std::to_string(FixedAt<int32_t>(c, i));
+    case TypeKind::kInt64:
+      return std::to_string(FixedAt<int64_t>(c, i));
+    case TypeKind::kFloat32:
+    case TypeKind::kFloat64:
+      return DoubleText(DoubleAt(c, i));
+    case TypeKind::kString:
+      return "'" + Shorten(c.GetBytes(i)) + "'";
+    case TypeKind::kBinary:
+      return "a binary value of " + std::to_string(c.GetBytes(i).size()) + " bytes";
+    case TypeKind::kList:
+      return "a list";
+    default:
+      return "'" + ElementText(c, i) + "'";
+  }
+}
+
+}  // namespace
+
+std::string Flavor::binary_collation() const {
+  if (mariadb && version >= 100200) return "utf8mb4_nopad_bin";
+  if (!mariadb && version >= 80017) return "utf8mb4_0900_bin";
+  return "utf8mb4_bin";
+}
+
+Flavor ParseServerInfo(std::string_view info) {
+  Flavor f;
+  f.mariadb = info.find("MariaDB") != std::string_view::npos;
+  // Old clients see MariaDB as "5.5.5-10.11.19-MariaDB" (a replication compatibility prefix).
+  if (f.mariadb && StartsWith(info, "5.5.5-")) info.remove_prefix(6);
+  int parts[3] = {0, 0, 0};
+  size_t p = 0;
+  for (int k = 0; k < 3 && p < info.size(); ++k) {
+    int v = 0;
+    bool any = false;
+    while (p < info.size() && info[p] >= '0' && info[p] <= '9') {
+      v = v * 10 + (info[p] - '0');
+      ++p;
+      any = true;
+    }
+    if (!any) break;
+    parts[k] = v;
+    if (p < info.size() && info[p] == '.') {
+      ++p;
+    } else {
+      break;
+    }
+  }
+  f.version = parts[0] * 10000 + parts[1] * 100 + parts[2];
+  return f;
+}
+
+std::string QuoteIdent(std::string_view name) {
+  std::string out = "`";
+  for (char c : name) {
+    if (c == '`') out += '`';
+    out += c;
+  }
+  out += '`';
+  return out;
+}
+
+std::string Qualified(std::string_view db, std::string_view table) {
+  return QuoteIdent(db) + "." + QuoteIdent(table);
+}
+
+size_t Utf8Chars(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+Status CheckIdentifier(std::string_view name, std::string_view what) {
+  const std::string w(what);
+  if (name.empty()) return Status::InvalidArgument("a " + w + " name is empty");
+  const std::string shown = QuoteIdent(Shorten(name, 80));
+  if (Utf8Chars(name) > kMaxIdentifierChars) {
+    return Status::InvalidArgument(
+        w + " name " + shown + " has " + std::to_string(Utf8Chars(name)) +
+        " characters, and MySQL and MariaDB allow at most " + std::to_string(kMaxIdentifierChars) +
+        "; rename the " + w + " at the source to at most 64 characters");
+  }
+  if (name.find('\0') != std::string_view::npos) {
+    return Status::InvalidArgument(w + " name " + shown +
+                                   " holds a NUL character, which MySQL and MariaDB names cannot "
+                                   "hold; rename the " +
+                                   w + " at the source");
+  }
+  if (name.back() == ' ') {
+    return Status::InvalidArgument(w + " name " + shown +
+                                   " ends with a space, which MySQL and MariaDB names cannot; "
+                                   "rename the " +
+                                   w + " at the source");
+  }
+  return Status::OK();
+}
+
+Result<std::vector<ColumnSpec>> ColumnSpecs(const Schema& schema, const Flavor& flavor) {
+  const std::string text_charset = " CHARACTER SET utf8mb4 COLLATE " + flavor.binary_collation();
+  std::vector<ColumnSpec> specs(schema.fields.size());
+  int fixed_key_bytes = 0;
+  int var_keys = 0;
+  for (size_t i = 0; i < schema.fields.size(); ++i) {
+    const Field& f = schema.fields[i];
+    const bool key = IsKey(schema, f.id);
+    ColumnSpec& s = specs[i];
+    int key_bytes = 0;
+    switch (f.type.kind()) {
+      case TypeKind::kBoolean:
+        s.type = "BOOLEAN";
+        key_bytes = 1;
+        break;
+      case TypeKind::kInt32:
+        s.type = "INT";
+        key_bytes = 4;
+        break;
+      case TypeKind::kInt64:
+        s.type = "BIGINT";
+        key_bytes = 8;
+        break;
+      case TypeKind::kFloat32:
+        s.type = "FLOAT";
+        key_bytes = 4;
+        break;
+      case TypeKind::kFloat64:
+        s.type = "DOUBLE";
+        key_bytes = 8;
+        break;
+      case TypeKind::kDecimal:
+        s.type = "DECIMAL(" + std::to_string(f.type.precision()) + "," +
+                 std::to_string(f.type.scale()) + ")";
+        key_bytes = DecimalBytes(f.type.precision(), f.type.scale());
+        break;
+      case TypeKind::kDate:
+        s.type = "DATE";
+        key_bytes = 3;
+        break;
+      case TypeKind::kTime:
+        s.type = "TIME(6)";
+        key_bytes = 6;
+        break;
+      case TypeKind::kTimestamp:
+        s.type = "DATETIME(6)";
+        key_bytes = 8;
+        break;
+      case TypeKind::kTimestampTz:
+        s.type = "DATETIME(6)";
+        s.comment = std::string(kCommentPrefix) + "timestamptz";
+        key_bytes = 8;
+        break;
+      case TypeKind::kString:
+        s.type = "LONGTEXT" + text_charset;
+        if (key) ++var_keys;
+        break;
+      case TypeKind::kBinary:
+        s.type = "LONGBLOB";
+        if (key) ++var_keys;
+        break;
+      case TypeKind::kUuid:
+        // Not MariaDB's UUID type: it refuses values whose variant bits are not RFC 4122's, and
+        // a source's uuid column may hold any 128 bits.
+        s.type = "CHAR(36) CHARACTER SET ascii COLLATE ascii_bin";
+        s.comment = std::string(kCommentPrefix) + "uuid";
+        key_bytes = 36;
+        break;
+      case TypeKind::kList:
+        if (key) {
+          return Status::InvalidArgument("column " + QuoteIdent(f.name) + " (" +
+                                         f.type.ToIceberg() +
+                                         ") is part of the primary key, and MySQL and MariaDB "
+                                         "keys cannot hold lists; choose other key columns");
+        }
+        s.type = "JSON";
+        s.comment = std::string(kCommentPrefix) + f.type.ToIceberg();
+        break;
+    }
+    if (key) fixed_key_bytes += key_bytes;
+  }
+  if (var_keys > 0) {
+    const int share = (kMaxKeyBytes - fixed_key_bytes) / var_keys;
+    if (share < 4) {
+      return Status::InvalidArgument(
+          "the primary key leaves no room for its text and binary columns within InnoDB's " +
+          std::to_string(kMaxKeyBytes) + " key bytes; choose fewer key columns");
+    }
+    for (size_t i = 0; i < schema.fields.size(); ++i) {
+      const Field& f = schema.fields[i];
+      if (!IsKey(schema, f.id)) continue;
+      if (f.type.kind() == TypeKind::kString) {
+        specs[i].max_key_chars = share / 4;  // utf8mb4: up to 4 bytes a character
+        specs[i].type = "VARCHAR(" + std::to_string(share / 4) + ")" + text_charset;
+      } else if (f.type.kind() == TypeKind::kBinary) {
+        specs[i].max_key_bytes = share;
+        specs[i].type = "VARBINARY(" + std::to_string(share) + ")";
+      }
+    }
+  }
+  return specs;
+}
+
+std::string ColumnDefinition(const Field& f, const ColumnSpec& spec, bool not_null) {
+  std::string out = QuoteIdent(f.name) + " " + spec.type;
+  if (not_null) out += " NOT NULL";
+  // The comment holds only ASCII type names: no escaping needed beyond the quotes.
+  if (!spec.comment.empty()) out += " COMMENT '" + spec.comment + "'";
+  return out;
+}
+
+Result<DataType> TypeFromComment(std::string_view comment) {
+  if (!StartsWith(comment, kCommentPrefix)) {
+    return Status::NotFound("the comment names no ferry type");
+  }
+  std::string text(comment.substr(kCommentPrefix.size()));
+  size_t end = text.find_first_of(" ;,");
+  if (end != std::string::npos) text.resize(end);
+  if (StartsWith(text, "list<") && text.size() > 6 && text.back() == '>') {
+    FERRY_ASSIGN_OR_RETURN(DataType element,
+                           DataType::FromIceberg(text.substr(5, text.size() - 6)));
+    if (element.is_list()) return Status::InvalidArgument("lists of lists are not supported");
+    return DataType::List(element, false);
+  }
+  return DataType::FromIceberg(text);
+}
+
+Result<DataType> TypeOfServerColumn(const ServerColumn& c) {
+  const std::string dt = Lower(c.data_type);
+  const std::string ct = Lower(c.column_type);
+  const bool is_unsigned = ct.find("unsigned") != std::string::npos;
+  auto from_comment = TypeFromComment(c.comment);
+  if (from_comment.ok()) {
+    const DataType& t = *from_comment;
+    // The comment counts only while the column still has the type ferry gave it.
+    bool fits = false;
+    switch (t.kind()) {
+      case TypeKind::kTimestampTz:
+        fits = dt == "datetime" || dt == "timestamp";
+        break;
+      case TypeKind::kUuid:
+        fits = dt == "char" || dt == "varchar" || dt == "uuid";
+        break;
+      case TypeKind::kList:
+        fits = dt == "longtext" || dt == "json" || dt == "text" || dt == "mediumtext";
+        break;
+      default:
+        break;
+    }
+    if (fits) return t;
+  }
+  if (dt == "tinyint") {
+    if (StartsWith(ct, "tinyint(1)")) return DataType::Boolean();
+    return DataType::Int32();
+  }
+  if (dt == "smallint" || dt == "mediumint" || dt == "year") return DataType::Int32();
+  if (dt == "int" || dt == "integer") return is_unsigned ? DataType::Int64() : DataType::Int32();
+  if (dt == "bigint") return is_unsigned ? DataType::Decimal(20, 0) : DataType::Int64();
+  if (dt == "float") return DataType::Float32();
+  if (dt == "double" || dt == "real" || dt == "double precision") return DataType::Float64();
+  if (dt == "decimal" || dt == "numeric") {
+    if (c.precision < 1 || c.precision > 38) {
+      return Status::NotSupported("column " + QuoteIdent(c.name) + " is " + c.column_type +
+                                  ", and ferry's decimals hold at most 38 digits");
+    }
+    return DataType::Decimal(static_cast<int>(c.precision), static_cast<int>(c.scale));
+  }
+  if (dt == "date") return DataType::Date();
+  if (dt == "time") return DataType::Time();
+  if (dt == "datetime") return DataType::Timestamp();
+  if (dt == "timestamp") return DataType::TimestampTz();  // shown in the session's zone, UTC
+  if (dt == "char" || dt == "varchar" || dt == "tinytext" || dt == "text" || dt == "mediumtext" ||
+      dt == "longtext" || dt == "enum" || dt == "set" || dt == "json" || dt == "inet4" ||
+      dt == "inet6") {
+    return DataType::String();
+  }
+  if (dt == "binary" || dt == "varbinary" || dt == "tinyblob" || dt == "blob" ||
+      dt == "mediumblob" || dt == "longblob") {
+    return DataType::Binary();
+  }
+  if (dt == "uuid") return DataType::Uuid();
+  return Status::NotSupported("column " + QuoteIdent(c.name) + " has type " + c.column_type +
+                              ", which ferry does not read");
+}
+
+std::string ReadExpression(const ServerColumn& c, const DataType& t) {
+  const std::string q = QuoteIdent(c.name);
+  const TypeKind k = t.kind();
+  if (k == TypeKind::kFloat32 || k == TypeKind::kFloat64) {
+    // FLOAT prints with 6 digits; widened to DOUBLE it prints every digit (exactly).
+    return "(" + q + " + 0e0)";
+  }
+  return q;
+}
+
+Status AppendServerText(std::string_view text, Column* col) {
+  const DataType& t = col->type();
+  switch (t.kind()) {
+    case TypeKind::kBoolean: {
+      FERRY_ASSIGN_OR_RETURN(int64_t v, ParseInt(text));
+      col->AppendBool(v != 0);
+      return Status::OK();
+    }
+    case TypeKind::kInt32: {
+      FERRY_ASSIGN_OR_RETURN(int64_t v, ParseInt(text));
+      if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+        return Status::InvalidArgument(std::string(text) + " does not fit a 32-bit int");
+      }
+      col->AppendInt32(static_cast<int32_t>(v));
+      return Status::OK();
+    }
+    case TypeKind::kInt64: {
+      FERRY_ASSIGN_OR_RETURN(int64_t v, ParseInt(text));
+      col->AppendInt64(v);
+      return Status::OK();
+    }
+    case TypeKind::kFloat32:
+    case TypeKind::kFloat64: {
+      FERRY_ASSIGN_OR_RETURN(double v, ParseDouble(text));
+      AppendDouble(col, v);
+      return Status::OK();
+    }
+    case TypeKind::kDecimal: {
+      FERRY_ASSIGN_OR_RETURN(int128_t v, ParseDecimal(text, t.precision(), t.scale()));
+      col->AppendDecimal(v);
+      return Status::OK();
+    }
+    case TypeKind::kDate: {
+      FERRY_ASSIGN_OR_RETURN(int32_t v, ParseDateIso(text));
+      col->AppendInt32(v);
+      return Status::OK();
+    }
+    case TypeKind::kTime: {
+      FERRY_ASSIGN_OR_RETURN(int64_t v, ParseTime(text));
+      col->AppendInt64(v);
+      return Status::OK();
+    }
+    case TypeKind::kTimestamp:
+    case TypeKind::kTimestampTz: {
+      FERRY_ASSIGN_OR_RETURN(int64_t v,
+                             ParseTimestampIso(text, t.kind() == TypeKind::kTimestampTz));
+      col->AppendInt64(v);
+      return Status::OK();
+    }
+    case TypeKind::kString:
+    case TypeKind::kBinary:
+      col->AppendBytes(text);
+      return Status::OK();
+    case TypeKind::kUuid: {
+      uint8_t b[16];
+      FERRY_RETURN_IF_ERROR(ParseUuid(text, b));
+      col->AppendUuid(b);
+      return Status::OK();
+    }
+    case TypeKind::kList:
+      return AppendListJson(text, col);
+  }
+  return Status::Internal("unknown type");
+}
+
+Result<std::string> ListJson(const Column& list, size_t row) {
+  auto [first, end] = list.ListRange(row);
+  Json arr = Json::array();
+  for (size_t i = first; i < end; ++i) arr.push_back(ElementJson(list.list_child(), i));
+  try {
+    return arr.dump(-1, ' ', false, Json::error_handler_t::strict);
+  } catch (const Json::exception& e) {
+    return Status::InvalidArgument(std::string("a list cannot be written as JSON: ") + e.what());
+  }
+}
+
+Status AppendListJson(std::string_view json, Column* col) {
+  Json arr = Json::parse(json, nullptr, false);
+  if (arr.is_discarded() || !arr.is_array()) {
+    return Status::InvalidArgument("'" + Shorten(json) + "' is not a JSON array");
+  }
+  for (const Json& e : arr) {
+    Status s = AppendElement(e, &col->list_child());
+    if (!s.ok()) {
+      col->DropOpenListElements();
+      return s;
+    }
+  }
+  col->AppendListEnd();
+  return Status::OK();
+}
+
+std::string DoubleText(double d) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", d);
+  return buf;
+}
+
+RowEncoder::RowEncoder(std::shared_ptr<const Schema> schema, std::vector<ColumnSpec> specs,
+                       Escaper escape, std::string table)
+    : schema_(std::move(schema)),
+      specs_(std::move(specs)),
+      escape_(std::move(escape)),
+      table_(std::move(table)) {
+  for (int32_t id : schema_->identifier_field_ids) {
+    for (size_t i = 0; i < schema_->fields.size(); ++i) {
+      if (schema_->fields[i].id == id) keys_.push_back(i);
+    }
+  }
+}
+
+std::string RowEncoder::RowText(const Batch& batch, size_t row) const {
+  if (keys_.empty() || batch.num_columns() != schema_->fields.size()) {
+    return "row " + std::to_string(row + 1) + " of a batch";
+  }
+  std::string out = "the row with ";
+  for (size_t k = 0; k < keys_.size(); ++k) {
+    out += (k ? ", " : "") + schema_->fields[keys_[k]].name + " = " +
+           DisplayValue(batch.column(keys_[k]), row);
+  }
+  return out;
+}
+
+Status RowEncoder::AppendRow(const Batch& batch, size_t row, const std::vector<size_t>& cols,
+                             std::string* out) const {
+  out->push_back('(');
+  for (size_t j = 0; j < cols.size(); ++j) {
+    if (j) out->push_back(',');
+    // Deletes carry only the key columns: batch column j is field cols[j].
+    const size_t field = cols[j];
+    const Column& col =
+        batch.num_columns() == schema_->fields.size() ? batch.column(field) : batch.column(j);
+    Status s = AppendValue(col, row, field, out);
+    if (!s.ok()) {
+      return Status::InvalidArgument("column " + QuoteIdent(schema_->fields[field].name) +
+                                     " of table " + table_ + ", " + RowText(batch, row) + ": " +
+                                     s.message());
+    }
+  }
+  out->push_back(')');
+  return Status::OK();
+}
+
+Status RowEncoder::AppendValue(const Column& col, size_t row, size_t field,
+                               std::string* out) const {
+  if (!col.IsValid(row)) {
+    out->append("NULL");
+    return Status::OK();
+  }
+  const ColumnSpec& spec = specs_[field];
+  auto quoted = [&](std::string_view text) {
+    out->push_back('\'');
+    escape_(text, out);
+    out->push_back('\'');
+  };
+  auto out_of_range = [&](const std::string& what, const std::string& shown) {
+    return Status::InvalidArgument(
+        what + " " + shown + " is outside the years " + std::to_string(kMinYear) + " to " +
+        std::to_string(kMaxYear) +
+        " that MySQL and MariaDB support for DATE and DATETIME; correct the value at the source "
+        "(or set it to NULL)");
+  };
+  switch (col.type().kind()) {
+    case TypeKind::kBoolean:
+      out->push_back(FixedAt<uint8_t>(col, row) ? '1' : '0');
+      return Status::OK();
+    case TypeKind::kInt32:
+      out->append(std::to_string(FixedAt<int32_t>(col, row)));
+      return Status::OK();
+    case TypeKind::kInt64:
+      out->append(std::to_string(FixedAt<int64_t>(col, row)));
+      return Status::OK();
+    case TypeKind::kFloat32:
+    case TypeKind::kFloat64: {
+      const double d = DoubleAt(col, row);
+      if (!std::isfinite(d)) {
+        return Status::InvalidArgument(
+            std::string(std::isnan(d) ? "NaN"
+                        : d > 0       ? "Infinity"
+                                      : "-Infinity") +
+            " cannot be stored: MySQL and MariaDB FLOAT and DOUBLE columns hold only finite "
+            "numbers; replace the value at the source (with NULL or a finite number)");
+      }
+      // Floats widen to double exactly; "%.17g" reads back as the same double, which narrows
+      // back to the same float.
+      out->append(DoubleText(d));
+      return Status::OK();
+    }
+    case TypeKind::kDecimal:
+      out->append(FormatDecimal(FixedAt<int128_t>(col, row), col.type().scale()));
+      return Status::OK();
+    case TypeKind::kDate: {
+      const int32_t days = FixedAt<int32_t>(col, row);
+      const int64_t y = YearOfDays(days);
+      if (y < kMinYear || y > kMaxYear) return out_of_range("date", FormatDateIso(days));
+      quoted(FormatDateIso(days));
+      return Status::OK();
+    }
+    case TypeKind::kTime:
+      quoted(FormatTimeIso(FixedAt<int64_t>(col, row)));
+      return Status::OK();
+    case TypeKind::kTimestamp:
+    case TypeKind::kTimestampTz: {
+      const int64_t us = FixedAt<int64_t>(col, row);
+      const int64_t y = YearOfDays(FloorDiv(us, kMicrosPerDay));
+      if (y < kMinYear || y > kMaxYear) return out_of_range("timestamp", FormatTimestampIso(us));
+      quoted(FormatTimestampIso(us));
+      return Status::OK();
+    }
+    case TypeKind::kString: {
+      std::string_view v = col.GetBytes(row);
+      if (spec.max_key_chars > 0) {
+        const size_t n = Utf8Chars(v);
+        if (n > static_cast<size_t>(spec.max_key_chars)) {
+          return Status::InvalidArgument(
+              "a key value has " + std::to_string(n) + " characters ('" + Shorten(v) +
+              "'), and this primary-key column is VARCHAR(" + std::to_string(spec.max_key_chars) +
+              ") (InnoDB keys hold at most " + std::to_string(kMaxKeyBytes) +
+              " bytes); shorten the key values at the source or choose another primary_key for "
+              "the stream");
+        }
+      }
+      quoted(v);
+      return Status::OK();
+    }
+    case TypeKind::kBinary: {
+      std::string_view v = col.GetBytes(row);
+      if (spec.max_key_bytes > 0 && v.size() > static_cast<size_t>(spec.max_key_bytes)) {
+        return Status::InvalidArgument(
+            "a key value has " + std::to_string(v.size()) +
+            " bytes, and this primary-key column is VARBINARY(" +
+            std::to_string(spec.max_key_bytes) + ") (InnoDB keys hold at most " +
+            std::to_string(kMaxKeyBytes) +
+            " bytes); shorten the key values at the source or choose another primary_key for the "
+            "stream");
+      }
+      static const char* kHex = "0123456789ABCDEF";
+      out->append("X'");
+      for (unsigned char c : v) {
+        out->push_back(kHex[c >> 4]);
+        out->push_back(kHex[c & 15]);
+      }
+      out->push_back('\'');
+      return Status::OK();
+    }
+    case TypeKind::kUuid:
+      quoted(FormatUuid(col.fixed_data() + row * 16));
+      return Status::OK();
+    case TypeKind::kList: {
+      FERRY_ASSIGN_OR_RETURN(std::string json, ListJson(col, row));
+      quoted(json);
+      return Status::OK();
+    }
+  }
+  return Status::Internal("unknown type");
+}
+
+Result<Url> ParseUrl(std::string_view url) {
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("destination.url " + why +
+                                   "; write it as mysql://user:password@host:port/database");
+  };
+  auto decode = [](std::string_view s, std::string* out) {
+    out->clear();
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] == '%' && i + 2 < s.size()) {
+        auto hex = [](char c) -> int {
+          if (c >= '0' && c <= '9') return c - '0';
+          if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+          if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+          return -1;
+        };
+        int a = hex(s[i + 1]), b = hex(s[i + 2]);
+        if (a < 0 || b < 0) return false;
+        out->push_back(static_cast<char>(a * 16 + b));
+        i += 2;
+      } else if (s[i] == '%') {
+        return false;
+      } else {
+        out->push_back(s[i]);
+      }
+    }
+    return true;
+  };
+  std::string_view rest;
+  if (StartsWith(url, "mysql://")) {
+    rest = url.substr(8);
+  } else if (StartsWith(url, "mariadb://")) {
+    rest = url.substr(10);
+  } else {
+    return bad("must start with mysql:// or mariadb://");
+  }
+  if (rest.find('?') != std::string_view::npos || rest.find('#') != std::string_view::npos) {
+    return bad("takes no options (?...)");
+  }
+  Url u;
+  size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    std::string_view db = rest.substr(slash + 1);
+    if (!db.empty() && db.back() == '/') db.remove_suffix(1);
+    if (!decode(db, &u.database)) return bad("has a bad %-escape in the database name");
+  }
+  size_t at = authority.rfind('@');
+  if (at != std::string_view::npos) {
+    std::string_view userinfo = authority.substr(0, at);
+    authority = authority.substr(at + 1);
+    size_t colon = userinfo.find(':');
+    if (!decode(userinfo.substr(0, colon), &u.user)) return bad("has a bad %-escape in the user");
+    if (colon != std::string_view::npos && !decode(userinfo.substr(colon + 1), &u.password)) {
+      return bad("has a bad %-escape in the password");
+    }
+  }
+  std::string_view host = authority;
+  std::string_view port;
+  if (StartsWith(authority, "[")) {  // [::1]:3306
+    size_t close = authority.find(']');
+    if (close == std::string_view::npos) return bad("has an unclosed [ in the host");
+    host = authority.substr(1, close - 1);
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return bad("has text after the host");
+      port = after.substr(1);
+    }
+  } else {
+    size_t colon = authority.rfind(':');
+    if (colon != std::string_view::npos) {
+      host = authority.substr(0, colon);
+      port = authority.substr(colon + 1);
+    }
+  }
+  u.host = std::string(host);
+  if (u.host.empty()) return bad("names no host");
+  if (!port.empty()) {
+    int p = 0;
+    for (char c : port) {
+      if (c < '0' || c > '9' || p > 65535) return bad("has a bad port");
+      p = p * 10 + (c - '0');
+    }
+    if (p < 1 || p > 65535) return bad("has a bad port");
+    u.port = p;
+  }
+  return u;
+}
+
+}  // namespace ferry::sink::mysql
