@@ -278,6 +278,25 @@ class PostgresToPostgresTest(ferrytest.FerryTestCase):
         self.assertIn("incremental up to", p.stdout)
         self.assert_matches("items")
 
+    def test_incremental_window_crashes_land_once(self):
+        self.configure(streams=["items"], mode="incremental")
+        self.sync()
+        for i, point in enumerate(["sink.data_written", "sink.before_commit", "sink.after_commit",
+                                   "state.temp_written", "state.after_write",
+                                   "sink.commit_outcome_lost"]):
+            with self.subTest(point=point):
+                lo = 10000 + i * 1000
+                self.sql(f"INSERT INTO items (id, name, amount) SELECT g, 'w{i}', g FROM "
+                         f"generate_series({lo}, {lo + 499}) g")
+                if point == "sink.commit_outcome_lost":
+                    self.sync(env={"FERRY_FAULT": point})
+                else:
+                    self.crash(point)
+                self.sql(f"INSERT INTO items (id, name) SELECT g, 'late' FROM "
+                         f"generate_series({lo + 500}, {lo + 599}) g")
+                self.sync()
+                self.assert_matches("items")
+
     def test_columns_added_mid_stream_reach_the_target(self):
         self.configure(streams=["items"])
         self.sync()
