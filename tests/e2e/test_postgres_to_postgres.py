@@ -382,6 +382,16 @@ state: ./state.json
         self.assertIn("NUL", p.stderr)
         self.assertEqual(SERVER.psql('SELECT count(*) FROM "Weird Schema".nul',
                                      db=self.target).strip(), "0")
+        # PostgreSQL would cut a longer name to 63 bytes, silently: refused with the fix.
+        con = self.source()
+        con.execute("DROP TABLE nul")
+        con.execute(f'CREATE TABLE "{"ä" * 40}" (id INTEGER PRIMARY KEY)')
+        con.commit()
+        con.close()
+        p = self.ferry("sync", "-c", self.pipeline, env=self.env, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("80 bytes long", p.stderr)
+        self.assertIn("63 bytes", p.stderr)
 
 
 if __name__ == "__main__":

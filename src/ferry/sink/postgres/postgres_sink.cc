@@ -595,6 +595,17 @@ class PostgresSink : public Sink {
   Result<std::unique_ptr<SinkStream>> OpenStream(const std::string& stream,
                                                  const Schema& source_schema,
                                                  bool replacing) override {
+    // PostgreSQL cuts longer names to 63 bytes without an error: two names could become one.
+    auto too_long = [&](const std::string& name, const std::string& what) {
+      return Status::InvalidArgument(
+          what + " '" + name + "' is " + std::to_string(name.size()) +
+          " bytes long; PostgreSQL keeps only 63 bytes of a name: rename it in a view on the "
+          "source, or exclude the stream");
+    };
+    if (stream.size() > 63) return too_long(stream, "table");
+    for (const Field& f : source_schema.fields) {
+      if (f.name.size() > 63) return too_long(f.name, "column of " + TableName(stream) + ",");
+    }
     FERRY_ASSIGN_OR_RETURN(auto conn, PgConnection::Connect(s_.dsn));
     const std::string target = Qualified(s_.schema, stream);
     FERRY_ASSIGN_OR_RETURN(TableDesc desc, DescribeTable(conn.get(), target));
