@@ -269,6 +269,24 @@ class PostgresToPostgresTest(ferrytest.FerryTestCase):
         self.sync()
         self.assert_matches("items", "Odd Name")
 
+    def test_a_dropped_table_is_reported_not_silently_left_empty(self):
+        self.configure(streams=["items"])
+        self.sync()
+        self.change(1)
+        self.sync()
+        self.target_sql(f'DROP TABLE "{TARGET_SCHEMA}".items; DELETE FROM ferry_state.checkpoints')
+        self.change(2)
+        p = self.sync(check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("has no marker of this pipeline", p.stderr)
+        self.assertIn("remove the stream's entry from the state file", p.stderr)
+        p = self.ferry("state", "-c", self.pipeline, env=self.env)
+        self.assertIn("stops:", p.stdout)
+        os.remove(os.path.join(self.dir, "state.json"))
+        p = self.sync()
+        self.assertIn("new load", p.stdout)
+        self.assert_matches("items")
+
     def test_incremental_upserts_by_key(self):
         self.configure(streams=["items"], mode="incremental")
         self.sync()

@@ -132,6 +132,15 @@ Result<Decision> DecideFullRefresh(const Json& state, const Json& marker) {
     d.explanation = "the last load (run " + st->run + ") is complete: a new full refresh starts";
     return d;
   }
+  // Chunks the state counts as committed must be in the table, under the same run's marker;
+  // without it the table lost them (dropped or replaced): resuming would skip them for good.
+  if (st && st->committed.Count() > 0 && (!mk || mk->run != st->run)) {
+    d.explanation = "the state says run " + st->run + " has " +
+                    std::to_string(st->committed.Count()) +
+                    " chunks committed, but the table holds no marker of that run (it was "
+                    "dropped or replaced): a new full refresh starts";
+    return d;
+  }
   if (st) {
     FullRefreshProgress merged = *st;
     if (mk && mk->run == st->run) {
@@ -256,10 +265,18 @@ Result<int64_t> CdcPosition(const Json& j, const std::string& origin) {
 }
 }  // namespace
 
-Result<CdcDecision> DecideCdc(const Json& state, const Json& marker) {
+Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfilled) {
   CdcDecision d;
   FERRY_ASSIGN_OR_RETURN(int64_t ps, CdcPosition(state, "the state file's entry"));
   FERRY_ASSIGN_OR_RETURN(int64_t pm, CdcPosition(marker, "the table's marker"));
+  if (backfilled && ps >= 0 && marker.is_null()) {
+    return Status::Corruption(
+        "the state file says the table holds the changes up to position " + std::to_string(ps) +
+        ", but the table has no marker of this pipeline: it was dropped or emptied, or the "
+        "destination is not the one the state was written for, and the rows it held are gone. "
+        "To load it again, remove the stream's entry from the state file (`ferry state` shows "
+        "it) and sync: the table is backfilled anew");
+  }
   if (ps >= 0 || pm >= 0) {
     d.position = std::max(ps, pm);
     d.state_behind = pm > ps;

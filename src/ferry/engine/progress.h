@@ -112,7 +112,11 @@ struct CdcDecision {
   std::string explanation;
 };
 
-Result<CdcDecision> DecideCdc(const Json& state, const Json& marker);
+// `backfilled`: the stream's mode is cdc (its table was loaded by a backfill, whose publish set the
+// marker), not cdc_only (whose first changes may not have landed yet). A backfilled stream whose
+// state has a change position while the table has no marker has lost its table (dropped,
+// emptied, another destination): kCorruption naming the fix, never a silent gap.
+Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfilled);
 
 // "20261129T124500Z-3f2a1c"
 std::string NewRunId();

@@ -98,6 +98,40 @@ TEST(DecideFullRefreshTest, LostStateResumesAnUnfinishedLoadFromTheMarker) {
   EXPECT_EQ(d->progress.run, "r1");
 }
 
+TEST(DecideFullRefreshTest, ChunksTheTableLostAreLoadedAgain) {
+  // The state counts chunks of run r2 as committed, but the table has no marker (dropped) or
+  // another run's: resuming would skip those chunks forever.
+  for (const Json& marker : {Json(nullptr), Load("r1", {0, 1, 2, 3, 4}, true).ToJson()}) {
+    auto d = DecideFullRefresh(Load("r2", {0, 1}).ToJson(), marker);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->action, Action::kStartNewRun) << marker.dump();
+    EXPECT_NE(d->explanation.find("no marker of that run"), std::string::npos);
+  }
+  // A load planned but with nothing committed yet has no marker to show: it resumes.
+  auto d = DecideFullRefresh(Load("r2", {}).ToJson(), nullptr);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->action, Action::kResume);
+}
+
+TEST(DecideCdcTest, ABackfilledTableWithoutMarkerIsLostNotSkipped) {
+  CdcProgress applied{"orders", 500, 400};
+  auto d = DecideCdc(applied.ToJson(), nullptr, /*backfilled=*/true);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(d.status().message().find("remove the stream's entry"), std::string::npos);
+  // cdc_only: the first changes may not have landed yet; the state's position stands.
+  d = DecideCdc(applied.ToJson(), nullptr, /*backfilled=*/false);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->backfill);
+  EXPECT_EQ(d->position, 500);
+  // The marker ahead of the state repairs it.
+  CdcProgress ahead{"orders", 700, 500};
+  d = DecideCdc(applied.ToJson(), ahead.ToJson(), true);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->position, 700);
+  EXPECT_TRUE(d->state_behind);
+}
+
 TEST(DecideFullRefreshTest, CorruptRecordsAreErrorsNotGuesses) {
   auto d = DecideFullRefresh(Json{{"mode", "full_refresh"}, {"run", 5}}, nullptr);
   ASSERT_FALSE(d.ok());

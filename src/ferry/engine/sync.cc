@@ -441,8 +441,12 @@ Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport
     r.state = loaded ? loaded->Stream(info.ns, info.name) : Json(nullptr);
     FERRY_ASSIGN_OR_RETURN(r.marker, (*dst)->ReadMarker(info.name));
     if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
-      auto d = DecideCdc(r.state, r.marker);
-      if (!d.ok()) return d.status();
+      auto d = DecideCdc(r.state, r.marker, sc.mode == config::SyncMode::kCdc);
+      if (!d.ok()) {
+        r.restart = "stops: " + d.status().message();
+        out->push_back(std::move(r));
+        continue;
+      }
       r.restart = d->explanation;
       r.state_behind = d->state_behind || (d->backfill && d->full.state_behind);
     } else if (sc.mode == config::SyncMode::kIncremental) {
@@ -544,7 +548,12 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     }
     std::optional<Decision> backfill;
     if (t->cdc()) {
-      FERRY_ASSIGN_OR_RETURN(CdcDecision cd, DecideCdc(st, marker));
+      auto decided = DecideCdc(st, marker, t->settings.mode == config::SyncMode::kCdc);
+      if (!decided.ok()) {
+        return decided.status().WithContext("stream " + t->info.name + " (table " +
+                                            t->report->table + ")");
+      }
+      CdcDecision cd = std::move(*decided);
       if (!cd.backfill || t->settings.mode == config::SyncMode::kCdcOnly) {
         t->changes.stream = t->info.name;
         if (cd.backfill) {
