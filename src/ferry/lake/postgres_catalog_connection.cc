@@ -168,7 +168,8 @@ class PostgresCatalogConnection final : public SqlConnection {
     std::string code = state ? state : "";
     std::string m = Clean(primary ? primary : Trim(PQerrorMessage(conn_)));
     m = Describe() + ": PostgreSQL: " + m + (code.empty() ? "" : " [SQLSTATE " + code + "]");
-    if (code == "23505" || code == "42P07") return Status::AlreadyExists(m);
+    // 42710: two sessions creating the same table at once collide on its row type.
+    if (code == "23505" || code == "42P07" || code == "42710") return Status::AlreadyExists(m);
     if (code == "42501") return Status::PermissionDenied(m);
     if (code == "42P01") return Status::NotFound(m);
     // Serialization failure, deadlock, lock timeout, shutdown, connection class: the statement

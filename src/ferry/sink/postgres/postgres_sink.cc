@@ -612,8 +612,14 @@ class PostgresSink : public Sink {
     if (!desc.exists) {
       Status st = conn->Exec("CREATE TABLE IF NOT EXISTS " + target + " (" +
                              ColumnDefinitions(source_schema, true) + ")");
-      if (!st.ok()) return st.WithContext("creating table " + TableName(stream));
-    } else if (!replacing) {
+      if (!st.ok()) {
+        // Another pipeline may have created it at the same moment (PostgreSQL then reports a
+        // duplicate row type): what counts is whether the table is there now.
+        FERRY_ASSIGN_OR_RETURN(desc, DescribeTable(conn.get(), target));
+        if (!desc.exists) return st.WithContext("creating table " + TableName(stream));
+      }
+    }
+    if (desc.exists && !replacing) {
       FERRY_RETURN_IF_ERROR(Evolve(conn.get(), stream, desc, source_schema));
     }
     FERRY_ASSIGN_OR_RETURN(Json marker, ReadMarkerOn(conn.get(), stream));
