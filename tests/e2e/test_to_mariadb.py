@@ -370,6 +370,24 @@ class ToMariaDbTest(ferrytest.FerryTestCase):
         p = self.ferry("verify", "-c", self.pipeline, env=self.env)
         self.assertIn("2 of 2 tables match", p.stdout)
 
+    def test_incremental_windows_crash_at_every_fault_point(self):
+        self.name = self.db
+        self.write_pipeline(PIPELINE.format(
+            name=self.name, dsn=PG.dsn(self.db), destination=self.destination(), top="",
+            streams="    - name: items\n      mode: incremental\n      cursor: id"))
+        self.sync()
+        for i, point in enumerate(["sink.data_written", "sink.before_commit", "sink.after_commit",
+                                   "state.temp_written", "state.after_write"]):
+            with self.subTest(point=point):
+                lo = 100000 + 1000 * i
+                self.sql(f"INSERT INTO items (id, name, amount) SELECT g, 'inc', g / 4.0 "
+                         f"FROM generate_series({lo}, {lo + 299}) g")
+                self.crash(point)
+                self.sql(f"INSERT INTO items (id, name) SELECT g, 'late' "
+                         f"FROM generate_series({lo + 500}, {lo + 549}) g")
+                self.sync()
+                self.assert_matches("items")
+
     def test_a_commit_whose_answer_is_lost_is_settled_by_the_checkpoint_row(self):
         self.configure()
         self.sync()

@@ -340,6 +340,30 @@ class SqliteToRedisTest(RedisTestCase):
                 self.assert_matches()
         self.verify_passes()
 
+    def test_incremental_windows_crash_at_every_fault_point(self):
+        self.configure(mode="incremental",
+                       streams=f'  streams:\n    - {{name: {json.dumps(ODD)}, cursor: "Id"}}\n')
+        self.sync()
+        t = '"' + ODD.replace('"', '""') + '"'
+        for i, point in enumerate(("sink.data_written", "sink.before_commit", "sink.after_commit",
+                                   "state.temp_written", "state.after_write")):
+            with self.subTest(point=point):
+                lo = 100000 + 1000 * i
+                con = self.source()
+                con.executemany(f'INSERT INTO {t} ("Id", "naïve Col", price, amount) '
+                                "VALUES (?, ?, ?, ?)",
+                                [(lo + k, f"inc {k}", k / 3, "1.5") for k in range(200)])
+                con.commit()
+                con.close()
+                self.crash(point)
+                con = self.source()
+                con.executemany(f'INSERT INTO {t} ("Id", "naïve Col") VALUES (?, ?)',
+                                [(lo + 500 + k, "late") for k in range(30)])
+                con.commit()
+                con.close()
+                self.sync()
+                self.assert_matches(tables=(ODD,))
+
     def test_a_commit_whose_answer_is_lost_is_settled_by_the_checkpoint_key(self):
         # EXEC is sent and the connection cut before its answer: the sync reads the checkpoint
         # key back on a new connection and goes on (the commit landed).

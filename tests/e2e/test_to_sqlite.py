@@ -26,6 +26,17 @@ destination: {{type: sqlite, path: ./replica.db}}
 state: ./state.json
 """
 
+FROM_SQLITE_INCREMENTAL = """
+name: lite
+source:
+  type: sqlite
+  path: ./source.db
+  streams:
+    - {name: items, mode: incremental, cursor: id}
+destination: {type: sqlite, path: ./replica.db}
+state: ./state.json
+"""
+
 FROM_POSTGRES = """
 name: {name}
 source:
@@ -121,6 +132,30 @@ class SqliteToSqliteTest(Crashing, ferrytest.FerryTestCase):
                 self.crash(point, hit)
                 self.sync()
                 self.assert_matches()
+
+    def test_incremental_windows_crash_at_every_fault_point(self):
+        self.write_pipeline(FROM_SQLITE_INCREMENTAL)
+        self.sync()
+        for i, point in enumerate(FAULT_POINTS):
+            with self.subTest(point=point):
+                con = self.source()
+                lo = 200000 + 1000 * i
+                con.executemany("INSERT INTO items VALUES (?, ?, ?)",
+                                [(lo + k, f"inc {k}", k / 8) for k in range(300)])
+                con.commit()
+                con.close()
+                self.crash(point)
+                con = self.source()
+                con.executemany("INSERT INTO items VALUES (?, ?, ?)",
+                                [(lo + 500 + k, "late", None) for k in range(50)])
+                con.commit()
+                con.close()
+                self.sync()
+                q = "SELECT * FROM items"
+                con = self.source()
+                src = con.execute(q).fetchall()
+                con.close()
+                self.assert_same(src, self.replica(q), "items")
 
     def test_verify_reads_the_replica(self):
         self.configure("cdc")
