@@ -1,10 +1,11 @@
 // Text forms of values that cover EVERY value ferry holds, for destinations that store values as
-// text (the SQLite destination): ISO 8601 with the expanded, signed year form for years outside
-// 0000..9999, and canonical UUIDs. Each Format has a Parse that reads it back exactly.
-// (value_parse.h has the plain forms that sources parse; these build on it.)
+// text (the SQLite, Redis and MySQL destinations): ISO 8601 with the expanded, signed year form for
+// years outside 0000..9999, and canonical UUIDs. Each Format has a Parse that reads it back
+// exactly. (value_parse.h has the plain forms that sources parse; these build on it.)
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,5 +31,10 @@ Result<int64_t> ParseTimestampIso(std::string_view text, bool allow_zone);
 std::string FormatUuid(const uint8_t bytes[16]);
 // The canonical form in either case -> 16 bytes.
 Status ParseUuid(std::string_view text, uint8_t out[16]);
+
+// Standard base64 with padding (RFC 4648): how text destinations write binary list elements.
+std::string FormatBase64(std::string_view bytes);
+// FormatBase64's form back to bytes; nullopt for anything else.
+std::optional<std::string> ParseBase64(std::string_view text);
 
 }  // namespace ferry

@@ -53,5 +53,19 @@ TEST(ValueTextTest, TimesAndUuids) {
   EXPECT_FALSE(ParseUuid("0112233404556-6778-899a-abbccddeeff0", back).ok());
 }
 
+TEST(Base64Test, RoundTripsEveryLengthAndRefusesOtherText) {
+  EXPECT_EQ(FormatBase64("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(FormatBase64("fo"), "Zm8=");
+  EXPECT_EQ(FormatBase64(std::string("\0\xff", 2)), "AP8=");
+  std::string bytes;
+  for (int n = 0; n < 8; ++n) {
+    EXPECT_EQ(ParseBase64(FormatBase64(bytes)), bytes) << n;
+    bytes += static_cast<char>(n * 37 + 200);
+  }
+  EXPECT_FALSE(ParseBase64("Zm9"));
+  EXPECT_FALSE(ParseBase64("Zm=v"));
+  EXPECT_FALSE(ParseBase64("Zm9v!mFy"));
+}
+
 }  // namespace
 }  // namespace ferry

@@ -403,61 +403,6 @@ T FixedAt(const Column& col, size_t row) {
   return v;
 }
 
-std::string Base64(std::string_view in) {
-  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    uint32_t v = static_cast<uint8_t>(in[i]) << 16 | static_cast<uint8_t>(in[i + 1]) << 8 |
-                 static_cast<uint8_t>(in[i + 2]);
-    out += kAlphabet[v >> 18];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  if (i < in.size()) {
-    uint32_t v = static_cast<uint8_t>(in[i]) << 16;
-    if (i + 1 < in.size()) v |= static_cast<uint8_t>(in[i + 1]) << 8;
-    out += kAlphabet[v >> 18];
-    out += kAlphabet[(v >> 12) & 63];
-    out += i + 1 < in.size() ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-std::optional<std::string> FromBase64(std::string_view in) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  if (in.size() % 4 != 0) return std::nullopt;
-  std::string out;
-  for (size_t i = 0; i < in.size(); i += 4) {
-    int v[4];
-    int pad = 0;
-    for (int k = 0; k < 4; ++k) {
-      char c = in[i + k];
-      if (c == '=' && i + 4 == in.size() && k >= 2) {
-        v[k] = 0;
-        ++pad;
-      } else if (pad > 0 || (v[k] = value(c)) < 0) {
-        return std::nullopt;
-      }
-    }
-    uint32_t w = static_cast<uint32_t>(v[0] << 18 | v[1] << 12 | v[2] << 6 | v[3]);
-    out += static_cast<char>(w >> 16);
-    if (pad < 2) out += static_cast<char>((w >> 8) & 255);
-    if (pad < 1) out += static_cast<char>(w & 255);
-  }
-  return out;
-}
-
 double DoubleAt(const Column& col, size_t row) {
   return col.type().kind() == TypeKind::kFloat32 ? static_cast<double>(FixedAt<float>(col, row))
                                                  : FixedAt<double>(col, row);
@@ -502,7 +447,7 @@ Json ElementJson(const Column& c, size_t i) {
     case TypeKind::kString:
       return std::string(c.GetBytes(i));
     case TypeKind::kBinary:
-      return Base64(c.GetBytes(i));
+      return FormatBase64(c.GetBytes(i));
     default:
       return TextOf(c, i);
   }
@@ -712,7 +657,7 @@ Status AppendElement(const Json& e, Column* col) {
       return Status::OK();
     case TypeKind::kBinary: {
       if (!e.is_string()) return wrong();
-      auto b = FromBase64(e.get_ref<const std::string&>());
+      auto b = ParseBase64(e.get_ref<const std::string&>());
       if (!b) return wrong();
       col->AppendBytes(*b);
       return Status::OK();
