@@ -1,30 +1,40 @@
 // Channel<T>: a bounded multi-producer multi-consumer queue, the edge of the dataflow graph.
 // Send blocks while the channel is full (back-pressure); Receive blocks while it is empty.
 // Close() wakes everyone: further Sends fail, Receive drains what is left and then returns
-// nullopt. Thread-safe.
+// nullopt. Optionally the channel also bounds the total weight of what it holds (e.g. bytes):
+// Send then waits while either bound is reached, except that an empty channel always takes an
+// item, however heavy. Thread-safe.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 namespace ferry {
 
 template <typename T>
 class Channel {
  public:
+  using Weigher = std::function<size_t(const T&)>;
+
   explicit Channel(size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
+  Channel(size_t capacity, size_t weight_limit, Weigher weigh)
+      : capacity_(capacity == 0 ? 1 : capacity),
+        weight_limit_(weight_limit),
+        weigh_(std::move(weigh)) {}
 
   // Returns false if the channel was closed (the item is dropped).
   bool Send(T item) {
     std::unique_lock<std::mutex> lock(mu_);
-    not_full_.wait(lock, [&] { return closed_ || items_.size() < capacity_; });
+    const size_t w = Weigh(item);
+    not_full_.wait(lock, [&] { return closed_ || HasRoom(w); });
     if (closed_) return false;
-    items_.push_back(std::move(item));
-    not_empty_.notify_one();
+    Push(std::move(item), w);
     return true;
   }
 
@@ -32,13 +42,13 @@ class Channel {
   // Like Send, but waits at most `timeout` for room; `item` is moved from only when sent.
   template <typename Rep, typename Period>
   SendResult SendFor(T& item, std::chrono::duration<Rep, Period> timeout) {
+    const size_t w = Weigh(item);
     std::unique_lock<std::mutex> lock(mu_);
-    if (!not_full_.wait_for(lock, timeout, [&] { return closed_ || items_.size() < capacity_; })) {
+    if (!not_full_.wait_for(lock, timeout, [&] { return closed_ || HasRoom(w); })) {
       return SendResult::kTimedOut;
     }
     if (closed_) return SendResult::kClosed;
-    items_.push_back(std::move(item));
-    not_empty_.notify_one();
+    Push(std::move(item), w);
     return SendResult::kSent;
   }
 
@@ -46,9 +56,10 @@ class Channel {
     std::unique_lock<std::mutex> lock(mu_);
     not_empty_.wait(lock, [&] { return closed_ || !items_.empty(); });
     if (items_.empty()) return std::nullopt;
-    T item = std::move(items_.front());
+    T item = std::move(items_.front().first);
+    weight_ -= items_.front().second;
     items_.pop_front();
-    not_full_.notify_one();
+    not_full_.notify_all();  // a light item may fit where a heavy one did not
     return item;
   }
 
@@ -62,12 +73,26 @@ class Channel {
   size_t capacity() const { return capacity_; }
 
  private:
+  size_t Weigh(const T& item) const { return weigh_ ? weigh_(item) : 0; }
+  bool HasRoom(size_t w) const {  // mu_ held
+    if (items_.empty()) return true;
+    return items_.size() < capacity_ && (!weigh_ || weight_ + w <= weight_limit_);
+  }
+  void Push(T item, size_t w) {  // mu_ held
+    items_.emplace_back(std::move(item), w);
+    weight_ += w;
+    not_empty_.notify_one();
+  }
+
   const size_t capacity_;
+  const size_t weight_limit_ = 0;
+  const Weigher weigh_;
   std::mutex mu_;
   std::condition_variable not_full_;
   std::condition_variable not_empty_;
-  std::deque<T> items_;  // guarded by mu_
-  bool closed_ = false;  // guarded by mu_
+  std::deque<std::pair<T, size_t>> items_;  // guarded by mu_: each item with its weight
+  size_t weight_ = 0;                       // guarded by mu_
+  bool closed_ = false;                     // guarded by mu_
 };
 
 }  // namespace ferry

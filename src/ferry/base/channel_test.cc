@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -49,6 +50,32 @@ TEST(ChannelTest, CloseWakesABlockedSenderAndFailsIt) {
   EXPECT_FALSE(result.load());
   EXPECT_EQ(ch.Receive().value(), 1);  // what was queued before Close is still delivered
   EXPECT_FALSE(ch.Receive().has_value());
+}
+
+TEST(ChannelTest, BoundsTheWeightOfWhatItHoldsButAlwaysTakesOneItem) {
+  Channel<std::string> ch(100, 10, [](const std::string& s) { return s.size(); });
+  std::atomic<int> sent{0};
+  std::thread producer([&] {
+    for (const char* s : {"aaaa", "bbbb", "cc", "dddddddddddddddd", "e"}) {
+      ch.Send(s);
+      sent.fetch_add(1);
+    }
+  });
+  // 4 + 4 + 2 = 10 fit; the 16-byte item waits although the count bound is far.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(sent.load(), 3);
+  EXPECT_EQ(ch.Receive().value(), "aaaa");
+  EXPECT_EQ(ch.Receive().value(), "bbbb");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(sent.load(), 3);  // 2 + 16 is still over the limit
+  EXPECT_EQ(ch.Receive().value(), "cc");
+  // Empty: the heavy item goes in alone, and the light one waits behind it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(sent.load(), 4);
+  EXPECT_EQ(ch.Receive().value(), "dddddddddddddddd");
+  EXPECT_EQ(ch.Receive().value(), "e");
+  producer.join();
+  EXPECT_EQ(sent.load(), 5);
 }
 
 }  // namespace
