@@ -250,6 +250,24 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
         self.sync()
         self.assert_matches("items")
 
+    def test_the_slot_moves_on_at_each_checkpoint_not_only_at_the_end_of_a_round(self):
+        # A small transaction (a checkpoint of its own), then a large one the sync dies in: the
+        # server must already have been told that the first is in the table, so that it can
+        # forget that WAL, however long the round goes on.
+        self.configure(streams=["items"], top="checkpoint: {max_changes: 100}\n")
+        self.sync()
+        before = self.slot_lsn()
+        self.sql("UPDATE items SET qty = -1 WHERE id <= 150")
+        first_commit = self.wal_lsn()
+        self.sql("INSERT INTO items (id, name) SELECT i, 'bulk' FROM "
+                 "generate_series(100001, 400000) i")
+        self.crash("source.mid_transaction", 280)
+        after = self.slot_lsn()
+        self.assertGreater(after, before, "the slot did not move before the end of the round")
+        self.assertGreaterEqual(after, first_commit)
+        self.sync()
+        self.assert_matches("items")
+
     def test_columns_added_mid_stream_are_followed(self):
         self.configure(streams=["items"])
         self.sync()

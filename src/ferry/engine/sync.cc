@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -209,9 +210,14 @@ class SharedLogSourceNode : public graph::Node {
 
 class SinkNode : public graph::Node {
  public:
+  // `changes_recorded`, when set, is called after each commit of changes is in the state file.
   SinkNode(StreamTask* task, Recorder* recorder, const std::string& pipeline,
-           const SyncOptions& opts)
-      : t_(task), recorder_(recorder), pipeline_(pipeline), opts_(opts) {}
+           const SyncOptions& opts, std::function<void()> changes_recorded = nullptr)
+      : t_(task),
+        recorder_(recorder),
+        pipeline_(pipeline),
+        opts_(opts),
+        changes_recorded_(std::move(changes_recorded)) {}
   std::string name() const override { return "sink " + t_->info.name; }
 
   Status Run() override {
@@ -320,6 +326,7 @@ class SinkNode : public graph::Node {
       // Nothing of this stream in the checkpoint: only the state moves on.
       if (c.position > c.from) {
         FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, c.ToJson()));
+        if (changes_recorded_) changes_recorded_();
       }
       c.from = c.position;
       return Status::OK();
@@ -334,6 +341,7 @@ class SinkNode : public graph::Node {
     if (!r.ok())
       return r.status().WithContext("committing changes up to " + std::to_string(c.position));
     FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, c.ToJson()));
+    if (changes_recorded_) changes_recorded_();
     ++t_->commits;
     if (opts_.print_progress) {
       FERRY_LOG(kInfo) << t_->info.name << ": changes " << c.from << ".." << c.position
@@ -369,6 +377,7 @@ class SinkNode : public graph::Node {
   Recorder* recorder_;
   std::string pipeline_;
   const SyncOptions& opts_;
+  std::function<void()> changes_recorded_;
 };
 
 std::string ActionName(Action a) {
@@ -650,14 +659,40 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
   // The snapshot is over before the change log is read: a long CDC round must not hold the
   // source's oldest snapshot (PostgreSQL: xmin) back.
   Status end = src->EndSnapshot();
-  // The shared change log: one reader, every cdc stream's sink at once.
+  // How far the shared change log may be forgotten: up to what EVERY cdc stream of the pipeline
+  // has in its table and in the state file, including backfills still in flight (their changes
+  // start at cdc_start); 0 while a stream has no position yet.
+  auto shared_log_floor = [&](int64_t upper) {
+    int64_t floor = upper;
+    for (const auto& info : streams) {
+      config::StreamConfig sc = StreamSettings(cfg.source, info.name);
+      if (sc.mode != config::SyncMode::kCdc && sc.mode != config::SyncMode::kCdcOnly) continue;
+      Json st = recorder.Get(info.ns, info.name);
+      if (st.is_object() && st.value("mode", "") == "cdc") {
+        floor = std::min(floor, st.value("position", int64_t{0}));
+      } else if (st.is_object() && st.contains("cdc_start")) {
+        floor = std::min(floor, st.value("cdc_start", int64_t{0}));
+      } else {
+        return int64_t{0};
+      }
+    }
+    return floor;
+  };
+  // The shared change log: one reader, every cdc stream's sink at once. The log hears of every
+  // checkpoint once all streams have it in the state file, not only at the end of the read.
   source::Source::SharedRead read;
   if (result.ok() && end.ok() && !shared.empty()) {
     graph::Graph g;
+    std::mutex confirm_mu;
+    auto confirm = [&] {
+      std::lock_guard<std::mutex> lock(confirm_mu);
+      int64_t floor = shared_log_floor(std::numeric_limits<int64_t>::max());
+      if (floor > 0 && floor < std::numeric_limits<int64_t>::max()) src->ConfirmSharedLog(floor);
+    };
     for (StreamTask* t : shared) {
       t->edge = g.AddEdge(opts.edge_capacity);
       t->start = Clock::now();
-      g.AddNode(std::make_unique<SinkNode>(t, &recorder, cfg.name, opts));
+      g.AddNode(std::make_unique<SinkNode>(t, &recorder, cfg.name, opts, confirm));
     }
     g.AddNode(
         std::make_unique<SharedLogSourceNode>(src.get(), shared, opts, cfg.checkpoint, &read));
@@ -678,21 +713,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     FERRY_RETURN_IF_ERROR(src->AcknowledgeChanges(info, position));
   }
   if (read.position > 0) {
-    // The shared log is acknowledged up to what EVERY cdc stream of the pipeline has, including
-    // backfills still in flight (their changes start at cdc_start).
-    int64_t floor = read.position;
-    for (const auto& info : streams) {
-      config::StreamConfig sc = StreamSettings(cfg.source, info.name);
-      if (sc.mode != config::SyncMode::kCdc && sc.mode != config::SyncMode::kCdcOnly) continue;
-      Json st = recorder.Get(info.ns, info.name);
-      if (st.is_object() && st.value("mode", "") == "cdc") {
-        floor = std::min(floor, st.value("position", int64_t{0}));
-      } else if (st.is_object() && st.contains("cdc_start")) {
-        floor = std::min(floor, st.value("cdc_start", int64_t{0}));
-      } else {
-        floor = 0;  // a stream without a position yet: nothing may be forgotten
-      }
-    }
+    int64_t floor = shared_log_floor(read.position);
     if (floor > 0) FERRY_RETURN_IF_ERROR(src->AcknowledgeSharedLog(floor));
   }
   return Status::OK();

@@ -82,6 +82,8 @@ Result<Source::SharedRead> Source::ReadSharedChanges(
     const std::function<bool(size_t, Batch&, bool)>&, const std::function<bool(int64_t)>&) {
   return Status::Internal("ReadSharedChanges on a source without a shared change log");
 }
+void Source::ConfirmSharedLog(int64_t) {}
+
 Status Source::AcknowledgeSharedLog(int64_t) {
   return Status::Internal("AcknowledgeSharedLog on a source without a shared change log");
 }

@@ -151,6 +151,11 @@ class Source {
   // Every stream's changes up to `position` are in its table and in the state file: the log may
   // forget them (PostgreSQL: the slot's confirmed position advances).
   virtual Status AcknowledgeSharedLog(int64_t position);
+  // The same, told while ReadSharedChanges runs, from any thread, after each checkpoint: the log
+  // learns it without waiting for the end of the read (PostgreSQL: the slot's confirmed and
+  // restart positions move on during a long read, so the server keeps less WAL and a later read
+  // decodes less of it again). By default nothing is done until AcknowledgeSharedLog.
+  virtual void ConfirmSharedLog(int64_t position);
 
   // The guarantee this source can give for a full refresh, for `check`.
   virtual std::string Describe() const = 0;

@@ -76,6 +76,8 @@ struct CdcOptions {
 };
 
 constexpr size_t kLookupKeys = 500;  // keys per TOAST lookup query
+// Replication messages received ahead of the decoder, at most (see StartReader).
+constexpr size_t kReadAheadBytes = size_t{64} << 20;
 
 // One item from the replication session's reader thread to the decoder.
 struct StreamItem {
@@ -638,6 +640,14 @@ class PostgresSource final : public Source {
     return out;
   }
 
+  // Sent by the reader thread with its next status update.
+  void ConfirmSharedLog(int64_t position) override {
+    pg::Lsn lsn = static_cast<pg::Lsn>(position);
+    pg::Lsn was = confirmed_.load(std::memory_order_acquire);
+    while (lsn > was && !confirmed_.compare_exchange_weak(was, lsn, std::memory_order_acq_rel)) {
+    }
+  }
+
   Status AcknowledgeSharedLog(int64_t position) override {
     if (!repl_ || !streaming_) return Status::OK();
     FaultPoint("source.before_acknowledge");
@@ -904,17 +914,34 @@ class PostgresSource final : public Source {
   // The replication session's reader thread: receives frames, answers keepalives and sends
   // status updates on time even while the decoder is blocked by slow sinks.
   void StartReader(pg::Lsn start) {
-    items_ = std::make_unique<Channel<std::vector<StreamItem>>>(64);
+    // The reader runs ahead of the decoder by up to kReadAheadBytes of messages, so that the
+    // server goes on decoding its WAL while the sinks commit a checkpoint (a commit into a SQL
+    // destination takes seconds for a large batch).
+    confirmed_.store(start, std::memory_order_release);
+    items_ = std::make_unique<Channel<std::vector<StreamItem>>>(
+        kReadAheadBytes / 1024, kReadAheadBytes, [](const std::vector<StreamItem>& items) {
+          size_t bytes = 0;
+          for (const auto& i : items) bytes += sizeof(StreamItem) + i.payload.capacity();
+          return bytes;
+        });
     stop_reader_ = false;
     reader_ = std::thread([this, start] {
       using Clock = std::chrono::steady_clock;
       constexpr size_t kBatch = 256;  // messages handed over at once: few thread switches
       pg::Lsn received = start;
+      pg::Lsn flushed = start;  // as last told to the server
       auto last_status = Clock::now();
       auto last_probe = Clock::now();
       auto status = [&](bool reply) {
         last_status = Clock::now();
-        return repl_->PutCopyData(pg::StandbyStatusUpdate(received, start, reply));
+        flushed = std::max(flushed, confirmed_.load(std::memory_order_acquire));
+        return repl_->PutCopyData(pg::StandbyStatusUpdate(received, flushed, reply));
+      };
+      // Due: every 10 s (wal_sender_timeout is 60 s by default), and at once when the sinks
+      // have confirmed a checkpoint.
+      auto status_due = [&] {
+        return Clock::now() - last_status > std::chrono::seconds(10) ||
+               confirmed_.load(std::memory_order_acquire) > flushed;
       };
       std::vector<StreamItem> pending;
       // Hands `pending` to the decoder, waiting for room without missing a status update.
@@ -925,9 +952,7 @@ class PostgresSource final : public Source {
             pending.clear();
             break;
           }
-          if (Clock::now() - last_status > std::chrono::seconds(10)) {
-            FERRY_RETURN_IF_ERROR(status(false));
-          }
+          if (status_due()) FERRY_RETURN_IF_ERROR(status(false));
         }
         return Status::OK();
       };
@@ -975,7 +1000,7 @@ class PostgresSource final : public Source {
           last_probe = Clock::now();
           s = status(true);
         }
-        if (s.ok() && Clock::now() - last_status > std::chrono::seconds(10)) s = status(false);
+        if (s.ok() && status_due()) s = status(false);
         if (!s.ok()) return fail(s);
       }
     });
@@ -1203,6 +1228,7 @@ class PostgresSource final : public Source {
   std::unique_ptr<Channel<std::vector<StreamItem>>> items_;
   std::thread reader_;
   std::atomic<bool> stop_reader_{false};
+  std::atomic<pg::Lsn> confirmed_{0};  // ConfirmSharedLog's position, for the reader thread
 };
 
 std::string TrimSpaces(std::string s) {
