@@ -11,7 +11,9 @@ import json
 import os
 import signal
 import struct
+import subprocess
 import sys
+import threading
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -396,6 +398,41 @@ class ToMariaDbTest(ferrytest.FerryTestCase):
             p = self.sync(env={"FERRY_FAULT": f"sink.commit_outcome_lost:{hit}"})
             self.assertIn("reading the checkpoint row back", p.stderr)
             self.assert_matches()
+
+    def test_a_lock_wait_timeout_is_retried_and_lands_once(self):
+        # Another session holds a row lock the commit needs, longer than the server lets ferry
+        # wait (error 1205): nothing of the attempt lands, the sync tries again and lands once.
+        self.configure()
+        self.sync()
+        self.change(1)
+        MARIA.sql("SET GLOBAL innodb_lock_wait_timeout = 1")
+        holder = subprocess.Popen(
+            [MARIA.client_bin, "--no-defaults", f"--socket={MARIA.socket}", "-uroot",
+             f"-p{MARIA.password}", "--batch", "--skip-column-names", "--unbuffered",
+             f"--database={self.target}"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            holder.stdin.write("BEGIN; SELECT id FROM items WHERE id = 11 FOR UPDATE; "
+                               "SELECT 'locked';\n")
+            holder.stdin.flush()
+            while holder.stdout.readline().strip() != "locked":
+                self.assertIsNone(holder.poll(), "the lock was not taken")
+
+            def release():
+                holder.stdin.write("COMMIT;\n")
+                holder.stdin.close()
+
+            timer = threading.Timer(4, release)
+            timer.start()
+            p = self.sync()
+            timer.join()
+        finally:
+            MARIA.sql("SET GLOBAL innodb_lock_wait_timeout = 50")
+            holder.kill()
+            holder.wait()
+        self.assertIn("Lock wait timeout", p.stderr)
+        self.assertIn("retrying in", p.stderr)
+        self.assert_matches()
 
     def test_values_mariadb_cannot_hold_stop_the_sync_and_nothing_lands(self):
         self.configure(streams=["items", ODD])

@@ -268,9 +268,10 @@ int CmdSync(const Args& a) {
       continue;
     }
     reruns = 0;
-    if (!s.ok() && s.code() == StatusCode::kUnavailable && !g_stop.requested() &&
+    if (!s.ok() && s.retryable() && !g_stop.requested() &&
         retries < round_cfg->checkpoint.tolerable_failures) {
-      // A server went away (restart, failover, a terminated connection): nothing half-done
+      // A server went away (restart, failover, a terminated connection), or a commit lost to
+      // another writer (a deadlock, a lock wait timeout, a catalog race): nothing half-done
       // stays; try again with backoff.
       int wait_s = std::min(30, 1 << std::min(retries, 5));
       ++retries;
