@@ -102,6 +102,22 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
     def wal_lsn(self):
         return int(self.sql("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").strip())
 
+    def start_following(self):
+        # `ferry sync` without --once, committing every second, in the background.
+        env = dict(os.environ)
+        env.update(self.env)
+        env.pop("FERRY_FAULT", None)
+        return subprocess.Popen([ferrytest.FERRY, "sync", "-c", self.pipeline, "--interval", "1"],
+                                cwd=self.dir, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def item_names(self, upto):
+        # The names of items with id <= upto, as DuckDB reads the Iceberg table.
+        seen = self.inspect(self.catalog_tables()[(NS, "items")])
+        cols = [f["name"] for f in seen["schema"]["fields"]]
+        i, n = cols.index("id"), cols.index("name")
+        return {r[n] for r in seen["duckdb_rows"] if int(r[i]) <= upto}
+
     def assert_matches(self, *tables):
         for t in tables or STREAMS:
             assert_pg_table_matches(self, SERVER, self.db, NS, t)
@@ -379,12 +395,7 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
     def test_follow_mode_survives_a_terminated_connection(self):
         self.configure()
         self.sync()
-        env = dict(os.environ)
-        env.update(self.env)
-        env.pop("FERRY_FAULT", None)
-        proc = subprocess.Popen([ferrytest.FERRY, "sync", "-c", self.pipeline, "--interval", "1"],
-                                cwd=self.dir, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = self.start_following()
         try:
             for i in range(6):
                 self.change(200 + i)
@@ -398,6 +409,38 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
             proc.send_signal(signal.SIGTERM)
             out, err = proc.communicate(timeout=120)
         self.assertEqual(proc.returncode, 0, err)
+        self.sync()
+        self.assert_matches()
+
+    def test_follow_mode_reads_on_one_session_and_lands_changes_every_interval(self):
+        # Changes land within a few seconds each, all through the same walsender (no reconnect,
+        # so no WAL decoded twice); SIGTERM ends the sync cleanly.
+        self.configure()
+        self.sync()
+        proc = self.start_following()
+        pids = set()
+        try:
+            for i in range(3):
+                self.sql(f"UPDATE items SET name = 'follow {i}' WHERE id <= 100")
+                deadline = time.monotonic() + 30
+                while True:
+                    names = self.item_names(upto=100)
+                    if names == {f"follow {i}"}:
+                        break
+                    self.assertLess(time.monotonic(), deadline,
+                                    f"round {i} did not land in 30 s: {names}")
+                    time.sleep(0.3)
+                pid = self.sql("SELECT active_pid FROM pg_replication_slots WHERE slot_name = "
+                               f"'ferry_{self.name}'").strip()
+                self.assertTrue(pid, "the slot is not in use while the sync follows it")
+                pids.add(pid)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=120)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual(len(pids), 1, f"the slot was read by {len(pids)} sessions: {pids}")
+        self.assertIn("on, until stopped", err)
+        self.change(300)
         self.sync()
         self.assert_matches()
 

@@ -11,6 +11,7 @@
 // Exit codes: 0 success (also after a requested stop), 1 the work failed, 2 bad usage or config.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -223,15 +224,20 @@ void PrintReport(const engine::SyncReport& report) {
   std::fflush(stdout);
 }
 
+bool IsCdc(config::SyncMode m) {
+  return m == config::SyncMode::kCdc || m == config::SyncMode::kCdcOnly;
+}
+
 bool HasCdcStreams(const config::PipelineConfig& cfg) {
-  auto cdc = [](config::SyncMode m) {
-    return m == config::SyncMode::kCdc || m == config::SyncMode::kCdcOnly;
-  };
-  if (cfg.source.all_streams) return cdc(cfg.source.mode);
-  for (const auto& s : cfg.source.streams) {
-    if (cdc(s.mode)) return true;
-  }
-  return false;
+  if (cfg.source.all_streams) return IsCdc(cfg.source.mode);
+  return std::any_of(cfg.source.streams.begin(), cfg.source.streams.end(),
+                     [](const config::StreamConfig& s) { return IsCdc(s.mode); });
+}
+
+bool OnlyCdcStreams(const config::PipelineConfig& cfg) {
+  const bool rest = cfg.source.all_streams ? IsCdc(cfg.source.mode) : !cfg.source.streams.empty();
+  return rest && std::all_of(cfg.source.streams.begin(), cfg.source.streams.end(),
+                             [](const config::StreamConfig& s) { return IsCdc(s.mode); });
 }
 
 int CmdSync(const Args& a) {
@@ -247,6 +253,11 @@ int CmdSync(const Args& a) {
   opts.print_progress = GetLogLevel() <= LogLevel::kInfo;
   // CDC keeps following the source until stopped; everything else runs once.
   const bool follow = HasCdcStreams(*cfg) && !a.once;
+  // A pipeline of cdc streams only follows the change log on one session, committing every
+  // --interval; with other streams too, it runs a round every --interval (each incremental
+  // window, full refresh and change log read to its end), as --once does once.
+  opts.follow = follow && OnlyCdcStreams(*cfg);
+  opts.follow_commit_ms = int64_t{a.interval_s} * 1000;
   int reruns = 0;
   int retries = 0;
   for (;;) {
@@ -254,7 +265,11 @@ int CmdSync(const Args& a) {
     // Each round reads the pipeline file anew: the round before consumed its options.
     auto round_cfg = follow ? config::LoadPipelineFile(a.config) : std::move(cfg);
     if (!round_cfg.ok()) return Fail(round_cfg.status(), 2);
+    const auto round_start = std::chrono::steady_clock::now();
     Status s = engine::RunSync(*round_cfg, opts, &report);
+    // A round that ran a long while (following the log) before it failed was not one of a
+    // series of failures in a row.
+    if (std::chrono::steady_clock::now() - round_start > std::chrono::minutes(1)) retries = 0;
     if (s.ok() && !report.rerun.empty() && !g_stop.requested()) {
       // Stopped early at a consistent point (e.g. columns changed in the change log): what
       // came before is committed; the next round rediscovers and goes on at once.

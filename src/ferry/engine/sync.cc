@@ -188,7 +188,15 @@ class SharedLogSourceNode : public graph::Node {
       }
       return true;
     };
-    auto r = src_->ReadSharedChanges(streams, opts_.batch_rows, policy_, emit, checkpoint);
+    source::Source::SharedReadOptions read;
+    read.batch_rows = opts_.batch_rows;
+    read.policy = policy_;
+    read.follow = opts_.follow;
+    if (opts_.follow) {
+      read.policy.interval_ms = std::min(read.policy.interval_ms, opts_.follow_commit_ms);
+      read.stopping = [this] { return opts_.stop && opts_.stop->requested(); };
+    }
+    auto r = src_->ReadSharedChanges(streams, read, emit, checkpoint);
     if (!r.ok()) {
       if (opts_.stop && opts_.stop->requested()) return Status::Cancelled("stop requested");
       return r.status();

@@ -41,6 +41,12 @@ struct SyncOptions {
   size_t edge_capacity = 4;     // batches buffered between source and each sink
   size_t parallel_streams = 2;  // sinks running at once
   bool print_progress = true;
+  // CDC from a shared change log (PostgreSQL): keep reading past the log's end, on one
+  // replication session, until `stop` is requested, committing at least every
+  // `follow_commit_ms` while changes flow. Otherwise the read ends at the log's end as of the
+  // start of the sync.
+  bool follow = false;
+  int64_t follow_commit_ms = 5000;
 };
 
 Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport* report);

@@ -78,7 +78,7 @@ Status Source::ReadChanges(const StreamInfo& stream, int64_t, int64_t,
 Status Source::AcknowledgeChanges(const StreamInfo& stream, int64_t) { return NoChangeLog(stream); }
 Status Source::CheckChangeCapture(const StreamInfo&) { return Status::OK(); }
 Result<Source::SharedRead> Source::ReadSharedChanges(
-    const std::vector<SharedStream>&, size_t, const config::CheckpointConfig&,
+    const std::vector<SharedStream>&, const SharedReadOptions&,
     const std::function<bool(size_t, Batch&, bool)>&, const std::function<bool(int64_t)>&) {
   return Status::Internal("ReadSharedChanges on a source without a shared change log");
 }

@@ -136,16 +136,25 @@ class Source {
     // rediscovery (a table's columns changed), or empty.
     std::string restart;
   };
-  // Reads the log from the lowest stream position up to the log's end as of the call. Each
-  // stream receives the last change of every key since the previous checkpoint (`emit(stream
-  // index, batch, deletes)`: upserts as full rows, deletes with the key columns set), then
-  // `checkpoint(position)` at a transaction boundary: every change up to `position` has been
-  // emitted. A stream's changes at or below its own position are skipped. Callbacks return false
-  // to stop.
-  // `policy` says when to take a checkpoint before the end (the pipeline's `checkpoint:`).
+  struct SharedReadOptions {
+    size_t batch_rows = 65536;
+    // When to take a checkpoint before the end (the pipeline's `checkpoint:`).
+    config::CheckpointConfig policy;
+    // Follow the log past its end as of the call, until `stopping()` says true at a transaction
+    // boundary: then the read ends with kCancelled, the changes since the last checkpoint not
+    // taken (they are read again next time). Checkpoints come by `policy` (and while no change
+    // comes, every position still moves on at the pace of policy.interval_ms). Otherwise the
+    // read ends at the log's end as of the call.
+    bool follow = false;
+    std::function<bool()> stopping;
+  };
+  // Reads the log from the lowest stream position. Each stream receives the last change of every
+  // key since the previous checkpoint (`emit(stream index, batch, deletes)`: upserts as full
+  // rows, deletes with the key columns set), then `checkpoint(position)` at a transaction
+  // boundary: every change up to `position` has been emitted. A stream's changes at or below its
+  // own position are skipped. Callbacks return false to stop.
   virtual Result<SharedRead> ReadSharedChanges(
-      const std::vector<SharedStream>& streams, size_t batch_rows,
-      const config::CheckpointConfig& policy,
+      const std::vector<SharedStream>& streams, const SharedReadOptions& options,
       const std::function<bool(size_t stream, Batch&, bool deletes)>& emit,
       const std::function<bool(int64_t position)>& checkpoint);
   // Every stream's changes up to `position` are in its table and in the state file: the log may

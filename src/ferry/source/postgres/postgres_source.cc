@@ -455,10 +455,11 @@ class PostgresSource final : public Source {
   bool SharedChangeLog() const override { return true; }
 
   Result<SharedRead> ReadSharedChanges(
-      const std::vector<SharedStream>& streams, size_t batch_rows,
-      const config::CheckpointConfig& policy,
+      const std::vector<SharedStream>& streams, const SharedReadOptions& options,
       const std::function<bool(size_t stream, Batch&, bool deletes)>& emit,
       const std::function<bool(int64_t position)>& checkpoint) override {
+    const config::CheckpointConfig& policy = options.policy;
+    auto stopping = [&] { return options.follow && options.stopping && options.stopping(); };
     SharedRead out;
     if (streams.empty()) return out;
     std::vector<pg::ChangeTable> tables;
@@ -483,13 +484,16 @@ class PostgresSource final : public Source {
       tables.push_back(std::move(t));
     }
     FERRY_RETURN_IF_ERROR(CheckSlotFor(start));
-    // The insert position: everything committed so far is before it (the write position can lag
-    // behind commits when synchronous_commit is off).
-    FERRY_ASSIGN_OR_RETURN(auto now, conn_->Query("SELECT (CASE WHEN pg_is_in_recovery() THEN "
-                                                  "pg_last_wal_replay_lsn() ELSE "
-                                                  "pg_current_wal_insert_lsn() END)::text"));
-    FERRY_ASSIGN_OR_RETURN(pg::Lsn target, pg::ParseLsn(now.Text(0, 0)));
-    if (target <= start) return out;  // nothing was written since
+    pg::Lsn target = ~pg::Lsn{0};  // following: no end
+    if (!options.follow) {
+      // The insert position: everything committed so far is before it (the write position can
+      // lag behind commits when synchronous_commit is off).
+      FERRY_ASSIGN_OR_RETURN(auto now, conn_->Query("SELECT (CASE WHEN pg_is_in_recovery() THEN "
+                                                    "pg_last_wal_replay_lsn() ELSE "
+                                                    "pg_current_wal_insert_lsn() END)::text"));
+      FERRY_ASSIGN_OR_RETURN(target, pg::ParseLsn(now.Text(0, 0)));
+      if (target <= start) return out;  // nothing was written since
+    }
 
     if (!repl_) {
       FERRY_ASSIGN_OR_RETURN(repl_, PgConnection::Connect(cdc_.dsn, /*replication=*/true));
@@ -502,7 +506,9 @@ class PostgresSource final : public Source {
                                                "\"', binary 'true')"));
     streaming_ = true;
     FERRY_LOG(kInfo) << "reading changes from slot " << cdc_.slot << " from "
-                     << pg::FormatLsn(start) << " up to " << pg::FormatLsn(target);
+                     << pg::FormatLsn(start)
+                     << (options.follow ? std::string(" on, until stopped")
+                                        : " up to " + pg::FormatLsn(target));
     StartReader(start);
 
     pg::ChangeSet changes(std::move(tables));
@@ -511,7 +517,7 @@ class PostgresSource final : public Source {
     int64_t row_changes = 0;
     auto flush = [&](pg::Lsn position) -> Status {
       FERRY_RETURN_IF_ERROR(ResolveToast(&changes));
-      FERRY_RETURN_IF_ERROR(changes.TakeBatches(batch_rows, emit));
+      FERRY_RETURN_IF_ERROR(changes.TakeBatches(options.batch_rows, emit));
       if (!checkpoint(static_cast<int64_t>(position))) return Status::Cancelled("sync stopped");
       out.position = static_cast<int64_t>(position);
       last_checkpoint = std::chrono::steady_clock::now();
@@ -544,6 +550,18 @@ class PostgresSource final : public Source {
         if (boundary >= target) {
           result = flush(boundary);
           break;
+        }
+        if (stopping()) {
+          result = Status::Cancelled("stop requested");
+          break;
+        }
+        // Following a quiet log (or one whose changes are all filtered out): the positions
+        // still move on, so that the slot does not hold WAL back.
+        if (options.follow && boundary > static_cast<pg::Lsn>(out.position) &&
+            std::chrono::steady_clock::now() - last_checkpoint >=
+                std::chrono::milliseconds(policy.interval_ms)) {
+          result = flush(boundary);
+          if (!result.ok()) break;
         }
         continue;
       }
@@ -624,6 +642,10 @@ class PostgresSource final : public Source {
         boundary = changes.last_commit_end();
         if (boundary >= target) {
           result = flush(boundary);
+          break;
+        }
+        if (stopping()) {
+          result = Status::Cancelled("stop requested");
           break;
         }
         if (changes.pending_changes() >= static_cast<size_t>(policy.max_changes) ||
