@@ -287,6 +287,20 @@ class PostgresToPostgresTest(ferrytest.FerryTestCase):
         self.assertIn("new load", p.stdout)
         self.assert_matches("items")
 
+    def test_a_dropped_cdc_only_table_is_reported_once_changes_had_landed(self):
+        # cdc_only has no backfill, but once its changes landed, a table without its marker has
+        # lost them: the sync stops rather than go on with the later changes alone.
+        self.configure(streams=["items"], mode="cdc_only")
+        self.sync()
+        self.change(1)
+        self.sync()
+        self.target_sql(f'DROP TABLE "{TARGET_SCHEMA}".items; DELETE FROM ferry_state.checkpoints')
+        self.change(2)
+        p = self.sync(check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("has no marker of this pipeline", p.stderr)
+        self.assertIn("cdc_only", p.stderr)
+
     def test_incremental_upserts_by_key(self):
         self.configure(streams=["items"], mode="incremental")
         self.sync()

@@ -242,7 +242,9 @@ Result<IncrementalDecision> DecideIncremental(const std::string& stream, const s
 }
 
 Json CdcProgress::ToJson() const {
-  return Json{{"mode", "cdc"}, {"stream", stream}, {"position", position}, {"from", from}};
+  Json j{{"mode", "cdc"}, {"stream", stream}, {"position", position}, {"from", from}};
+  if (landed) j["landed"] = true;
+  return j;
 }
 
 namespace {
@@ -269,13 +271,18 @@ Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfi
   CdcDecision d;
   FERRY_ASSIGN_OR_RETURN(int64_t ps, CdcPosition(state, "the state file's entry"));
   FERRY_ASSIGN_OR_RETURN(int64_t pm, CdcPosition(marker, "the table's marker"));
-  if (backfilled && ps >= 0 && marker.is_null()) {
+  const bool landed = state.is_object() && state.value("landed", false);
+  if ((backfilled || landed) && ps >= 0 && marker.is_null()) {
     return Status::Corruption(
         "the state file says the table holds the changes up to position " + std::to_string(ps) +
         ", but the table has no marker of this pipeline: it was dropped or emptied, or the "
         "destination is not the one the state was written for, and the rows it held are gone. "
         "To load it again, remove the stream's entry from the state file (`ferry state` shows "
-        "it) and sync: the table is backfilled anew");
+        "it) and sync: " +
+        std::string(backfilled ? "the table is backfilled anew"
+                               : "the stream starts again with the changes from then on "
+                                 "(cdc_only: the rows it had are not read again; use mode "
+                                 "cdc to backfill them)"));
   }
   if (ps >= 0 || pm >= 0) {
     d.position = std::max(ps, pm);

@@ -101,6 +101,9 @@ struct CdcProgress {
   std::string stream;
   int64_t position = 0;  // every change at or below it is in the table
   int64_t from = 0;      // marker: where the committed batch of changes started
+  // Something of the stream's was committed into its table (so the table has a marker): a
+  // table without one then was dropped or emptied, not merely never written.
+  bool landed = false;
   Json ToJson() const;
 };
 

@@ -124,6 +124,12 @@ TEST(DecideCdcTest, ABackfilledTableWithoutMarkerIsLostNotSkipped) {
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(d->backfill);
   EXPECT_EQ(d->position, 500);
+  // ... unless the state says something of the stream's had landed: then the table was lost.
+  CdcProgress landed{"orders", 500, 400, /*landed=*/true};
+  d = DecideCdc(landed.ToJson(), nullptr, /*backfilled=*/false);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(d.status().message().find("cdc_only"), std::string::npos) << d.status().ToString();
   // The marker ahead of the state repairs it.
   CdcProgress ahead{"orders", 700, 500};
   d = DecideCdc(applied.ToJson(), ahead.ToJson(), true);

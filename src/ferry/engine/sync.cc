@@ -343,6 +343,7 @@ class SinkNode : public graph::Node {
       return j.is_object() && j.value("mode", "") == "cdc" &&
              j.value("position", int64_t{-1}) >= c.position;
     };
+    c.landed = true;
     std::map<std::string, std::string> summary = {{"ferry.pipeline", pipeline_},
                                                   {"ferry.position", std::to_string(c.position)}};
     auto r = t_->out->Commit("", c.ToJson(), summary, landed);
@@ -581,9 +582,10 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
           CdcProgress start{t->info.name, cd.position, cd.position};
           FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, start.ToJson()));
         } else if (cd.state_behind) {
-          CdcProgress repaired{t->info.name, cd.position, cd.position};
+          CdcProgress repaired{t->info.name, cd.position, cd.position, /*landed=*/true};
           FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, repaired.ToJson()));
         }
+        t->changes.landed = marker.is_object() || (st.is_object() && st.value("landed", false));
         FERRY_LOG(kInfo) << t->info.name << ": " << cd.explanation;
         if (src->SharedChangeLog()) {
           // One pass over the shared log serves every such stream (see below).
