@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ferry/types/value_json.h"
 #include "ferry/types/value_parse.h"
 #include "ferry/types/value_text.h"
 
@@ -112,105 +113,6 @@ std::string ElementText(const Column& c, size_t i) {
       return FormatUuid(c.fixed_data() + i * 16);
     default:
       return std::string();
-  }
-}
-
-Json ElementJson(const Column& c, size_t i) {
-  if (!c.IsValid(i)) return nullptr;
-  switch (c.type().kind()) {
-    case TypeKind::kBoolean:
-      return FixedAt<uint8_t>(c, i) != 0;
-    case TypeKind::kInt32:
-      return FixedAt<int32_t>(c, i);
-    case TypeKind::kInt64:
-      return FixedAt<int64_t>(c, i);
-    case TypeKind::kFloat32:
-    case TypeKind::kFloat64: {
-      double d = DoubleAt(c, i);
-      if (std::isnan(d)) return "NaN";
-      if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
-      return d;
-    }
-    case TypeKind::kString:
-      return std::string(c.GetBytes(i));
-    case TypeKind::kBinary:
-      return FormatBase64(c.GetBytes(i));
-    default:
-      return ElementText(c, i);
-  }
-}
-
-Status AppendElement(const Json& e, Column* col) {
-  if (e.is_null()) {
-    col->AppendNull();
-    return Status::OK();
-  }
-  const DataType& t = col->type();
-  auto wrong = [&] {
-    return Status::InvalidArgument("list element " +
-                                   e.dump(-1, ' ', false, Json::error_handler_t::replace) +
-                                   " is not a " + t.ToIceberg());
-  };
-  switch (t.kind()) {
-    case TypeKind::kBoolean:
-      if (!e.is_boolean()) return wrong();
-      col->AppendBool(e.get<bool>());
-      return Status::OK();
-    case TypeKind::kInt32:
-    case TypeKind::kInt64: {
-      if (!e.is_number_integer()) return wrong();
-      if (e.is_number_unsigned() &&
-          e.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return wrong();
-      }
-      int64_t v = e.get<int64_t>();
-      if (t.kind() == TypeKind::kInt64) {
-        col->AppendInt64(v);
-      } else {
-        if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
-          return wrong();
-        }
-        col->AppendInt32(static_cast<int32_t>(v));
-      }
-      return Status::OK();
-    }
-    case TypeKind::kFloat32:
-    case TypeKind::kFloat64: {
-      if (e.is_number()) {
-        AppendDouble(col, e.get<double>());
-        return Status::OK();
-      }
-      if (!e.is_string()) return wrong();
-      const std::string& s = e.get_ref<const std::string&>();
-      if (s == "NaN") {
-        AppendDouble(col, std::numeric_limits<double>::quiet_NaN());
-      } else if (s == "Infinity") {
-        AppendDouble(col, std::numeric_limits<double>::infinity());
-      } else if (s == "-Infinity") {
-        AppendDouble(col, -std::numeric_limits<double>::infinity());
-      } else {
-        return wrong();
-      }
-      return Status::OK();
-    }
-    case TypeKind::kString:
-      if (!e.is_string()) return wrong();
-      col->AppendBytes(e.get_ref<const std::string&>());
-      return Status::OK();
-    case TypeKind::kBinary: {
-      if (!e.is_string()) return wrong();
-      const std::string& text = e.get_ref<const std::string&>();
-      std::optional<std::string> b = ParseBase64(text);
-      if (!b) {
-        return Status::InvalidArgument("'" + text.substr(0, 40) +
-                                       "' is not base64 (a binary list element)");
-      }
-      col->AppendBytes(*b);
-      return Status::OK();
-    }
-    default:
-      if (!e.is_string()) return wrong();
-      return AppendServerText(e.get_ref<const std::string&>(), col);
   }
 }
 
@@ -586,30 +488,13 @@ Status AppendServerText(std::string_view text, Column* col) {
 }
 
 Result<std::string> ListJson(const Column& list, size_t row) {
-  auto [first, end] = list.ListRange(row);
-  Json arr = Json::array();
-  for (size_t i = first; i < end; ++i) arr.push_back(ElementJson(list.list_child(), i));
-  try {
-    return arr.dump(-1, ' ', false, Json::error_handler_t::strict);
-  } catch (const Json::exception& e) {
-    return Status::InvalidArgument(std::string("a list cannot be written as JSON: ") + e.what());
-  }
+  return FormatListJson(list, row, [](const Column& c, size_t i) -> Result<std::string> {
+    return ElementText(c, i);
+  });
 }
 
 Status AppendListJson(std::string_view json, Column* col) {
-  Json arr = Json::parse(json, nullptr, false);
-  if (arr.is_discarded() || !arr.is_array()) {
-    return Status::InvalidArgument("'" + Shorten(json) + "' is not a JSON array");
-  }
-  for (const Json& e : arr) {
-    Status s = AppendElement(e, &col->list_child());
-    if (!s.ok()) {
-      col->DropOpenListElements();
-      return s;
-    }
-  }
-  col->AppendListEnd();
-  return Status::OK();
+  return ::ferry::AppendListJson(json, col, AppendServerText);
 }
 
 std::string DoubleText(double d) {

@@ -16,6 +16,7 @@
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
 #include "ferry/sink/redis/resp.h"
+#include "ferry/types/value_json.h"
 #include "ferry/types/value_parse.h"
 #include "ferry/types/value_text.h"
 
@@ -71,109 +72,6 @@ std::optional<T> ParseIntText(std::string_view t) {
   return v;
 }
 
-// A list element as JSON (see the header).
-Result<Json> ElementJson(const Column& c, size_t i) {
-  if (!c.IsValid(i)) return Json(nullptr);
-  switch (c.type().kind()) {
-    case TypeKind::kBoolean:
-      return Json(FixedAt<uint8_t>(c, i) != 0);
-    case TypeKind::kInt32:
-      return Json(FixedAt<int32_t>(c, i));
-    case TypeKind::kInt64:
-      return Json(FixedAt<int64_t>(c, i));
-    case TypeKind::kFloat32:
-    case TypeKind::kFloat64: {
-      std::string text;
-      FERRY_RETURN_IF_ERROR(AppendValueText(c, i, &text));
-      double d =
-          c.type().kind() == TypeKind::kFloat32 ? FixedAt<float>(c, i) : FixedAt<double>(c, i);
-      if (std::isnan(d) || std::isinf(d)) return Json(text);
-      // A float's shortest text read as a double: JSON shows "0.1", not 0.10000000149011612.
-      return Json(std::strtod(text.c_str(), nullptr));
-    }
-    case TypeKind::kString:
-      return Json(std::string(c.GetBytes(i)));
-    case TypeKind::kBinary:
-      return Json(FormatBase64(c.GetBytes(i)));
-    default: {
-      std::string text;
-      FERRY_RETURN_IF_ERROR(AppendValueText(c, i, &text));
-      return Json(std::move(text));
-    }
-  }
-}
-
-Status AppendElement(const Json& e, Column* col) {
-  if (e.is_null()) {
-    col->AppendNull();
-    return Status::OK();
-  }
-  const DataType& t = col->type();
-  auto wrong = [&] {
-    return Status::InvalidArgument("element " +
-                                   e.dump(-1, ' ', false, Json::error_handler_t::replace) +
-                                   " is not a " + t.ToIceberg());
-  };
-  switch (t.kind()) {
-    case TypeKind::kBoolean:
-      if (!e.is_boolean()) return wrong();
-      col->AppendBool(e.get<bool>());
-      return Status::OK();
-    case TypeKind::kInt32:
-    case TypeKind::kInt64: {
-      if (!e.is_number_integer()) return wrong();
-      if (e.is_number_unsigned() &&
-          e.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return wrong();
-      }
-      int64_t v = e.get<int64_t>();
-      if (t.kind() == TypeKind::kInt64) {
-        col->AppendInt64(v);
-      } else {
-        if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
-          return wrong();
-        }
-        col->AppendInt32(static_cast<int32_t>(v));
-      }
-      return Status::OK();
-    }
-    case TypeKind::kFloat32:
-    case TypeKind::kFloat64: {
-      double d;
-      if (e.is_number()) {
-        d = e.get<double>();
-      } else {
-        if (!e.is_string()) return wrong();
-        auto special = ParseFloatText<double>(e.get_ref<const std::string&>());
-        if (!special || !(std::isnan(*special) || std::isinf(*special))) return wrong();
-        d = *special;
-      }
-      if (t.kind() == TypeKind::kFloat32) {
-        col->AppendFloat(static_cast<float>(d));
-      } else {
-        col->AppendDouble(d);
-      }
-      return Status::OK();
-    }
-    case TypeKind::kString:
-      if (!e.is_string()) return wrong();
-      col->AppendBytes(e.get_ref<const std::string&>());
-      return Status::OK();
-    case TypeKind::kBinary: {
-      if (!e.is_string()) return wrong();
-      auto b = ParseBase64(e.get_ref<const std::string&>());
-      if (!b) return wrong();
-      col->AppendBytes(*b);
-      return Status::OK();
-    }
-    default: {
-      if (!e.is_string()) return wrong();
-      Status s = AppendFromValueText(e.get_ref<const std::string&>(), col);
-      return s.ok() ? s : wrong();
-    }
-  }
-}
-
 }  // namespace
 
 Status AppendValueText(const Column& col, size_t row, std::string* out) {
@@ -217,18 +115,13 @@ Status AppendValueText(const Column& col, size_t row, std::string* out) {
       out->append(FormatUuid(col.fixed_data() + row * 16));
       return Status::OK();
     case TypeKind::kList: {
-      auto [first, end] = col.ListRange(row);
-      Json arr = Json::array();
-      for (size_t i = first; i < end; ++i) {
-        FERRY_ASSIGN_OR_RETURN(Json e, ElementJson(col.list_child(), i));
-        arr.push_back(std::move(e));
-      }
-      try {
-        out->append(arr.dump(-1, ' ', false, Json::error_handler_t::strict));
-      } catch (const Json::exception& e) {
-        return Status::InvalidArgument(std::string("a list cannot be written as JSON: ") +
-                                       e.what());
-      }
+      FERRY_ASSIGN_OR_RETURN(
+          std::string json, FormatListJson(col, row, [](const Column& c, size_t i) {
+            std::string text;
+            Status s = AppendValueText(c, i, &text);
+            return s.ok() ? Result<std::string>(std::move(text)) : Result<std::string>(s);
+          }));
+      out->append(json);
       return Status::OK();
     }
   }
@@ -299,21 +192,8 @@ Status AppendFromValueText(std::string_view text, Column* col) {
       col->AppendUuid(b);
       return Status::OK();
     }
-    case TypeKind::kList: {
-      Json arr = Json::parse(text, nullptr, false);
-      if (arr.is_discarded() || !arr.is_array()) {
-        return Status::InvalidArgument("it is not a JSON array");
-      }
-      for (const Json& e : arr) {
-        Status s = AppendElement(e, &col->list_child());
-        if (!s.ok()) {
-          col->DropOpenListElements();
-          return s;
-        }
-      }
-      col->AppendListEnd();
-      return Status::OK();
-    }
+    case TypeKind::kList:
+      return AppendListJson(text, col, AppendFromValueText);
   }
   return Status::Internal("a value of an unknown type");
 }

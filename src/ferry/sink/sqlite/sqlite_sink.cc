@@ -17,6 +17,7 @@
 #include "ferry/base/log.h"
 #include "ferry/base/uuid.h"
 #include "ferry/sqlite/sqlite.h"
+#include "ferry/types/value_json.h"
 #include "ferry/types/value_parse.h"
 #include "ferry/types/value_text.h"
 
@@ -428,36 +429,9 @@ std::string TextOf(const Column& col, size_t row) {
   }
 }
 
-Json ElementJson(const Column& c, size_t i) {
-  if (!c.IsValid(i)) return nullptr;
-  switch (c.type().kind()) {
-    case TypeKind::kBoolean:
-      return FixedAt<uint8_t>(c, i) != 0;
-    case TypeKind::kInt32:
-      return FixedAt<int32_t>(c, i);
-    case TypeKind::kInt64:
-      return FixedAt<int64_t>(c, i);
-    case TypeKind::kFloat32:
-    case TypeKind::kFloat64: {
-      double d = DoubleAt(c, i);
-      if (std::isnan(d)) return std::string(kNaN);
-      if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
-      return d;
-    }
-    case TypeKind::kString:
-      return std::string(c.GetBytes(i));
-    case TypeKind::kBinary:
-      return FormatBase64(c.GetBytes(i));
-    default:
-      return TextOf(c, i);
-  }
-}
-
 Result<std::string> ListJson(const Column& col, size_t row) {
-  auto [first, end] = col.ListRange(row);
-  Json arr = Json::array();
-  for (size_t i = first; i < end; ++i) arr.push_back(ElementJson(col.list_child(), i));
-  return Dump(arr, "a list");
+  return FormatListJson(
+      col, row, [](const Column& c, size_t i) -> Result<std::string> { return TextOf(c, i); });
 }
 
 // Binds the stored form of `col`'s row `row` to parameter `i`. `scratch` holds the text until
@@ -604,70 +578,6 @@ Status AppendFromText(std::string_view text, Column* col) {
   }
 }
 
-// Appends a list element from its JSON form.
-Status AppendElement(const Json& e, Column* col) {
-  if (e.is_null()) {
-    col->AppendNull();
-    return Status::OK();
-  }
-  const DataType& t = col->type();
-  auto wrong = [&] {
-    return Status::InvalidArgument("element " +
-                                   e.dump(-1, ' ', false, Json::error_handler_t::replace) +
-                                   " is not a " + t.ToIceberg());
-  };
-  switch (t.kind()) {
-    case TypeKind::kBoolean:
-      if (!e.is_boolean()) return wrong();
-      col->AppendBool(e.get<bool>());
-      return Status::OK();
-    case TypeKind::kInt32:
-    case TypeKind::kInt64: {
-      if (!e.is_number_integer()) return wrong();
-      if (e.is_number_unsigned() &&
-          e.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return wrong();
-      }
-      int64_t v = e.get<int64_t>();
-      if (t.kind() == TypeKind::kInt64) {
-        col->AppendInt64(v);
-      } else {
-        if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
-          return wrong();
-        }
-        col->AppendInt32(static_cast<int32_t>(v));
-      }
-      return Status::OK();
-    }
-    case TypeKind::kFloat32:
-    case TypeKind::kFloat64: {
-      if (e.is_number()) {
-        AppendDouble(col, e.get<double>());
-        return Status::OK();
-      }
-      if (!e.is_string()) return wrong();
-      auto d = SpecialDouble(e.get_ref<const std::string&>());
-      if (!d) return wrong();
-      AppendDouble(col, *d);
-      return Status::OK();
-    }
-    case TypeKind::kString:
-      if (!e.is_string()) return wrong();
-      col->AppendBytes(e.get_ref<const std::string&>());
-      return Status::OK();
-    case TypeKind::kBinary: {
-      if (!e.is_string()) return wrong();
-      auto b = ParseBase64(e.get_ref<const std::string&>());
-      if (!b) return wrong();
-      col->AppendBytes(*b);
-      return Status::OK();
-    }
-    default:
-      if (!e.is_string()) return wrong();
-      return AppendFromText(e.get_ref<const std::string&>(), col);
-  }
-}
-
 // Appends the stored value of result column `i` to `col`; an error says why it does not parse.
 Status AppendStored(sqlite3_stmt* st, int i, Column* col) {
   const int type = sqlite3_column_type(st, i);
@@ -719,22 +629,9 @@ Status AppendStored(sqlite3_stmt* st, int i, Column* col) {
       }
       if (type != SQLITE_TEXT) return wrong;
       return AppendFromText(BytesOf(st, i), col);
-    case TypeKind::kList: {
+    case TypeKind::kList:
       if (type != SQLITE_TEXT) return wrong;
-      Json arr = Json::parse(BytesOf(st, i), nullptr, false);
-      if (arr.is_discarded() || !arr.is_array()) {
-        return Status::InvalidArgument("it is not a JSON array");
-      }
-      for (const Json& e : arr) {
-        Status s = AppendElement(e, &col->list_child());
-        if (!s.ok()) {
-          col->DropOpenListElements();
-          return s;
-        }
-      }
-      col->AppendListEnd();
-      return Status::OK();
-    }
+      return AppendListJson(BytesOf(st, i), col, AppendFromText);
     default:
       if (type != SQLITE_TEXT) return wrong;
       return AppendFromText(BytesOf(st, i), col);
