@@ -297,6 +297,10 @@ class PostgresToPostgresTest(ferrytest.FerryTestCase):
         # cdc_only has no backfill, but once its changes landed, they are in the table only.
         self.assertIn("cdc_only", self.lose_the_table_after_changes_landed("cdc_only"))
 
+    def test_a_dropped_incremental_table_is_reported_once_rows_had_landed(self):
+        self.assertIn("every row is read again",
+                      self.lose_the_table_after_changes_landed("incremental"))
+
     def test_incremental_upserts_by_key(self):
         self.configure(streams=["items"], mode="incremental")
         self.sync()

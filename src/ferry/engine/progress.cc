@@ -182,8 +182,10 @@ Result<Decision> DecideFullRefresh(const Json& state, const Json& marker) {
 }
 
 Json IncrementalProgress::ToJson() const {
-  return Json{{"mode", "incremental"}, {"stream", stream}, {"cursor_column", cursor_column},
-              {"cursor", cursor},      {"window", window}, {"from", from}};
+  Json j{{"mode", "incremental"}, {"stream", stream}, {"cursor_column", cursor_column},
+         {"cursor", cursor},      {"window", window}, {"from", from}};
+  if (landed) j["landed"] = true;
+  return j;
 }
 
 Result<IncrementalProgress> IncrementalProgress::FromJson(const Json& j,
@@ -198,6 +200,7 @@ Result<IncrementalProgress> IncrementalProgress::FromJson(const Json& j,
   p.cursor = j["cursor"];
   p.window = j.value("window", "");
   p.from = j.contains("from") ? j["from"] : Json(nullptr);
+  p.landed = j.value("landed", false);
   return p;
 }
 
@@ -219,6 +222,16 @@ Result<IncrementalDecision> DecideIncremental(const std::string& stream, const s
           "run a full_refresh of the stream to start over");
     }
     d.start.cursor = st.cursor;
+    d.start.landed = st.landed;
+    if (st.landed && marker.is_null()) {
+      return Status::Corruption(
+          "the state file says the table holds the rows up to " + st.cursor_column + " = " +
+          st.cursor.dump() +
+          ", but the table has no marker of this pipeline: it was dropped or emptied, or the "
+          "destination is not the one the state was written for, and the rows it held are gone. "
+          "To load it again, remove the stream's entry from the state file (`ferry state` shows "
+          "it) and sync: every row is read again");
+    }
   }
   if (marker_incremental) {
     FERRY_ASSIGN_OR_RETURN(IncrementalProgress mk,
@@ -229,6 +242,7 @@ Result<IncrementalDecision> DecideIncremental(const std::string& stream, const s
       d.start.cursor = mk.cursor;
       d.start.window = mk.window;
       d.start.from = mk.from;
+      d.start.landed = true;
       d.state_behind = true;
       d.explanation = "the window from " + mk.from.dump() + " to " + mk.cursor.dump() +
                       " is already in the table: state repaired from the marker, nothing re-read";

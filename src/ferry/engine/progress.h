@@ -77,6 +77,9 @@ struct IncrementalProgress {
   Json cursor;         // state: the end of the last committed window (null: nothing yet)
   std::string window;  // marker: the id of the window this commit completed
   Json from;           // marker: where that window started
+  // Rows of the stream's were committed into its table (so the table has a marker): a table
+  // without one then was dropped or emptied, not merely never written.
+  bool landed = false;
 
   static std::string WindowId(const std::string& stream, const Json& from) {
     return stream + "@" + from.dump();

@@ -192,6 +192,23 @@ TEST(DecideIncrementalTest, LostStateAndAFirstWindowInTheTableResumesAfterIt) {
   EXPECT_EQ(d->start.cursor, 50);
 }
 
+TEST(DecideIncrementalTest, ATableThatLostItsLandedRowsIsReportedNotTopUpped) {
+  auto w = Window(10, 20);
+  // Nothing landed yet (windows without rows): no marker is expected.
+  auto d = DecideIncremental("items", "updated_at", w.ToJson(), nullptr);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->start.cursor, 20);
+  w.landed = true;
+  d = DecideIncremental("items", "updated_at", w.ToJson(), nullptr);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(d.status().message().find("remove the stream's entry"), std::string::npos);
+  // With the marker there, it goes on and keeps the fact.
+  d = DecideIncremental("items", "updated_at", w.ToJson(), w.ToJson());
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->start.landed);
+}
+
 TEST(DecideIncrementalTest, AChangedCursorColumnIsRefused) {
   auto d = DecideIncremental("items", "id", Window(1, 2).ToJson(), nullptr);
   ASSERT_FALSE(d.ok());

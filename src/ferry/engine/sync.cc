@@ -308,6 +308,8 @@ class SinkNode : public graph::Node {
   // Commits an incremental window: the upserted rows, their keys as equality deletes, and the
   // marker naming the window, in one snapshot; then the state takes the window's end.
   Status CommitWindow() {
+    // A commit with rows (or one that writes the marker anyway) leaves the marker in the table.
+    if (t_->out->HasPending() || t_->out->CheapMarkerCommits()) t_->window.landed = true;
     const IncrementalProgress& w = t_->window;
     auto landed = [&](const Json& j) {
       return j.is_object() && j.value("mode", "") == "incremental" &&
