@@ -26,15 +26,21 @@ Status ChangeSet::Apply(const PgOutputMessage& m, ChangeEvent* event, std::strin
     case 'C': {
       if (!in_txn_) return Status::Corruption("a Commit message outside a transaction");
       for (size_t t = 0; t < tables_.size(); ++t) {
-        for (auto& [key, change] : txn_[t]) {
+        Changes& txn = txn_[t];
+        if (txn.empty()) continue;
+        for (const auto& [key, change] : txn) {
           size_t bytes = key.size() + 64;
           for (const auto& v : change.values) bytes += v.bytes.size() + sizeof(Value);
-          auto [it, inserted] = held_[t].insert_or_assign(key, std::move(change));
-          (void)it;
-          if (inserted) ++pending_changes_;
           pending_bytes_ += bytes;
         }
-        if (!txn_[t].empty()) txn_[t].clear();
+        // The transaction's changes move into the held ones without copying: keys new to the
+        // checkpoint as whole nodes; for keys already held, the later change replaces the earlier.
+        Changes& held = held_[t];
+        const size_t before = held.size();
+        held.merge(txn);
+        pending_changes_ += held.size() - before;
+        for (auto& [key, change] : txn) held[key] = std::move(change);
+        txn.clear();
       }
       in_txn_ = false;
       last_commit_end_ = m.end_lsn;
