@@ -1,5 +1,4 @@
 """The measurements of bench/pg_to_pg.sh (run that script: it builds ferry in Release first)."""
-import argparse
 import datetime
 import json
 import os
@@ -13,7 +12,7 @@ import time
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(BENCH, "..", "tests", "lib"))
 import pgserver  # noqa: E402
-from postgres_bench import TABLE, measure  # noqa: E402
+from postgres_bench import TABLE, measure, parse_args  # noqa: E402
 
 # The destination table of native replication: the subscription needs it to exist.
 TARGET = """
@@ -86,8 +85,10 @@ class CpuSampler:
 
 
 def cpu_text(seconds):
-    return ", ".join(f"{role} {v:.1f} s" for role, v in sorted(seconds.items(), key=lambda kv: -kv[1])
-                     if v >= 0.05) + f"; total {sum(seconds.values()):.1f} s"
+    roles = [f"{role} {v:.1f} s" for role, v in sorted(seconds.items(), key=lambda kv: -kv[1])
+             if v >= 0.05]
+    parts = ([", ".join(roles)] if roles else []) + [f"total {sum(seconds.values()):.1f} s"]
+    return "; ".join(parts)
 
 
 def median_cpu(samples):
@@ -104,20 +105,7 @@ def wait_until(check, what, timeout=3600):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ferry", required=True)
-    ap.add_argument("--cpu", default="")
-    ap.add_argument("--rows", type=int, default=5000000)
-    ap.add_argument("--changes", type=int, default=1000000)
-    ap.add_argument("--txns", type=int, default=1000)
-    ap.add_argument("--repeat", type=int, default=4)
-    ap.add_argument("--json")
-    ap.add_argument("--keep", action="store_true")
-    a = ap.parse_args()
-    if not a.json:
-        os.makedirs(os.path.join(BENCH, "results"), exist_ok=True)
-        a.json = os.path.join(BENCH, "results", "pg_to_pg-" +
-                              datetime.datetime.now().strftime("%Y%m%d-%H%M%S") + ".json")
+    a = parse_args("pg_to_pg", repeat=4)
     work = tempfile.mkdtemp(prefix="ferry-bench-p2p.")
     server = pgserver.PgServer()
     server.start()

@@ -46,21 +46,28 @@ def measure(argv, cwd=None, env=None, stdout=subprocess.DEVNULL):
     return wall, rss
 
 
-def main():
+def parse_args(name, repeat):
+    """The arguments of the PostgreSQL benchmarks (see their shell scripts); --json defaults to
+    bench/results/<name>-<date>.json."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--ferry", required=True)
     ap.add_argument("--cpu", default="")
     ap.add_argument("--rows", type=int, default=5000000)
     ap.add_argument("--changes", type=int, default=1000000)
     ap.add_argument("--txns", type=int, default=1000)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=repeat)
     ap.add_argument("--json")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     if not a.json:
         os.makedirs(os.path.join(BENCH, "results"), exist_ok=True)
         a.json = os.path.join(BENCH, "results",
-                              "postgres-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S") + ".json")
+                              f"{name}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.json")
+    return a
+
+
+def main():
+    a = parse_args("postgres", repeat=3)
     work = tempfile.mkdtemp(prefix="ferry-bench-pg.")
     server = pgserver.PgServer()
     server.start()
