@@ -52,8 +52,10 @@ commands:
   discover  -c FILE [--json] list the source's tables, columns, types, keys and cursor candidates
   sync      -c FILE [--once] [--interval SECONDS]
                              run the sync; a stopped or crashed sync resumes where it left off.
-                             Pipelines with cdc streams keep applying changes every --interval
-                             seconds (default 5) until stopped (SIGINT/SIGTERM); --once reads up
+                             Pipelines with cdc streams keep applying changes until stopped
+                             (SIGINT/SIGTERM), committing at least every --interval seconds
+                             (default 5; cdc streams only: one replication session throughout;
+                             mixed with other modes: a round every --interval); --once reads up
                              to the source's current end, commits and exits
   state     -c FILE [--json] show each stream's state, its marker in the destination, and what
                              the next sync will do (run normally, repair the state, start fresh)
