@@ -1,6 +1,7 @@
 #include "ferry/types/value_text.h"
 
 #include <cstdio>
+#include <cstring>
 #include <optional>
 
 #include "ferry/types/value_parse.h"
@@ -213,6 +214,65 @@ std::optional<std::string> ParseBase64(std::string_view in) {
     if (pad < 1) out += static_cast<char>(w & 255);
   }
   return out;
+}
+
+std::optional<std::string> FormatTextValue(const Column& col, size_t row) {
+  auto fixed = [&](auto v) {
+    std::memcpy(&v, col.fixed_data() + row * sizeof(v), sizeof(v));
+    return v;
+  };
+  switch (col.type().kind()) {
+    case TypeKind::kDecimal:
+      return FormatDecimal(fixed(int128_t{}), col.type().scale());
+    case TypeKind::kDate:
+      return FormatDateIso(fixed(int32_t{}));
+    case TypeKind::kTime:
+      return FormatTimeIso(fixed(int64_t{}));
+    case TypeKind::kTimestamp:
+      return FormatTimestampIso(fixed(int64_t{}));
+    case TypeKind::kTimestampTz:
+      return FormatTimestampIso(fixed(int64_t{})) + "+00:00";
+    case TypeKind::kUuid:
+      return FormatUuid(col.fixed_data() + row * 16);
+    default:
+      return std::nullopt;
+  }
+}
+
+Status AppendTextValue(std::string_view text, Column* col) {
+  const DataType& t = col->type();
+  switch (t.kind()) {
+    case TypeKind::kDecimal: {
+      FERRY_ASSIGN_OR_RETURN(int128_t v, ParseDecimal(text, t.precision(), t.scale()));
+      col->AppendDecimal(v);
+      return Status::OK();
+    }
+    case TypeKind::kDate: {
+      FERRY_ASSIGN_OR_RETURN(int32_t v, ParseDateIso(text));
+      col->AppendInt32(v);
+      return Status::OK();
+    }
+    case TypeKind::kTime: {
+      FERRY_ASSIGN_OR_RETURN(int64_t v, ParseTime(text));
+      col->AppendInt64(v);
+      return Status::OK();
+    }
+    case TypeKind::kTimestamp:
+    case TypeKind::kTimestampTz: {
+      FERRY_ASSIGN_OR_RETURN(int64_t v,
+                             ParseTimestampIso(text, t.kind() == TypeKind::kTimestampTz));
+      col->AppendInt64(v);
+      return Status::OK();
+    }
+    case TypeKind::kUuid: {
+      uint8_t b[16];
+      FERRY_RETURN_IF_ERROR(ParseUuid(text, b));
+      col->AppendUuid(b);
+      return Status::OK();
+    }
+    default:
+      return Status::InvalidArgument("a " + t.ToIceberg() + " is not stored in a text form");
+  }
 }
 
 }  // namespace ferry

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "ferry/base/status.h"
+#include "ferry/types/batch.h"
 
 namespace ferry {
 
@@ -36,5 +37,12 @@ Status ParseUuid(std::string_view text, uint8_t out[16]);
 std::string FormatBase64(std::string_view bytes);
 // FormatBase64's form back to bytes; nullopt for anything else.
 std::optional<std::string> ParseBase64(std::string_view text);
+
+// Row `row` of `col` in its text form, for the types stored as text everywhere: decimal (plain
+// digits), date, time, timestamp, timestamptz (UTC, "+00:00") and uuid, in the forms above;
+// nullopt for any other type.
+std::optional<std::string> FormatTextValue(const Column& col, size_t row);
+// Appends to `col` (of one of those types) the value that `text`, in one of those forms, holds.
+Status AppendTextValue(std::string_view text, Column* col);
 
 }  // namespace ferry

@@ -67,5 +67,28 @@ TEST(Base64Test, RoundTripsEveryLengthAndRefusesOtherText) {
   EXPECT_FALSE(ParseBase64("Zm9v!mFy"));
 }
 
+TEST(TextValueTest, EveryTextStoredTypeReadsBackExactlyAndOthersAreRefused) {
+  struct Case {
+    DataType type;
+    std::string text;
+  };
+  for (const Case& c :
+       {Case{DataType::Decimal(38, 4), "-1234567890123456789012345678.0001"},
+        Case{DataType::Date(), "-0044-03-15"}, Case{DataType::Time(), "23:59:59.999999"},
+        Case{DataType::Timestamp(), "+10000-01-01 00:00:00.000000"},
+        Case{DataType::TimestampTz(), "1900-01-01 00:00:00.000001+00:00"},
+        Case{DataType::Uuid(), "123e4567-e89b-12d3-a456-426614174000"}}) {
+    Column col(c.type);
+    ASSERT_TRUE(AppendTextValue(c.text, &col).ok()) << c.text;
+    EXPECT_EQ(FormatTextValue(col, 0).value_or("(none)"), c.text);
+  }
+  Column ints(DataType::Int64());
+  EXPECT_FALSE(AppendTextValue("1", &ints).ok());
+  ints.AppendInt64(1);
+  EXPECT_FALSE(FormatTextValue(ints, 0).has_value());
+  Column dates(DataType::Date());
+  EXPECT_FALSE(AppendTextValue("2024-02-30", &dates).ok());
+}
+
 }  // namespace
 }  // namespace ferry

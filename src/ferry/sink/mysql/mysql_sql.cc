@@ -98,22 +98,7 @@ int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0
 
 // A primitive value's ISO text form (list elements).
 std::string ElementText(const Column& c, size_t i) {
-  switch (c.type().kind()) {
-    case TypeKind::kDecimal:
-      return FormatDecimal(FixedAt<int128_t>(c, i), c.type().scale());
-    case TypeKind::kDate:
-      return FormatDateIso(FixedAt<int32_t>(c, i));
-    case TypeKind::kTime:
-      return FormatTimeIso(FixedAt<int64_t>(c, i));
-    case TypeKind::kTimestamp:
-      return FormatTimestampIso(FixedAt<int64_t>(c, i));
-    case TypeKind::kTimestampTz:
-      return FormatTimestampIso(FixedAt<int64_t>(c, i)) + "+00:00";
-    case TypeKind::kUuid:
-      return FormatUuid(c.fixed_data() + i * 16);
-    default:
-      return std::string();
-  }
+  return FormatTextValue(c, i).value_or(std::string());
 }
 
 std::string Shorten(std::string_view s, size_t n = 40) {
@@ -449,38 +434,17 @@ Status AppendServerText(std::string_view text, Column* col) {
       AppendDouble(col, v);
       return Status::OK();
     }
-    case TypeKind::kDecimal: {
-      FERRY_ASSIGN_OR_RETURN(int128_t v, ParseDecimal(text, t.precision(), t.scale()));
-      col->AppendDecimal(v);
-      return Status::OK();
-    }
-    case TypeKind::kDate: {
-      FERRY_ASSIGN_OR_RETURN(int32_t v, ParseDateIso(text));
-      col->AppendInt32(v);
-      return Status::OK();
-    }
-    case TypeKind::kTime: {
-      FERRY_ASSIGN_OR_RETURN(int64_t v, ParseTime(text));
-      col->AppendInt64(v);
-      return Status::OK();
-    }
+    case TypeKind::kDecimal:
+    case TypeKind::kDate:
+    case TypeKind::kTime:
     case TypeKind::kTimestamp:
-    case TypeKind::kTimestampTz: {
-      FERRY_ASSIGN_OR_RETURN(int64_t v,
-                             ParseTimestampIso(text, t.kind() == TypeKind::kTimestampTz));
-      col->AppendInt64(v);
-      return Status::OK();
-    }
+    case TypeKind::kTimestampTz:
+    case TypeKind::kUuid:
+      return AppendTextValue(text, col);
     case TypeKind::kString:
     case TypeKind::kBinary:
       col->AppendBytes(text);
       return Status::OK();
-    case TypeKind::kUuid: {
-      uint8_t b[16];
-      FERRY_RETURN_IF_ERROR(ParseUuid(text, b));
-      col->AppendUuid(b);
-      return Status::OK();
-    }
     case TypeKind::kList:
       return AppendListJson(text, col);
   }

@@ -92,27 +92,16 @@ Status AppendValueText(const Column& col, size_t row, std::string* out) {
       AppendFloatText(FixedAt<double>(col, row), out);
       return Status::OK();
     case TypeKind::kDecimal:
-      out->append(FormatDecimal(FixedAt<int128_t>(col, row), col.type().scale()));
-      return Status::OK();
     case TypeKind::kDate:
-      out->append(FormatDateIso(FixedAt<int32_t>(col, row)));
-      return Status::OK();
     case TypeKind::kTime:
-      out->append(FormatTimeIso(FixedAt<int64_t>(col, row)));
-      return Status::OK();
     case TypeKind::kTimestamp:
-      out->append(FormatTimestampIso(FixedAt<int64_t>(col, row)));
-      return Status::OK();
     case TypeKind::kTimestampTz:
-      out->append(FormatTimestampIso(FixedAt<int64_t>(col, row)));
-      out->append("+00:00");
+    case TypeKind::kUuid:
+      out->append(*FormatTextValue(col, row));
       return Status::OK();
     case TypeKind::kString:
     case TypeKind::kBinary:
       out->append(col.GetBytes(row));
-      return Status::OK();
-    case TypeKind::kUuid:
-      out->append(FormatUuid(col.fixed_data() + row * 16));
       return Status::OK();
     case TypeKind::kList: {
       FERRY_ASSIGN_OR_RETURN(
@@ -160,38 +149,17 @@ Status AppendFromValueText(std::string_view text, Column* col) {
       col->AppendDouble(*v);
       return Status::OK();
     }
-    case TypeKind::kDecimal: {
-      FERRY_ASSIGN_OR_RETURN(int128_t v, ParseDecimal(text, t.precision(), t.scale()));
-      col->AppendDecimal(v);
-      return Status::OK();
-    }
-    case TypeKind::kDate: {
-      FERRY_ASSIGN_OR_RETURN(int32_t v, ParseDateIso(text));
-      col->AppendInt32(v);
-      return Status::OK();
-    }
-    case TypeKind::kTime: {
-      FERRY_ASSIGN_OR_RETURN(int64_t v, ParseTime(text));
-      col->AppendInt64(v);
-      return Status::OK();
-    }
+    case TypeKind::kDecimal:
+    case TypeKind::kDate:
+    case TypeKind::kTime:
     case TypeKind::kTimestamp:
-    case TypeKind::kTimestampTz: {
-      FERRY_ASSIGN_OR_RETURN(int64_t v,
-                             ParseTimestampIso(text, t.kind() == TypeKind::kTimestampTz));
-      col->AppendInt64(v);
-      return Status::OK();
-    }
+    case TypeKind::kTimestampTz:
+    case TypeKind::kUuid:
+      return AppendTextValue(text, col);
     case TypeKind::kString:
     case TypeKind::kBinary:
       col->AppendBytes(text);
       return Status::OK();
-    case TypeKind::kUuid: {
-      uint8_t b[16];
-      FERRY_RETURN_IF_ERROR(ParseUuid(text, b));
-      col->AppendUuid(b);
-      return Status::OK();
-    }
     case TypeKind::kList:
       return AppendListJson(text, col, AppendFromValueText);
   }

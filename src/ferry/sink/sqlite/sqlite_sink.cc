@@ -411,22 +411,7 @@ double DoubleAt(const Column& col, size_t row) {
 
 // The text form of a value of a text-stored primitive type (not string, list).
 std::string TextOf(const Column& col, size_t row) {
-  switch (col.type().kind()) {
-    case TypeKind::kDecimal:
-      return FormatDecimal(FixedAt<int128_t>(col, row), col.type().scale());
-    case TypeKind::kDate:
-      return FormatDateIso(FixedAt<int32_t>(col, row));
-    case TypeKind::kTime:
-      return FormatTimeIso(FixedAt<int64_t>(col, row));
-    case TypeKind::kTimestamp:
-      return FormatTimestampIso(FixedAt<int64_t>(col, row));
-    case TypeKind::kTimestampTz:
-      return FormatTimestampIso(FixedAt<int64_t>(col, row)) + "+00:00";
-    case TypeKind::kUuid:
-      return FormatUuid(col.fixed_data() + row * 16);
-    default:
-      return std::string();
-  }
+  return FormatTextValue(col, row).value_or(std::string());
 }
 
 Result<std::string> ListJson(const Column& col, size_t row) {
@@ -541,43 +526,6 @@ void AppendDouble(Column* col, double d) {
   }
 }
 
-// Appends a text-stored primitive value (decimal, date, time, timestamps, uuid) from its text.
-Status AppendFromText(std::string_view text, Column* col) {
-  const DataType& t = col->type();
-  switch (t.kind()) {
-    case TypeKind::kDecimal: {
-      FERRY_ASSIGN_OR_RETURN(int128_t v, ParseDecimal(text, t.precision(), t.scale()));
-      col->AppendDecimal(v);
-      return Status::OK();
-    }
-    case TypeKind::kDate: {
-      FERRY_ASSIGN_OR_RETURN(int32_t v, ParseDateIso(text));
-      col->AppendInt32(v);
-      return Status::OK();
-    }
-    case TypeKind::kTime: {
-      FERRY_ASSIGN_OR_RETURN(int64_t v, ParseTime(text));
-      col->AppendInt64(v);
-      return Status::OK();
-    }
-    case TypeKind::kTimestamp:
-    case TypeKind::kTimestampTz: {
-      FERRY_ASSIGN_OR_RETURN(int64_t v,
-                             ParseTimestampIso(text, t.kind() == TypeKind::kTimestampTz));
-      col->AppendInt64(v);
-      return Status::OK();
-    }
-    case TypeKind::kUuid: {
-      uint8_t b[16];
-      FERRY_RETURN_IF_ERROR(ParseUuid(text, b));
-      col->AppendUuid(b);
-      return Status::OK();
-    }
-    default:
-      return Status::InvalidArgument("not a text-stored type");
-  }
-}
-
 // Appends the stored value of result column `i` to `col`; an error says why it does not parse.
 Status AppendStored(sqlite3_stmt* st, int i, Column* col) {
   const int type = sqlite3_column_type(st, i);
@@ -625,16 +573,16 @@ Status AppendStored(sqlite3_stmt* st, int i, Column* col) {
       return Status::OK();
     case TypeKind::kDecimal:
       if (type == SQLITE_INTEGER) {
-        return AppendFromText(std::to_string(sqlite3_column_int64(st, i)), col);
+        return AppendTextValue(std::to_string(sqlite3_column_int64(st, i)), col);
       }
       if (type != SQLITE_TEXT) return wrong;
-      return AppendFromText(BytesOf(st, i), col);
+      return AppendTextValue(BytesOf(st, i), col);
     case TypeKind::kList:
       if (type != SQLITE_TEXT) return wrong;
-      return AppendListJson(BytesOf(st, i), col, AppendFromText);
+      return AppendListJson(BytesOf(st, i), col, AppendTextValue);
     default:
       if (type != SQLITE_TEXT) return wrong;
-      return AppendFromText(BytesOf(st, i), col);
+      return AppendTextValue(BytesOf(st, i), col);
   }
 }
 
