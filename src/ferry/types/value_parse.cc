@@ -1,5 +1,6 @@
 #include "ferry/types/value_parse.h"
 
+#include <array>
 #include <cstdio>
 
 namespace ferry {
@@ -151,6 +152,14 @@ Result<int64_t> ParseTimestamp(std::string_view s, bool allow_zone) {
 }
 
 int128_t Pow10(int digits) {
+  // 10^0 .. 10^38: every power a decimal(38) needs (10^38 < 2^127).
+  static constexpr auto kTable = [] {
+    std::array<int128_t, 39> t{};
+    t[0] = 1;
+    for (size_t i = 1; i < t.size(); ++i) t[i] = t[i - 1] * 10;
+    return t;
+  }();
+  if (digits >= 0 && digits < static_cast<int>(kTable.size())) return kTable[digits];
   int128_t v = 1;
   for (int i = 0; i < digits; ++i) v *= 10;
   return v;

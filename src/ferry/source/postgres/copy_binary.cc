@@ -29,6 +29,14 @@ bool ValidUtf8(std::string_view s) {
   const auto* p = reinterpret_cast<const uint8_t*>(s.data());
   const uint8_t* end = p + s.size();
   while (p < end) {
+    // Runs of ASCII, eight bytes at a time.
+    while (end - p >= 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      if (w & 0x8080808080808080ULL) break;
+      p += 8;
+    }
+    if (p == end) break;
     uint8_t c = *p;
     if (c < 0x80) {
       ++p;
@@ -68,7 +76,9 @@ struct NumericParts {
   bool negative = false;
   int weight = 0;
   int dscale = 0;
-  std::vector<uint16_t> digits;
+  std::string_view digits;  // base-10000 digits, 2 bytes each, big-endian (checked < 10000)
+  size_t size() const { return digits.size() / 2; }
+  uint16_t digit(size_t i) const { return Be16(digits.data() + 2 * i); }
 };
 
 Result<NumericParts> ParseNumeric(std::string_view v) {
@@ -103,11 +113,10 @@ Result<NumericParts> ParseNumeric(std::string_view v) {
   }
   if (n.dscale > 0x3FFF)
     return Status::Corruption("numeric display scale " + std::to_string(n.dscale));
-  n.digits.resize(static_cast<size_t>(ndigits));
-  for (int i = 0; i < ndigits; ++i) {
-    uint16_t d = Be16(v.data() + 8 + 2 * i);
+  n.digits = v.substr(8);
+  for (size_t i = 0; i < n.size(); ++i) {
+    uint16_t d = n.digit(i);
     if (d >= 10000) return Status::Corruption("numeric base-10000 digit " + std::to_string(d));
-    n.digits[static_cast<size_t>(i)] = d;
   }
   return n;
 }
@@ -147,21 +156,22 @@ Result<int128_t> NumericToDecimal(std::string_view value, int precision, int sca
   using u128 = unsigned __int128;
   const u128 limit = static_cast<u128>(Pow10(precision));
   u128 acc = 0;
-  for (size_t i = 0; i < n.digits.size(); ++i) {
-    int64_t d = n.digits[i];
+  static constexpr int64_t kSmallPow10[4] = {1, 10, 100, 1000};
+  for (size_t i = 0; i < n.size(); ++i) {
+    int64_t d = n.digit(i);
     if (d == 0) continue;
     // Digit i is worth d * 10000^(weight - i); at `scale` that is d * 10^exp.
     int64_t exp = 4 * (static_cast<int64_t>(n.weight) - static_cast<int64_t>(i)) + scale;
     u128 contribution;
     if (exp < 0) {
-      if (exp <= -4 || d % Pow10(static_cast<int>(-exp)) != 0) {
+      if (exp <= -4 || d % kSmallPow10[-exp] != 0) {
         Result<std::string> text = NumericToText(value);
         return Status::InvalidArgument(
             "value " + (text.ok() ? *text : std::string("?")) + " has more than " +
             std::to_string(scale) + " fraction digits, which Iceberg decimal(" +
             std::to_string(precision) + "," + std::to_string(scale) + ") cannot hold");
       }
-      contribution = static_cast<u128>(d / Pow10(static_cast<int>(-exp)));
+      contribution = static_cast<u128>(d / kSmallPow10[-exp]);
     } else {
       if (exp >= precision || d >= Pow10(precision - static_cast<int>(exp))) {
         contribution = limit;  // too many digits: reported below
@@ -188,8 +198,7 @@ Result<std::string> NumericToText(std::string_view value) {
   if (n.kind == NumericParts::kPosInf) return std::string("Infinity");
   if (n.kind == NumericParts::kNegInf) return std::string("-Infinity");
   auto digit = [&](int64_t g) -> int64_t {
-    return g >= 0 && g < static_cast<int64_t>(n.digits.size()) ? n.digits[static_cast<size_t>(g)]
-                                                               : 0;
+    return g >= 0 && g < static_cast<int64_t>(n.size()) ? n.digit(static_cast<size_t>(g)) : 0;
   };
   std::string out;
   if (n.negative) out += '-';
