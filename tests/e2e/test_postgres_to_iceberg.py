@@ -5,8 +5,12 @@ types' output functions). Also the errors a user meets: a wrong password, an unr
 an unknown stream, unmappable types, values Iceberg cannot hold, a missing privilege."""
 import json
 import os
+import random
 import struct
+import subprocess
 import sys
+import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -411,6 +415,76 @@ class PostgresToIcebergTest(ferrytest.FerryTestCase):
         self.configure(chunk_rows=3000, extra="  streams:\n    - public.events")
         self.run_ferry("sync")
         self.assert_table_matches("public", "events", "events")
+
+    def test_parallel_readers_share_one_snapshot_while_the_tables_change(self):
+        # Every transaction moves amounts between a row in the first half of a table and one in
+        # the second, so each table's total never changes. The chunks are read on 4 connections
+        # while those transactions run: had each reader its own snapshot, the loaded rows would
+        # catch some transfers half done and the totals would differ.
+        SERVER.psql("""
+            DROP SCHEMA IF EXISTS ledger CASCADE; CREATE SCHEMA ledger;
+            CREATE TABLE ledger.accounts (id int PRIMARY KEY, balance bigint NOT NULL, note text);
+            INSERT INTO ledger.accounts SELECT i, 100, repeat('x', 40) FROM generate_series(1, 40000) i;
+            CREATE TABLE ledger.entries (id bigint PRIMARY KEY, amount bigint NOT NULL)
+              PARTITION BY RANGE (id);
+            CREATE TABLE ledger.entries_low PARTITION OF ledger.entries FOR VALUES FROM (MINVALUE) TO (20001);
+            CREATE TABLE ledger.entries_high PARTITION OF ledger.entries FOR VALUES FROM (20001) TO (MAXVALUE);
+            INSERT INTO ledger.entries SELECT i, 10 FROM generate_series(1, 40000) i;
+            CREATE TABLE ledger.moves (n bigint NOT NULL); INSERT INTO ledger.moves VALUES (0);
+        """, db=DB)
+        self.addCleanup(SERVER.psql, "DROP SCHEMA IF EXISTS ledger CASCADE", db=DB)
+        self.configure(chunk_rows=500, extra='  schemas: "ledger"\n  readers: 4\n  streams:\n'
+                                              '    - ledger.accounts\n    - ledger.entries')
+        disc = {s["name"]: s for s in json.loads(self.run_ferry("discover", "--json").stdout)}
+        self.assertEqual(disc["ledger.entries"]["chunking"],
+                         "ranges of primary key id (across partitions)")
+        rng = random.Random(7)
+        script = "".join(
+            f"BEGIN; UPDATE ledger.accounts SET balance = balance - {k % 9 + 1} WHERE id = {a};"
+            f"UPDATE ledger.accounts SET balance = balance + {k % 9 + 1} WHERE id = {b};"
+            f"UPDATE ledger.entries SET amount = amount - 3 WHERE id = {b};"
+            f"UPDATE ledger.entries SET amount = amount + 3 WHERE id = {a};"
+            f"UPDATE ledger.moves SET n = n + 1; COMMIT;\n"
+            for k, a, b in ((k, rng.randint(1, 20000), rng.randint(20001, 40000))
+                            for k in range(200000)))
+        writer = subprocess.Popen(
+            ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", SERVER.dir, "-p", str(SERVER.port),
+             "-U", pgserver.SUPERUSER, "-d", DB], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True)
+        def feed():
+            try:
+                writer.stdin.write(script)
+                writer.stdin.close()
+            except (BrokenPipeError, ValueError):
+                pass  # killed once the load was over
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        moves = lambda: int(SERVER.psql("SELECT n FROM ledger.moves", db=DB).strip())  # noqa: E731
+        try:
+            while moves() < 100:
+                self.assertIsNone(writer.poll(), writer.stderr.read() if writer.stderr else "")
+                time.sleep(0.05)
+            before = moves()
+            p = self.run_ferry("sync")
+            after = moves()
+        finally:
+            writer.kill()
+            writer.wait()
+            feeder.join()
+            writer.stderr.close()
+        self.assertGreater(after, before + 20, "the tables hardly changed during the load")
+        for stream in ("ledger.accounts", "ledger.entries"):
+            self.assertRegex(p.stderr, stream.replace(".", r"\.") +
+                             r": \d+ chunks, read on 4 connections sharing one snapshot")
+        for table, column, total in (("accounts", "balance", 4000000), ("entries", "amount", 400000)):
+            seen = self.inspect(self.catalog_tables()[("pgshop", "ledger." + table)])
+            self.assertEqual(seen["problems"], [])
+            cols = [f["name"] for f in seen["schema"]["fields"]]
+            ids = [int(r[cols.index("id")]) for r in seen["duckdb_rows"]]
+            self.assertEqual(sorted(ids), list(range(1, 40001)), f"ledger.{table}: rows")
+            got = sum(int(r[cols.index(column)]) for r in seen["duckdb_rows"])
+            self.assertEqual(got, total, f"ledger.{table}: the total of {column} as loaded")
 
     def test_wrong_password_is_refused_without_echoing_it(self):
         wrong = "Wr0ng-Secret-Value"

@@ -338,6 +338,42 @@ class PostgresToPostgresTest(ferrytest.FerryTestCase):
         self.sync()
         self.assert_matches("items")
 
+    def test_a_commit_blocked_past_the_checkpoint_timeout_is_abandoned_and_retried(self):
+        # Another session holds a row lock the commit needs. PostgreSQL would let ferry wait
+        # forever; checkpoint.timeout cancels the statement, nothing of the attempt is recorded,
+        # and the round is tried again until the lock is gone. Then everything lands, once.
+        self.configure(streams=["items"], top="checkpoint: {timeout: 1s}\n")
+        self.sync()
+        self.change(1)
+        holder = subprocess.Popen(
+            ["psql", "-X", "-q", "-A", "-t", "-h", SERVER.dir, "-p", str(SERVER.port), "-U",
+             pgserver.SUPERUSER, "-d", self.target],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            holder.stdin.write(f'BEGIN; SELECT id FROM "{TARGET_SCHEMA}".items WHERE id = 11 '
+                               "FOR UPDATE; SELECT 'locked';\n")
+            holder.stdin.flush()
+            while holder.stdout.readline().strip() != "locked":
+                self.assertIsNone(holder.poll(), "the lock was not taken")
+
+            def release():
+                holder.stdin.write("COMMIT;\n")
+                holder.stdin.close()
+
+            timer = threading.Timer(5, release)
+            timer.start()
+            p = self.sync()
+            timer.join()
+        finally:
+            holder.kill()
+            holder.wait()
+            holder.stdout.close()
+        self.assertIn("(checkpoint.timeout); interrupting it", p.stderr)
+        self.assertIn("did not complete within checkpoint.timeout (1 s) and was abandoned",
+                      p.stderr)
+        self.assertIn("retrying in", p.stderr)
+        self.assert_matches("items")
+
     def test_check_names_the_guarantee_and_bad_targets_fail_clearly(self):
         self.configure(streams=["items"])
         p = self.ferry("check", "-c", self.pipeline, env=self.env)
@@ -360,10 +396,11 @@ class PostgresToPostgresTest(ferrytest.FerryTestCase):
         self.write_pipeline(PIPELINE.format(
             name=self.name, dsn=SERVER.dsn(self.db), streams="    - name: items",
             target=f"host=127.0.0.1 port={pgserver.free_port()} dbname=x user=u password=s3cr3t",
-            schema=TARGET_SCHEMA, top=""))
+            schema=TARGET_SCHEMA, top="checkpoint: {tolerable_failures: 1}\n"))
         p = self.sync(check=False)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("destination", p.stderr)
+        self.assertIn("retrying in", p.stderr)
         self.assertNotIn("s3cr3t", p.stderr + p.stdout)
 
 

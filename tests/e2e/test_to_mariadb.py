@@ -399,13 +399,8 @@ class ToMariaDbTest(ferrytest.FerryTestCase):
             self.assertIn("reading the checkpoint row back", p.stderr)
             self.assert_matches()
 
-    def test_a_lock_wait_timeout_is_retried_and_lands_once(self):
-        # Another session holds a row lock the commit needs, longer than the server lets ferry
-        # wait (error 1205): nothing of the attempt lands, the sync tries again and lands once.
-        self.configure()
-        self.sync()
-        self.change(1)
-        MARIA.sql("SET GLOBAL innodb_lock_wait_timeout = 1")
+    def sync_while_a_row_is_locked(self, seconds):
+        # Another session holds the lock of row 11 of items for `seconds` while the sync runs.
         holder = subprocess.Popen(
             [MARIA.client_bin, "--no-defaults", f"--socket={MARIA.socket}", "-uroot",
              f"-p{MARIA.password}", "--batch", "--skip-column-names", "--unbuffered",
@@ -422,15 +417,41 @@ class ToMariaDbTest(ferrytest.FerryTestCase):
                 holder.stdin.write("COMMIT;\n")
                 holder.stdin.close()
 
-            timer = threading.Timer(4, release)
+            timer = threading.Timer(seconds, release)
             timer.start()
             p = self.sync()
             timer.join()
+            return p
         finally:
-            MARIA.sql("SET GLOBAL innodb_lock_wait_timeout = 50")
             holder.kill()
             holder.wait()
+            holder.stdout.close()
+
+    def test_a_lock_wait_timeout_is_retried_and_lands_once(self):
+        # The lock is held longer than the server lets ferry wait (error 1205): nothing of the
+        # attempt lands, the sync tries again and lands once.
+        self.configure()
+        self.sync()
+        self.change(1)
+        MARIA.sql("SET GLOBAL innodb_lock_wait_timeout = 1")
+        try:
+            p = self.sync_while_a_row_is_locked(4)
+        finally:
+            MARIA.sql("SET GLOBAL innodb_lock_wait_timeout = 50")
         self.assertIn("Lock wait timeout", p.stderr)
+        self.assertIn("retrying in", p.stderr)
+        self.assert_matches()
+
+    def test_a_commit_blocked_past_the_checkpoint_timeout_is_killed_and_retried(self):
+        # The server would let ferry wait 50 s; checkpoint.timeout ends the statement sooner
+        # (KILL QUERY), nothing of the attempt is recorded, and the round is tried again.
+        self.configure(top="checkpoint: {timeout: 1s}\n")
+        self.sync()
+        self.change(1)
+        p = self.sync_while_a_row_is_locked(5)
+        self.assertIn("(checkpoint.timeout); interrupting it", p.stderr)
+        self.assertIn("did not complete within checkpoint.timeout (1 s) and was abandoned",
+                      p.stderr)
         self.assertIn("retrying in", p.stderr)
         self.assert_matches()
 

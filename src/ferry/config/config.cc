@@ -6,10 +6,17 @@
 #include <cctype>
 #include <cstdlib>
 #include <regex>
+#include <thread>
 
 #include "ferry/base/fs.h"
 
 namespace ferry::config {
+
+int DefaultReaders() {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return static_cast<int>(std::clamp(cores, 1u, 4u));
+}
+
 namespace {
 
 int LineOf(const YAML::Node& n) { return n.Mark().line + 1; }
@@ -150,8 +157,18 @@ class Parser {
     if (n["chunk_rows"]) {
       FERRY_ASSIGN_OR_RETURN(src->chunk_rows, PositiveInt(n["chunk_rows"], "source.chunk_rows"));
     }
-    FERRY_ASSIGN_OR_RETURN(src->options,
-                           CollectOptions(n, "source", {"type", "mode", "chunk_rows", "streams"}));
+    if (n["readers"]) {
+      FERRY_ASSIGN_OR_RETURN(int64_t readers, PositiveInt(n["readers"], "source.readers"));
+      if (readers > kMaxReaders) {
+        return Status::InvalidArgument(At(file_, LineOf(n["readers"])) +
+                                       ": source.readers is at most " +
+                                       std::to_string(kMaxReaders) + " (each is a connection)");
+      }
+      src->readers = static_cast<int>(readers);
+    }
+    FERRY_ASSIGN_OR_RETURN(
+        src->options,
+        CollectOptions(n, "source", {"type", "mode", "chunk_rows", "readers", "streams"}));
     if (YAML::Node streams = n["streams"]) {
       if (!streams.IsSequence()) {
         return Status::InvalidArgument(At(file_, LineOf(streams)) +
@@ -259,8 +276,8 @@ class Parser {
     if (!n) return Status::OK();
     if (!n.IsMap()) {
       return Status::InvalidArgument(At(file_, LineOf(n)) +
-                                     ": 'checkpoint:' is a mapping (interval, max_changes, "
-                                     "max_bytes, tolerable_failures)");
+                                     ": 'checkpoint:' is a mapping (interval, timeout, "
+                                     "max_changes, max_bytes, tolerable_failures)");
     }
     FERRY_ASSIGN_OR_RETURN(Options o, CollectOptions(n, "checkpoint", {}));
     if (auto v = o.TakeOptionalString("interval")) {
@@ -273,13 +290,24 @@ class Parser {
       }
       cp->interval_ms = *ms;
     }
+    if (auto v = o.TakeOptionalString("timeout")) {
+      auto ms = *v == "0" ? std::optional<int64_t>(0) : ParseDurationMs(*v);
+      if (!ms || (*ms != 0 && *ms < 100)) {
+        return Status::InvalidArgument(o.Where("timeout") +
+                                       " must be a duration of at least 100ms, such as 30s or "
+                                       "10m (0 for no limit), not '" +
+                                       *v + "'");
+      }
+      cp->timeout_ms = *ms;
+    }
     FERRY_ASSIGN_OR_RETURN(cp->max_changes,
                            o.TakeInt("max_changes", cp->max_changes, 1, int64_t{1} << 40));
     FERRY_ASSIGN_OR_RETURN(cp->max_bytes, o.TakeBytes("max_bytes", cp->max_bytes));
     FERRY_ASSIGN_OR_RETURN(int64_t tolerable,
                            o.TakeInt("tolerable_failures", cp->tolerable_failures, 0, 1000000));
     cp->tolerable_failures = static_cast<int>(tolerable);
-    return o.CheckAllUsed({"interval", "max_changes", "max_bytes", "tolerable_failures"});
+    return o.CheckAllUsed(
+        {"interval", "timeout", "max_changes", "max_bytes", "tolerable_failures"});
   }
 
   std::string file_;

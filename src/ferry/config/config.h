@@ -71,10 +71,16 @@ struct StreamConfig {
   int line = 0;
 };
 
+inline constexpr int kMaxReaders = 64;
+int DefaultReaders();
+
 struct SourceConfig {
   std::string type;  // "sqlite", "postgres", ...
   SyncMode mode = SyncMode::kFullRefresh;
   int64_t chunk_rows = 100000;
+  // Full refresh: connections reading a table's chunks at once, all in one snapshot (sources
+  // that cannot share a snapshot read with one). Default: the machine's cores, at most 4.
+  int readers = DefaultReaders();
   bool all_streams = true;  // no `streams:` list: every table
   std::vector<StreamConfig> streams;
   Options options;       // type-specific keys
@@ -87,6 +93,9 @@ struct CheckpointConfig {
   int64_t max_changes = 200000;            // ... or once this many distinct keys are held
   int64_t max_bytes = int64_t{128} << 20;  // ... or this many bytes of changes
   int tolerable_failures = 10;  // consecutive failed rounds (lost server) before stopping
+  // A sink's commit of a checkpoint that runs longer is interrupted and the checkpoint abandoned
+  // (the round fails, retryably); 0 = no limit.
+  int64_t timeout_ms = 10 * 60 * 1000;
 };
 
 struct DestinationConfig {

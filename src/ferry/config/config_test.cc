@@ -34,6 +34,9 @@ state: ./state.json
   ASSERT_EQ(cfg->source.streams.size(), 2u);
   EXPECT_EQ(cfg->source.streams[0].name, "orders");
   EXPECT_EQ(cfg->source.streams[0].chunk_rows, 100000);
+  EXPECT_EQ(cfg->source.readers, DefaultReaders());
+  EXPECT_GE(cfg->source.readers, 1);
+  EXPECT_LE(cfg->source.readers, 4);
   EXPECT_EQ(cfg->source.streams[1].chunk_rows, 50000);
   EXPECT_EQ(cfg->state_path, "/p/state.json");
   auto path = cfg->source.options.TakePath("path");
@@ -92,6 +95,16 @@ TEST(ConfigTest, BadValuesAreExplained) {
                 .message()
                 .find("positive whole number"),
             std::string::npos);
+  EXPECT_NE(Parse("name: a\nsource: {type: sqlite, readers: 0}\ndestination: {type: iceberg}\n")
+                .status()
+                .message()
+                .find("source.readers must be a positive whole number"),
+            std::string::npos);
+  EXPECT_NE(Parse("name: a\nsource: {type: sqlite, readers: 65}\ndestination: {type: iceberg}\n")
+                .status()
+                .message()
+                .find("source.readers is at most 64"),
+            std::string::npos);
   EXPECT_NE(Parse("name: a\nsource: {type: sqlite}\n").status().message().find("destination"),
             std::string::npos);
   EXPECT_NE(Parse("name: [a\n").status().message().find("not valid YAML"), std::string::npos);
@@ -136,14 +149,22 @@ destination: {type: iceberg, warehouse: ./w}
   EXPECT_EQ(cfg->checkpoint.interval_ms, 30000);
   EXPECT_EQ(cfg->checkpoint.max_changes, 200000);
   EXPECT_EQ(cfg->checkpoint.tolerable_failures, 10);
+  EXPECT_EQ(cfg->checkpoint.timeout_ms, 600000);
   cfg = Parse(base +
               "checkpoint: {interval: 1500ms, max_changes: 10, max_bytes: 1MiB, "
-              "tolerable_failures: 0}\n");
+              "tolerable_failures: 0, timeout: 2s}\n");
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   EXPECT_EQ(cfg->checkpoint.interval_ms, 1500);
   EXPECT_EQ(cfg->checkpoint.max_changes, 10);
   EXPECT_EQ(cfg->checkpoint.max_bytes, 1 << 20);
   EXPECT_EQ(cfg->checkpoint.tolerable_failures, 0);
+  EXPECT_EQ(cfg->checkpoint.timeout_ms, 2000);
+  cfg = Parse(base + "checkpoint: {timeout: 0}\n");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->checkpoint.timeout_ms, 0);
+  EXPECT_NE(
+      Parse(base + "checkpoint: {timeout: 5ms}\n").status().message().find("(0 for no limit)"),
+      std::string::npos);
   auto bad = Parse(base + "checkpoint: {interval: soon}\n");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("500ms, 30s or 5m"), std::string::npos);

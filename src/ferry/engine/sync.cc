@@ -6,10 +6,12 @@
 #include <map>
 #include <mutex>
 
+#include "ferry/base/deadline.h"
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
 #include "ferry/engine/progress.h"
 #include "ferry/engine/streams.h"
+#include "ferry/graph/ordered_reads.h"
 #include "ferry/sink/sink.h"
 #include "ferry/state/state.h"
 
@@ -78,8 +80,10 @@ bool Forward(StreamTask* t, Batch& b, bool deletes, const SyncOptions& opts) {
 
 class SourceNode : public graph::Node {
  public:
-  SourceNode(source::Source* src, std::vector<StreamTask*> tasks, const SyncOptions& opts)
-      : src_(src), tasks_(std::move(tasks)), opts_(opts) {}
+  // `readers`: connections that may read a load's chunks at once (see OpenReaders).
+  SourceNode(source::Source* src, std::vector<StreamTask*> tasks, const SyncOptions& opts,
+             int readers)
+      : src_(src), tasks_(std::move(tasks)), opts_(opts), max_readers_(readers) {}
   std::string name() const override { return "source"; }
 
   Status Run() override {
@@ -92,27 +96,76 @@ class SourceNode : public graph::Node {
         FERRY_RETURN_IF_ERROR(RunChanges(t));
         continue;
       }
-      for (int64_t i = 0; i < t->progress.plan.count; ++i) {
-        if (t->progress.committed.Contains(i)) continue;
-        source::Chunk chunk = t->progress.plan.At(i);
-        Status s = src_->ReadChunk(t->info, chunk, t->out->schema(), opts_.batch_rows,
-                                   [&](Batch& b) { return Forward(t, b); });
-        if (!s.ok()) {
-          if (opts_.stop && opts_.stop->requested()) return Status::Cancelled("stop requested");
-          return s;
-        }
-        graph::Barrier barrier{graph::CheckpointId(i), t->info.name,
-                               Json{{"chunk", i}, {"id", chunk.Id(t->info.name)}}};
-        if (!t->edge->Send(graph::Message::MakeBarrier(std::move(barrier)))) {
-          return Status::Cancelled("sink stopped");
-        }
-      }
+      FERRY_RETURN_IF_ERROR(RunLoad(t));
       if (!t->edge->Send(graph::Message::End())) return Status::Cancelled("sink stopped");
     }
     return Status::OK();
   }
 
  private:
+  // The load's pending chunks, read by up to `readers_` snapshot readers at once and handed to
+  // the sink in chunk order, each chunk followed by its barrier.
+  Status RunLoad(StreamTask* t) {
+    std::vector<int64_t> pending;
+    for (int64_t i = 0; i < t->progress.plan.count; ++i) {
+      if (!t->progress.committed.Contains(i)) pending.push_back(i);
+    }
+    OpenReaders(pending.size());
+    if (readers_.size() > 1) {
+      FERRY_LOG(kInfo) << t->info.name << ": " << pending.size() << " chunks, read on "
+                       << readers_.size() << " connections sharing one snapshot";
+    }
+    std::shared_ptr<const Schema> schema = t->out->schema();
+    graph::PartReader read = [&](size_t r, size_t k, const auto& emit) {
+      return readers_[r]->ReadChunk(t->info, t->progress.plan.At(pending[k]), schema,
+                                    opts_.batch_rows, [&](Batch& b) {
+                                      auto owned = std::make_unique<Batch>(schema);
+                                      std::swap(*owned, b);
+                                      return emit(std::move(owned));
+                                    });
+    };
+    auto hand = [&](std::unique_ptr<Batch> b) {
+      if (opts_.stop && opts_.stop->requested()) return false;
+      return t->edge->Send(graph::Message::Data(std::move(b)));
+    };
+    auto done = [&](size_t k) {
+      const int64_t i = pending[k];
+      graph::Barrier barrier{graph::CheckpointId(i), t->info.name,
+                             Json{{"chunk", i}, {"id", t->progress.plan.At(i).Id(t->info.name)}}};
+      return t->edge->Send(graph::Message::MakeBarrier(std::move(barrier)));
+    };
+    Status s =
+        graph::ReadInOrder(pending.size(), readers_.size(), opts_.edge_capacity, read, hand, done);
+    if (!s.ok() && opts_.stop && opts_.stop->requested()) {
+      return Status::Cancelled("stop requested");
+    }
+    return s;
+  }
+
+  // Up to `wanted` readers of the snapshot (the source itself is the first). A source that
+  // cannot share its snapshot, or a server that refuses more connections, leaves fewer.
+  void OpenReaders(size_t wanted) {
+    wanted = std::min(wanted, static_cast<size_t>(std::max(max_readers_, 1)));
+    if (readers_.empty()) readers_.push_back(src_);
+    while (readers_.size() < wanted && !readers_closed_) {
+      auto r = src_->OpenSnapshotReader();
+      if (!r.ok()) {
+        FERRY_LOG(kWarn) << "reading with " << readers_.size()
+                         << " connection(s): another snapshot reader could not open ("
+                         << r.status().ToString() << ")";
+        readers_closed_ = true;
+        break;
+      }
+      if (!*r) {
+        readers_closed_ = true;  // the source reads its snapshot on one connection
+        break;
+      }
+      readers_.push_back(r->get());
+      owned_readers_.push_back(std::move(*r));
+      FERRY_LOG(kDebug) << "snapshot reader " << readers_.size() << " open";
+    }
+  }
+
   // One incremental window: the rows, then a barrier carrying the window's end.
   Status RunWindow(StreamTask* t) {
     if (!t->window.cursor.is_null()) {
@@ -160,6 +213,10 @@ class SourceNode : public graph::Node {
   source::Source* src_;
   std::vector<StreamTask*> tasks_;
   const SyncOptions& opts_;
+  int max_readers_;
+  std::vector<source::Source*> readers_;  // readers_[0] is src_
+  std::vector<std::unique_ptr<source::Source>> owned_readers_;
+  bool readers_closed_ = false;  // no further reader can open
 };
 
 // CDC from a change log shared by all streams (PostgreSQL): one pass over the log feeds every
@@ -220,11 +277,13 @@ class SinkNode : public graph::Node {
  public:
   // `changes_recorded`, when set, is called after each commit of changes is in the state file.
   SinkNode(StreamTask* task, Recorder* recorder, const std::string& pipeline,
-           const SyncOptions& opts, std::function<void()> changes_recorded = nullptr)
+           const SyncOptions& opts, int64_t timeout_ms,
+           std::function<void()> changes_recorded = nullptr)
       : t_(task),
         recorder_(recorder),
         pipeline_(pipeline),
         opts_(opts),
+        timeout_ms_(timeout_ms),
         changes_recorded_(std::move(changes_recorded)) {}
   std::string name() const override { return "sink " + t_->info.name; }
 
@@ -270,7 +329,7 @@ class SinkNode : public graph::Node {
               {"ferry.pipeline", pipeline_},
               {"ferry.run", run},
               {"ferry.chunk", m->barrier.position["id"].get<std::string>()}};
-          auto r = t_->out->Commit(run, next.ToJson(), summary, landed);
+          auto r = Timed([&] { return t_->out->Commit(run, next.ToJson(), summary, landed); });
           if (!r.ok())
             return r.status().WithContext("committing " +
                                           m->barrier.position["id"].get<std::string>());
@@ -290,7 +349,7 @@ class SinkNode : public graph::Node {
           FullRefreshProgress done = p;
           done.published = true;
           auto landed = [&](const Json& m) { return PublishLanded(m, run); };
-          auto r = t_->out->Publish(run, done.ToJson(), landed);
+          auto r = Timed([&] { return t_->out->Publish(run, done.ToJson(), landed); });
           if (!r.ok()) return r.status().WithContext("publishing the load of " + t_->info.name);
           p = done;
           FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, p.ToJson()));
@@ -317,7 +376,7 @@ class SinkNode : public graph::Node {
     };
     std::map<std::string, std::string> summary = {{"ferry.pipeline", pipeline_},
                                                   {"ferry.window", w.window}};
-    auto r = t_->out->Commit("", w.ToJson(), summary, landed);
+    auto r = Timed([&] { return t_->out->Commit("", w.ToJson(), summary, landed); });
     if (!r.ok()) return r.status().WithContext("committing window " + w.window);
     FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, w.ToJson()));
     if (opts_.print_progress) {
@@ -348,7 +407,7 @@ class SinkNode : public graph::Node {
     c.landed = true;
     std::map<std::string, std::string> summary = {{"ferry.pipeline", pipeline_},
                                                   {"ferry.position", std::to_string(c.position)}};
-    auto r = t_->out->Commit("", c.ToJson(), summary, landed);
+    auto r = Timed([&] { return t_->out->Commit("", c.ToJson(), summary, landed); });
     if (!r.ok())
       return r.status().WithContext("committing changes up to " + std::to_string(c.position));
     FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, c.ToJson()));
@@ -360,6 +419,36 @@ class SinkNode : public graph::Node {
     }
     c.from = c.position;
     return Status::OK();
+  }
+
+  // A commit (or publish) of the sink, interrupted when it runs past checkpoint.timeout. An
+  // interrupted commit that failed abandons the checkpoint: nothing of it is in the state file,
+  // and the round fails retryably (its changes are read again). One that landed all the same is
+  // kept, as any commit is.
+  template <typename Commit>
+  Result<sink::CommitResult> Timed(Commit&& commit) {
+    Result<sink::CommitResult> r = Status::Internal("the commit did not run");
+    bool interrupted = RunWithDeadline(
+        timeout_ms_, [&] { r = commit(); },
+        [&] {
+          FERRY_LOG(kWarn) << t_->info.name << ": the commit has run for "
+                           << FormatSeconds(timeout_ms_)
+                           << " (checkpoint.timeout); interrupting it";
+          t_->out->Interrupt();
+        });
+    if (!interrupted || r.ok()) return r;
+    return Status::Unavailable(
+        "the checkpoint did not complete within checkpoint.timeout (" + FormatSeconds(timeout_ms_) +
+        ") and was abandoned; nothing of it is recorded and it is read again (" +
+        r.status().message() +
+        "). If this repeats, look for what holds the destination up (a lock another session "
+        "holds, an overloaded server) or raise checkpoint.timeout");
+  }
+
+  static std::string FormatSeconds(int64_t ms) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(ms) / 1000.0);
+    return buf;
   }
 
   void Finish() {
@@ -388,6 +477,7 @@ class SinkNode : public graph::Node {
   Recorder* recorder_;
   std::string pipeline_;
   const SyncOptions& opts_;
+  int64_t timeout_ms_;  // checkpoint.timeout
   std::function<void()> changes_recorded_;
 };
 
@@ -663,9 +753,10 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
       t->edge = g.AddEdge(opts.edge_capacity);
       t->start = Clock::now();
       group.push_back(t);
-      g.AddNode(std::make_unique<SinkNode>(t, &recorder, cfg.name, opts));
+      g.AddNode(
+          std::make_unique<SinkNode>(t, &recorder, cfg.name, opts, cfg.checkpoint.timeout_ms));
     }
-    g.AddNode(std::make_unique<SourceNode>(src.get(), group, opts));
+    g.AddNode(std::make_unique<SourceNode>(src.get(), group, opts, cfg.source.readers));
     result = g.Run();
   }
   // The snapshot is over before the change log is read: a long CDC round must not hold the
@@ -704,7 +795,8 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     for (StreamTask* t : shared) {
       t->edge = g.AddEdge(opts.edge_capacity);
       t->start = Clock::now();
-      g.AddNode(std::make_unique<SinkNode>(t, &recorder, cfg.name, opts, confirm));
+      g.AddNode(std::make_unique<SinkNode>(t, &recorder, cfg.name, opts, cfg.checkpoint.timeout_ms,
+                                           confirm));
     }
     g.AddNode(
         std::make_unique<SharedLogSourceNode>(src.get(), shared, opts, cfg.checkpoint, &read));

@@ -11,7 +11,7 @@
 //     already holds leaves it unchanged (upserts), which the snapshot handoff relies on.
 //
 // Thread-safety: a Sink may be shared by stream writers on several threads; each SinkStream is
-// used by one thread.
+// used by one thread (except Interrupt, which any thread may call).
 #pragma once
 
 #include <cstdint>
@@ -88,6 +88,12 @@ class SinkStream {
                                        const MarkerCheck& already_landed) = 0;
   // Drops what was written but not committed (after a failure or a cancelled chunk).
   virtual void DiscardPending() = 0;
+  // Called from another thread when a Commit or Publish runs past the pipeline's
+  // checkpoint.timeout (e.g. blocked on a lock another session holds): asks the destination to
+  // stop the statement in flight, so that the blocked call returns with an error. The engine then
+  // abandons the checkpoint, and the stream is not used again. Sinks whose commits cannot block
+  // (local files) do nothing.
+  virtual void Interrupt() {}
 
   struct Totals {
     uint64_t rows = 0;

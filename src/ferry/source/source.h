@@ -12,7 +12,8 @@
 //     the column, the row and the fix: nothing is rounded or dropped silently.
 //   - BeginSnapshot()/EndSnapshot() bracket a sync: sources that can read every stream at one
 //     consistent point do so between them.
-// Thread-safety: a Source is used by one thread at a time.
+// Thread-safety: a Source is used by one thread at a time; snapshot readers (OpenSnapshotReader)
+// let several threads read one snapshot.
 #pragma once
 
 #include <cstdint>
@@ -86,6 +87,12 @@ class Source {
   virtual Result<std::vector<StreamInfo>> Discover() = 0;
   virtual Status BeginSnapshot() = 0;
   virtual Status EndSnapshot() = 0;
+  // Parallel reads of one snapshot. Called between BeginSnapshot and EndSnapshot: another
+  // reader, on a connection of its own, whose ReadChunk sees exactly the rows this source's
+  // ReadChunk sees (PostgreSQL: it imports the exported snapshot). It is used by one other
+  // thread and closed before EndSnapshot. nullptr when the source cannot share its snapshot
+  // (SQLite; a PostgreSQL standby): chunks are then read one after another.
+  virtual Result<std::unique_ptr<Source>> OpenSnapshotReader();
   virtual Result<ChunkPlan> PlanChunks(const StreamInfo& stream, int64_t chunk_rows) = 0;
   // Batches are built on `schema`: the stream's columns in order, with the destination's field
   // ids (see StreamInfo::ToSchema for the layout).

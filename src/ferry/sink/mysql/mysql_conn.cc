@@ -120,6 +120,7 @@ Result<std::unique_ptr<Connection>> Connection::Connect(const ConnectParams& p) 
                                "server runs and accepts TCP connections from here (bind-address)");
   }
   c->server_info_ = mysql_get_server_info(c->mysql_);
+  c->thread_id_ = mysql_thread_id(c->mysql_);
   c->flavor_ = ParseServerInfo(c->server_info_);
   FERRY_RETURN_IF_ERROR(c->Exec(kSessionSetup, "setting up the session"));
   FERRY_ASSIGN_OR_RETURN(Rows r, c->Query("SELECT @@max_allowed_packet", "reading settings"));

@@ -73,6 +73,8 @@ class Connection {
   std::string Where() const;
   const std::string& user() const { return params_.user; }
   const ConnectParams& params() const { return params_; }
+  // The server's id of this connection's session (what KILL QUERY names).
+  unsigned long thread_id() const { return thread_id_; }
   // The server's max_allowed_packet (bytes a statement may have).
   int64_t max_allowed_packet() const { return max_allowed_packet_; }
   // Whether the last error lost the connection (it must be opened again).
@@ -90,6 +92,7 @@ class Connection {
   Flavor flavor_;
   std::string server_info_;
   int64_t max_allowed_packet_ = 1 << 20;
+  unsigned long thread_id_ = 0;
   bool lost_ = false;
   std::string last_error_;
 };

@@ -477,6 +477,23 @@ class MysqlStream : public SinkStream {
   }
 
   void DiscardPending() override { Rollback(); }
+  // KILL QUERY from a connection of its own: the statement in flight fails (error 1317).
+  void Interrupt() override {
+    mysql::ConnectParams params;
+    unsigned long id = 0;
+    {
+      std::lock_guard<std::mutex> lock(conn_mu_);
+      params = conn_->params();
+      id = conn_->thread_id();
+    }
+    auto killer = Connection::Connect(params);
+    Status s = killer.ok() ? (*killer)->Exec("KILL QUERY " + std::to_string(id),
+                                             "interrupting a checkpoint")
+                           : killer.status();
+    if (!s.ok()) {
+      FERRY_LOG(kWarn) << TableText() << ": " << s.ToString();
+    }
+  }
   Totals totals() const override { return totals_; }
 
  private:
@@ -696,7 +713,10 @@ class MysqlStream : public SinkStream {
                      << "checkpoint row back to learn whether it landed";
     auto fresh = Connection::Connect(s_.stream_connect);
     if (!fresh.ok()) return s.WithContext("committing to " + TableText());
-    conn_ = std::move(*fresh);
+    {
+      std::lock_guard<std::mutex> lock(conn_mu_);
+      conn_ = std::move(*fresh);
+    }
     staged_ = false;
     FERRY_ASSIGN_OR_RETURN(Rows r, conn_->Query(MarkerQuery(false), "reading the checkpoint row"));
     FERRY_ASSIGN_OR_RETURN(Json current, ParseMarker(r, TableText()));
@@ -711,6 +731,7 @@ class MysqlStream : public SinkStream {
   }
 
   Settings s_;
+  std::mutex conn_mu_;  // guards replacing conn_, for Interrupt
   std::unique_ptr<Connection> conn_;
   std::string stream_;
   std::string target_;  // quoted, qualified

@@ -333,6 +333,10 @@ class PostgresStream : public SinkStream {
   }
 
   void DiscardPending() override { Rollback(); }
+  void Interrupt() override {
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    conn_->Cancel();
+  }
   Totals totals() const override { return totals_; }
 
  private:
@@ -466,7 +470,10 @@ class PostgresStream : public SinkStream {
                      << "checkpoint row back to learn whether it landed";
     auto fresh = PgConnection::Connect(s_.dsn);
     if (!fresh.ok()) return s.WithContext("committing to " + TableText());
-    conn_ = std::move(*fresh);
+    {
+      std::lock_guard<std::mutex> lock(conn_mu_);
+      conn_ = std::move(*fresh);
+    }
     staged_ = false;
     FERRY_ASSIGN_OR_RETURN(PgResult r, conn_->Query("SELECT marker::text FROM " +
                                                         Qualified(s_.state_schema, "checkpoints") +
@@ -480,6 +487,7 @@ class PostgresStream : public SinkStream {
   }
 
   Settings s_;
+  std::mutex conn_mu_;  // guards replacing conn_, for Interrupt
   std::unique_ptr<PgConnection> conn_;
   std::string stream_;
   std::string target_;  // quoted, qualified

@@ -113,6 +113,7 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const std::string& d
                                "accepts TCP connections from here (listen_addresses, pg_hba.conf)");
   }
   PQsetNoticeProcessor(conn, NoticeToLog, nullptr);
+  c->cancel_ = PQgetCancel(conn);
   // A sync holds one transaction open while sinks commit: server-side timeouts must not end it.
   // Text forms that do not depend on the server's or role's defaults: timestamptz as
   // "2024-01-01 12:00:00+00", dates as ISO, floats with every digit (shortest exact form).
@@ -125,7 +126,18 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const std::string& d
   return c;
 }
 
-PgConnection::~PgConnection() { PQfinish(conn_); }
+PgConnection::~PgConnection() {
+  if (cancel_ != nullptr) PQfreeCancel(cancel_);
+  PQfinish(conn_);
+}
+
+void PgConnection::Cancel() const {
+  if (cancel_ == nullptr) return;
+  char err[256];
+  if (!PQcancel(cancel_, err, sizeof err)) {
+    FERRY_LOG(kWarn) << "could not ask " << Describe() << " to cancel a statement: " << err;
+  }
+}
 
 std::string PgConnection::Clean(std::string m) const {
   if (password_.size() >= 3) {
@@ -334,11 +346,7 @@ Status PgConnection::CopyOut(const std::string& sql,
   if (!failed.ok()) {
     // Stop the server's side and drain what is in flight, so the connection stays usable (the
     // transaction is then aborted; EndSnapshot's COMMIT becomes a rollback).
-    if (PGcancel* cancel = PQgetCancel(conn_)) {
-      char err[256];
-      PQcancel(cancel, err, sizeof err);
-      PQfreeCancel(cancel);
-    }
+    Cancel();
     for (;;) {
       char* buf = nullptr;
       int n = PQgetCopyData(conn_, &buf, 0);

@@ -16,6 +16,7 @@
 #include "ferry/base/status.h"
 
 struct pg_conn;
+struct pg_cancel;
 struct pg_result;
 
 namespace ferry::source::pg {
@@ -95,6 +96,11 @@ class PgConnection {
   // "PostgreSQL 15.18 at 127.0.0.1:5432, database shop, user ferry" (no secrets).
   std::string Describe() const;
   std::string User() const;
+  // Asks the server to cancel the statement this connection is running (PQcancel), from any
+  // thread: the statement then fails with kCancelled. A request that arrives between statements
+  // may cancel the next one instead: after Cancel, the caller gives up on the connection's
+  // current work (a timed-out checkpoint is abandoned whole).
+  void Cancel() const;
 
  private:
   PgConnection(pg_conn* conn, std::string password) : conn_(conn), password_(std::move(password)) {}
@@ -103,7 +109,8 @@ class PgConnection {
   Status ConnectionError(const std::string& what) const;
 
   pg_conn* conn_;
-  std::string password_;  // only to scrub messages
+  pg_cancel* cancel_ = nullptr;  // made when connected: PQgetCancel is not for other threads
+  std::string password_;         // only to scrub messages
 };
 
 }  // namespace ferry::source::pg

@@ -153,7 +153,13 @@ class PostgresSource final : public Source {
           }
           break;
         case 'p': {
-          info.chunking = "whole table (partitioned: every partition in one chunk)";
+          // Key ranges are pruned to the partitions that hold them; without a single integer
+          // key the partitioned table is read in one chunk.
+          if (auto key = IntegerKey(info, rel)) {
+            info.chunking = "ranges of primary key " + *key + " (across partitions)";
+          } else {
+            info.chunking = "whole table (partitioned, without a single integer key: one chunk)";
+          }
           FERRY_ASSIGN_OR_RETURN(auto est,
                                  conn_->Query("SELECT COALESCE(sum(GREATEST(c.reltuples, 0)), "
                                               "0)::int8 FROM pg_partition_tree($1::oid) t"
@@ -192,11 +198,11 @@ class PostgresSource final : public Source {
       // backfill and the changes after it meet exactly.
       FERRY_ASSIGN_OR_RETURN(std::string lit, conn_->Literal(exported));
       FERRY_RETURN_IF_ERROR(conn_->Exec("SET TRANSACTION SNAPSHOT " + lit));
-      snapshot_id_ = exported;
-      return Status::OK();
     }
-    // The first statement takes the snapshot; exporting it lets later parallel readers share it
-    // (not possible on a standby, where the transaction still gives one consistent point).
+    // Exporting the snapshot lets snapshot readers (OpenSnapshotReader) share it. It is exported
+    // again from this transaction: the slot's own export ends with the replication session's
+    // next command. (On a standby nothing can be exported; the transaction still gives one
+    // consistent point, read by one reader.)
     FERRY_ASSIGN_OR_RETURN(
         auto r,
         conn_->Query(
@@ -205,6 +211,20 @@ class PostgresSource final : public Source {
     FERRY_LOG(kDebug) << "PostgreSQL snapshot "
                       << (snapshot_id_.empty() ? "(not exported)" : snapshot_id_);
     return Status::OK();
+  }
+
+  Result<std::unique_ptr<Source>> OpenSnapshotReader() override {
+    if (!in_snapshot_ || snapshot_id_.empty()) return std::unique_ptr<Source>();
+    FERRY_ASSIGN_OR_RETURN(auto conn, PgConnection::Connect(cdc_.dsn));
+    std::unique_ptr<PostgresSource> reader(new PostgresSource(std::move(conn), schemas_, cdc_));
+    reader->relations_ = relations_;
+    reader->types_ = types_;
+    FERRY_RETURN_IF_ERROR(reader->conn_->Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+    FERRY_ASSIGN_OR_RETURN(std::string lit, reader->conn_->Literal(snapshot_id_));
+    FERRY_RETURN_IF_ERROR(reader->conn_->Exec("SET TRANSACTION SNAPSHOT " + lit)
+                              .WithContext("importing snapshot " + snapshot_id_));
+    reader->in_snapshot_ = true;
+    return std::unique_ptr<Source>(std::move(reader));
   }
 
   Status EndSnapshot() override {
@@ -231,7 +251,7 @@ class PostgresSource final : public Source {
 
   Result<ChunkPlan> PlanChunks(const StreamInfo& stream, int64_t chunk_rows) override {
     FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
-    if (!rel->Heap()) return ChunkPlan{};
+    if (!rel->Heap() && rel->relkind != 'p') return ChunkPlan{};
     if (auto key = IntegerKey(stream, *rel)) {
       // Ranges of a single integer primary key: a row keeps its chunk when it is updated, so a
       // load resumed from a newer snapshot can neither miss it nor copy it twice (ctid ranges
@@ -255,6 +275,7 @@ class PostgresSource final : public Source {
       plan.count = static_cast<int64_t>(span / static_cast<unsigned __int128>(plan.step)) + 1;
       return plan;
     }
+    if (!rel->Heap()) return ChunkPlan{};
     FERRY_ASSIGN_OR_RETURN(
         auto r,
         conn_->Query("SELECT pg_relation_size($1::oid) / current_setting('block_size')::int8,"
@@ -288,7 +309,7 @@ class PostgresSource final : public Source {
     std::vector<CopyField> fields;
     std::string sql = "COPY (SELECT " + SelectList(*rel, stream, &fields);
     sql += " FROM " + From(*rel);
-    if (rel->Heap() && !chunk.key.empty() && chunk.key != "ctid") {
+    if ((rel->Heap() || rel->relkind == 'p') && !chunk.key.empty() && chunk.key != "ctid") {
       auto key = IntegerKey(stream, *rel);
       if (!key || *key != chunk.key) {
         return Status::InvalidArgument(
