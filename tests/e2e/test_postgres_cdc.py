@@ -221,6 +221,44 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
         self.assertIn("cdc: changes", p.stdout)
         self.assert_matches("items")
 
+    def test_large_transactions_stream_in_progress_and_land_only_at_their_commit(self):
+        # With a small logical_decoding_work_mem the server streams large transactions while
+        # they run (pgoutput streaming), interleaved with small ones that commit meanwhile. What
+        # a transaction rolled back (a savepoint, or the whole of it) never lands; what it
+        # committed lands once, even when a round ended while it was still open, or died in it.
+        self.configure(streams=["items"])
+        self.sync()
+        SERVER.psql("ALTER SYSTEM SET logical_decoding_work_mem = '64kB'; SELECT pg_reload_conf()")
+        self.addCleanup(SERVER.psql, "ALTER SYSTEM RESET logical_decoding_work_mem; "
+                                     "SELECT pg_reload_conf()")
+        with SERVER.session(self.db) as holder:
+            holder.run("BEGIN; UPDATE items SET qty = coalesce(qty, 0) + 1000 WHERE id <= 1500;"
+                       "INSERT INTO items (id, name) SELECT g, 'streamed ' || g "
+                       "  FROM generate_series(100001, 104000) g;", until="ready")
+            self.sql("UPDATE items SET name = 'interleaved' WHERE id = 2501")
+            self.sql("BEGIN; UPDATE items SET name = 'aborted' WHERE id > 2000; ROLLBACK;")
+            # A round while the large transaction is open: the small one lands, nothing of the
+            # open one does.
+            self.sync()
+            names = self.item_names(10 ** 6)
+            self.assertIn("interleaved", names)
+            self.assertFalse({n for n in names if n.startswith("streamed ") or n == "aborted"
+                              or n == "rolled back"})
+            # A subtransaction rolled back after the server streamed its changes.
+            self.assertEqual(holder.finish(
+                "SAVEPOINT s; UPDATE items SET name = 'rolled back' WHERE id <= 2000;"
+                "ROLLBACK TO SAVEPOINT s;"
+                "UPDATE items SET name = name || ' after' WHERE id % 100 = 0; COMMIT;"), 0)
+        streamed = int(self.sql("SELECT stream_txns FROM pg_stat_replication_slots "
+                                f"WHERE slot_name = 'ferry_{self.name}'").strip() or 0)
+        self.assertGreater(streamed, 0, "the server streamed no transaction")
+        self.crash("source.mid_transaction")
+        self.sync()
+        self.assert_matches("items")
+        names = self.item_names(10 ** 6)
+        self.assertTrue("streamed 103999" in names and "streamed 104000 after" in names)
+        self.assertFalse("rolled back" in names)
+
     def test_writes_during_the_backfill_are_neither_lost_nor_doubled(self):
         self.configure()
         stop = threading.Event()

@@ -345,29 +345,13 @@ class PostgresToPostgresTest(ferrytest.FerryTestCase):
         self.configure(streams=["items"], top="checkpoint: {timeout: 1s}\n")
         self.sync()
         self.change(1)
-        holder = subprocess.Popen(
-            ["psql", "-X", "-q", "-A", "-t", "-h", SERVER.dir, "-p", str(SERVER.port), "-U",
-             pgserver.SUPERUSER, "-d", self.target],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        try:
-            holder.stdin.write(f'BEGIN; SELECT id FROM "{TARGET_SCHEMA}".items WHERE id = 11 '
-                               "FOR UPDATE; SELECT 'locked';\n")
-            holder.stdin.flush()
-            while holder.stdout.readline().strip() != "locked":
-                self.assertIsNone(holder.poll(), "the lock was not taken")
-
-            def release():
-                holder.stdin.write("COMMIT;\n")
-                holder.stdin.close()
-
-            timer = threading.Timer(5, release)
+        with SERVER.session(self.target) as holder:
+            holder.run(f'BEGIN; SELECT id FROM "{TARGET_SCHEMA}".items WHERE id = 11 FOR UPDATE;',
+                       until="locked")
+            timer = threading.Timer(5, holder.finish, args=("COMMIT;",))
             timer.start()
             p = self.sync()
             timer.join()
-        finally:
-            holder.kill()
-            holder.wait()
-            holder.stdout.close()
         self.assertIn("(checkpoint.timeout); interrupting it", p.stderr)
         self.assertIn("did not complete within checkpoint.timeout (1 s) and was abandoned",
                       p.stderr)

@@ -401,31 +401,13 @@ class ToMariaDbTest(ferrytest.FerryTestCase):
 
     def sync_while_a_row_is_locked(self, seconds):
         # Another session holds the lock of row 11 of items for `seconds` while the sync runs.
-        holder = subprocess.Popen(
-            [MARIA.client_bin, "--no-defaults", f"--socket={MARIA.socket}", "-uroot",
-             f"-p{MARIA.password}", "--batch", "--skip-column-names", "--unbuffered",
-             f"--database={self.target}"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        try:
-            holder.stdin.write("BEGIN; SELECT id FROM items WHERE id = 11 FOR UPDATE; "
-                               "SELECT 'locked';\n")
-            holder.stdin.flush()
-            while holder.stdout.readline().strip() != "locked":
-                self.assertIsNone(holder.poll(), "the lock was not taken")
-
-            def release():
-                holder.stdin.write("COMMIT;\n")
-                holder.stdin.close()
-
-            timer = threading.Timer(seconds, release)
+        with MARIA.session(self.target) as holder:
+            holder.run("BEGIN; SELECT id FROM items WHERE id = 11 FOR UPDATE;", until="locked")
+            timer = threading.Timer(seconds, holder.finish, args=("COMMIT;",))
             timer.start()
             p = self.sync()
             timer.join()
             return p
-        finally:
-            holder.kill()
-            holder.wait()
-            holder.stdout.close()
 
     def test_a_lock_wait_timeout_is_retried_and_lands_once(self):
         # The lock is held longer than the server lets ferry wait (error 1205): nothing of the

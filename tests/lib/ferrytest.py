@@ -18,6 +18,48 @@ INSPECT = os.path.join(ROOT, "tests", "interop", "iceberg_inspect.mjs")
 FERRY = os.environ.get("FERRY_BIN", os.path.join(ROOT, "build", "debug", "src", "ferry", "cli", "ferry"))
 
 
+class SqlSession:
+    """A database client (psql, mariadb) reading statements from a pipe, kept open while a test
+    goes on: to hold a lock or a transaction open while a sync runs."""
+
+    def __init__(self, argv):
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(self, sql, until):
+        """Sends `sql`, then a query printing `until`, and waits for that line."""
+        self.p.stdin.write(f"{sql}\nSELECT '{until}';\n")
+        self.p.stdin.flush()
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the session ended before '{until}' (exit {self.p.wait()})")
+            if line.strip() == until:
+                return
+
+    def finish(self, sql):
+        """Sends the last statements and ends the session's input; returns its exit code."""
+        self.p.stdin.write(sql + "\n")
+        self.p.stdin.close()
+        return self.p.wait(timeout=120)
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+        self.p.stdout.close()
+        if not self.p.stdin.closed:
+            try:
+                self.p.stdin.close()
+            except BrokenPipeError:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def readers_available():
     return shutil.which("node") is not None and os.path.isdir(
         os.path.join(ROOT, "tests", "interop", "node_modules"))

@@ -136,6 +136,13 @@ class MariaDbServer:
             raise RuntimeError(f"mariadb failed: {r.stderr}\nSQL:\n{sql[:2000]}")
         return r
 
+    def session(self, db):
+        """An open client session on `db` (ferrytest.SqlSession), e.g. to hold a lock."""
+        import ferrytest
+        return ferrytest.SqlSession([self.client_bin, "--no-defaults", f"--socket={self.socket}",
+                                     "-uroot", f"-p{self.password}", "--batch",
+                                     "--skip-column-names", "--unbuffered", f"--database={db}"])
+
     def sql(self, sql, db=None, check=True):
         """Runs SQL through the Unix socket; returns stdout (tab-separated rows, no header, values
         as the server prints them, NULL as 'NULL')."""

@@ -116,6 +116,12 @@ class PgServer:
             raise RuntimeError(f"psql failed: {p.stderr}\nSQL:\n{sql[:2000]}")
         return p.stdout
 
+    def session(self, db, user=SUPERUSER):
+        """An open psql session on `db` (ferrytest.SqlSession), e.g. to hold a lock."""
+        import ferrytest
+        return ferrytest.SqlSession(["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                                     "-h", self.dir, "-p", str(self.port), "-U", user, "-d", db])
+
     def query_json(self, sql, db="postgres"):
         """The value of a query returning one JSON value (e.g. json_agg(...))."""
         out = self.psql(sql, db=db).strip()

@@ -1,6 +1,8 @@
 // libFuzzer target: arbitrary bytes as a replication session's messages. The input is split at
 // 0xFF 0x00 pairs into CopyData messages; each is parsed as a frame, its payload as a pgoutput
-// message, and applied to a ChangeSet following two tables; at the end the held changes are
+// message (inside a stream block when the ChangeSet is in one, so streamed transactions with
+// their subtransactions, aborts and commits are reached too), and applied to a ChangeSet following
+// two tables; at the end the held changes are
 // decoded into batches. Anything may fail with a Status; nothing may crash or over-read.
 #include <cstddef>
 #include <cstdint>
@@ -38,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string_view one = in.substr(0, cut);
     in = cut == std::string_view::npos ? std::string_view() : in.substr(cut + 2);
     if (!ParseReplicationFrame(one, &frame).ok() || frame.kind != 'w') continue;
-    if (!ParsePgOutput(frame.payload, &m).ok()) continue;
+    if (!ParsePgOutput(frame.payload, &m, cs.in_stream()).ok()) continue;
     ChangeEvent e;
     std::string detail;
     if (!cs.Apply(m, &e, &detail).ok()) break;

@@ -14,7 +14,7 @@ Status ChangeSet::Apply(const PgOutputMessage& m, ChangeEvent* event, std::strin
   *event = ChangeEvent::kNone;
   switch (m.type) {
     case 'B':
-      if (in_txn_) return Status::Corruption("a Begin message inside a transaction");
+      if (in_txn_ || in_stream_) return Status::Corruption("a Begin message inside a transaction");
       in_txn_ = true;
       for (size_t t = 0; t < tables_.size(); ++t) {
         if (!txn_[t].empty()) txn_[t].clear();
@@ -25,25 +25,41 @@ Status ChangeSet::Apply(const PgOutputMessage& m, ChangeEvent* event, std::strin
       return Status::OK();
     case 'C': {
       if (!in_txn_) return Status::Corruption("a Commit message outside a transaction");
-      for (size_t t = 0; t < tables_.size(); ++t) {
-        Changes& txn = txn_[t];
-        if (txn.empty()) continue;
-        for (const auto& [key, change] : txn) {
-          size_t bytes = key.size() + 64;
-          for (const auto& v : change.values) bytes += v.bytes.size() + sizeof(Value);
-          pending_bytes_ += bytes;
-        }
-        // The transaction's changes move into the held ones without copying: keys new to the
-        // checkpoint as whole nodes; for keys already held, the later change replaces the earlier.
-        Changes& held = held_[t];
-        const size_t before = held.size();
-        held.merge(txn);
-        pending_changes_ += held.size() - before;
-        for (auto& [key, change] : txn) held[key] = std::move(change);
-        txn.clear();
-      }
+      for (size_t t = 0; t < tables_.size(); ++t) Hold(t, txn_[t]);
       in_txn_ = false;
       last_commit_end_ = m.end_lsn;
+      return Status::OK();
+    }
+    case 'S': {
+      if (in_txn_ || in_stream_) {
+        return Status::Corruption("a Stream Start message inside a transaction");
+      }
+      in_stream_ = true;
+      stream_xid_ = m.xid;
+      StreamedTxn& tx = streamed_[m.xid];
+      if (tx.truncated.empty()) tx.truncated.assign(tables_.size(), false);
+      return Status::OK();
+    }
+    case 'E':
+      if (!in_stream_) return Status::Corruption("a Stream Stop message outside a stream");
+      in_stream_ = false;
+      return Status::OK();
+    case 'c':
+      if (in_txn_ || in_stream_) {
+        return Status::Corruption("a Stream Commit message inside a transaction");
+      }
+      return OnStreamCommit(m, event, detail);
+    case 'A': {
+      if (in_txn_ || in_stream_) {
+        return Status::Corruption("a Stream Abort message inside a transaction");
+      }
+      auto it = streamed_.find(m.xid);
+      if (it == streamed_.end()) return Status::OK();
+      if (m.subxid == m.xid) {
+        streamed_.erase(it);
+      } else {
+        it->second.subs.erase(m.subxid);
+      }
       return Status::OK();
     }
     case 'R':
@@ -51,10 +67,16 @@ Status ChangeSet::Apply(const PgOutputMessage& m, ChangeEvent* event, std::strin
     case 'I':
     case 'U':
     case 'D':
-      if (!in_txn_) return Status::Corruption("a row change outside a transaction");
+      if (!in_txn_ && !in_stream_) return Status::Corruption("a row change outside a transaction");
       return OnRow(m);
     case 'T':
       for (uint32_t relid : m.truncated) {
+        if (in_stream_) {
+          // Known to count only at the transaction's commit (it may yet abort).
+          auto it = relations_.find(relid);
+          if (it != relations_.end()) streamed_[stream_xid_].truncated[it->second.table] = true;
+          continue;
+        }
         auto it = relations_.find(relid);
         if (it == relations_.end() || skip_[it->second.table]) continue;
         *event = ChangeEvent::kTruncated;
@@ -71,6 +93,65 @@ Status ChangeSet::Apply(const PgOutputMessage& m, ChangeEvent* event, std::strin
 void ChangeSet::DropTransaction() {
   for (auto& c : txn_) c.clear();
   in_txn_ = false;
+  streamed_.clear();
+  in_stream_ = false;
+}
+
+void ChangeSet::Hold(size_t t, Changes& txn) {
+  if (txn.empty()) return;
+  for (const auto& [key, change] : txn) {
+    size_t bytes = key.size() + 64;
+    for (const auto& v : change.values) bytes += v.bytes.size() + sizeof(Value);
+    pending_bytes_ += bytes;
+  }
+  // The transaction's changes move into the held ones without copying: keys new to the
+  // checkpoint as whole nodes; for keys already held, the later change replaces the earlier.
+  Changes& held = held_[t];
+  const size_t before = held.size();
+  held.merge(txn);
+  pending_changes_ += held.size() - before;
+  for (auto& [key, change] : txn) held[key] = std::move(change);
+  txn.clear();
+}
+
+Status ChangeSet::OnStreamCommit(const PgOutputMessage& m, ChangeEvent* event,
+                                 std::string* detail) {
+  auto it = streamed_.find(m.xid);
+  if (it == streamed_.end()) {  // nothing of the followed tables in it
+    last_commit_end_ = m.end_lsn;
+    return Status::OK();
+  }
+  StreamedTxn tx = std::move(it->second);
+  streamed_.erase(it);
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    // The commit record starts at m.lsn: a position past it means the table has it already.
+    if (m.lsn < tables_[t].position || !tx.truncated[t]) continue;
+    *event = ChangeEvent::kTruncated;
+    *detail = tables_[t].nspname + "." + tables_[t].relname;
+    if (!ignore_truncate_) return Status::OK();  // the caller stops before this transaction
+    break;
+  }
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    if (m.lsn < tables_[t].position) continue;
+    // Per key, the last change among the subtransactions that were not rolled back.
+    Changes merged;
+    for (auto& [xid, tables] : tx.subs) {
+      for (auto& [key, change] : tables[t]) {
+        auto [pos, added] = merged.try_emplace(key);
+        if (added || change.seq > pos->second.seq) pos->second = std::move(change);
+      }
+    }
+    Hold(t, merged);
+  }
+  last_commit_end_ = m.end_lsn;
+  return Status::OK();
+}
+
+std::vector<ChangeSet::Changes>& ChangeSet::Target(uint32_t xid) {
+  if (!in_stream_) return txn_;
+  std::vector<Changes>& sub = streamed_[stream_xid_].subs[xid];
+  if (sub.empty()) sub.resize(tables_.size());
+  return sub;
 }
 
 void ChangeSet::AllowDroppedColumns(uint32_t relid, const std::vector<std::string>& names) {
@@ -150,14 +231,27 @@ bool ChangeSet::KeyOf(size_t table, const std::vector<Value>& values, std::strin
 }
 
 const ChangeSet::Change* ChangeSet::Find(size_t table, const std::string& key) const {
-  auto it = txn_[table].find(key);
-  if (it != txn_[table].end()) return &it->second;
+  if (in_stream_) {
+    const Change* last = nullptr;
+    auto tx = streamed_.find(stream_xid_);
+    if (tx != streamed_.end()) {
+      for (const auto& [xid, tables] : tx->second.subs) {
+        auto it = tables[table].find(key);
+        if (it != tables[table].end() && (!last || it->second.seq > last->seq)) last = &it->second;
+      }
+    }
+    if (last) return last;
+  } else {
+    auto it = txn_[table].find(key);
+    if (it != txn_[table].end()) return &it->second;
+  }
   auto h = held_[table].find(key);
   return h == held_[table].end() ? nullptr : &h->second;
 }
 
-void ChangeSet::Put(size_t table, std::string key, Change c) {
-  txn_[table].insert_or_assign(std::move(key), std::move(c));
+void ChangeSet::Put(std::vector<Changes>& target, size_t table, std::string key, Change c) {
+  c.seq = ++seq_;
+  target[table].insert_or_assign(std::move(key), std::move(c));
 }
 
 Status ChangeSet::OnRow(const PgOutputMessage& m) {
@@ -165,7 +259,9 @@ Status ChangeSet::OnRow(const PgOutputMessage& m) {
   if (it == relations_.end()) return Status::OK();  // not followed
   const Relation& rel = it->second;
   const size_t t = rel.table;
-  if (skip_[t]) return Status::OK();
+  // (A streamed transaction's commit position is known at its end: see OnStreamCommit.)
+  if (!in_stream_ && skip_[t]) return Status::OK();
+  std::vector<Changes>& target = Target(m.xid);
   const ChangeTable& table = tables_[t];
   auto no_key = [&](const char* what) {
     std::string names;
@@ -191,7 +287,7 @@ Status ChangeSet::OnRow(const PgOutputMessage& m) {
   };
   if (m.type == 'D') {
     if (m.old_kind == 0) return no_key("a delete");
-    Put(t, old_key, key_only(old_values));
+    Put(target, t, old_key, key_only(old_values));
     return Status::OK();
   }
   FERRY_ASSIGN_OR_RETURN(auto values, ToColumns(rel, m.new_tuple, "a new row"));
@@ -216,11 +312,11 @@ Status ChangeSet::OnRow(const PgOutputMessage& m) {
         maybe_unresolved_ = true;
       }
     }
-    if (m.old_kind != 0 && old_key != key) Put(t, old_key, key_only(old_values));
+    if (m.old_kind != 0 && old_key != key) Put(target, t, old_key, key_only(old_values));
   }
   Change c;
   c.values = std::move(values);
-  Put(t, std::move(key), std::move(c));
+  Put(target, t, std::move(key), std::move(c));
   return Status::OK();
 }
 

@@ -7,6 +7,13 @@
 // Exactly-once bookkeeping: every table has a position (an LSN): a transaction whose commit
 // record starts before it is already in that table's destination and is skipped for that table.
 //
+// Large transactions may come streamed while still in progress (Stream Start/Stop blocks,
+// interleaved with other transactions): their changes are held apart per transaction and per
+// subtransaction, each folded by key, and move into the held changes at their Stream Commit, in
+// the order they were made, without those of subtransactions rolled back (Stream Abort). A
+// streamed transaction that aborts leaves nothing. A TRUNCATE inside one is reported at its
+// commit, when it is known to count.
+//
 // Unchanged TOASTed values ('u': PostgreSQL does not send a large value an UPDATE left alone) are
 // filled from the old row image (REPLICA IDENTITY FULL) or from an earlier change of the same key
 // since the last checkpoint; what remains is listed by Unresolved() and must be filled with
@@ -62,7 +69,15 @@ class ChangeSet {
   // transaction (DropTransaction) — see ChangeEvent. `event_detail` names the table and what
   // changed.
   Status Apply(const PgOutputMessage& m, ChangeEvent* event, std::string* event_detail);
-  bool in_transaction() const { return in_txn_; }
+  // Inside a Begin..Commit or a Stream Start..Stop block: no checkpoint can be taken here.
+  bool in_transaction() const { return in_txn_ || in_stream_; }
+  // Inside a Stream Start..Stop block (its messages carry an xid: see ParsePgOutput).
+  bool in_stream() const { return in_stream_; }
+  // Streamed transactions whose changes are held apart, waiting for their commit or abort.
+  size_t open_streamed() const { return streamed_.size(); }
+  // TRUNCATEs are ignored (source.truncate: ignore): a streamed transaction's commit still
+  // reports kTruncated, for the log, but its changes are applied.
+  void set_ignore_truncate(bool ignore) { ignore_truncate_ = ignore; }
 
   // What the last kSchemaChanged was about. Columns the discovered table has and a relation
   // message lacks are not a change: the log is older than the catalog (a column added later),
@@ -78,7 +93,8 @@ class ChangeSet {
   void AllowDroppedColumns(uint32_t relid, const std::vector<std::string>& names);
   // The end of the last commit applied (0 before any).
   Lsn last_commit_end() const { return last_commit_end_; }
-  // Forgets the open transaction's changes.
+  // Forgets the open transaction's changes, and those of every streamed transaction not yet
+  // committed (the log sends them again from its start on the next read).
   void DropTransaction();
 
   // Distinct keys held since the last TakeBatches, and an estimate of their bytes.
@@ -113,9 +129,16 @@ class ChangeSet {
   };
   struct Change {
     bool deleted = false;
+    uint64_t seq = 0;           // arrival order (merges a streamed transaction's subxacts)
     std::vector<Value> values;  // stream column order; for deletes only key columns are set
   };
   using Changes = std::unordered_map<std::string, Change>;
+
+  // A transaction streamed while in progress: per (sub)transaction xid, per table, by key.
+  struct StreamedTxn {
+    std::map<uint32_t, std::vector<Changes>> subs;
+    std::vector<bool> truncated;  // per table
+  };
 
   struct Relation {
     size_t table = 0;
@@ -124,11 +147,18 @@ class ChangeSet {
 
   Status OnRelation(const PgOutputMessage& m, ChangeEvent* event, std::string* detail);
   Status OnRow(const PgOutputMessage& m);
+  Status OnStreamCommit(const PgOutputMessage& m, ChangeEvent* event, std::string* detail);
+  // Moves one transaction's changes of table t into the held ones.
+  void Hold(size_t t, Changes& txn);
+  // Where a row change of (sub)transaction `xid` goes: the open transaction, or the streamed one.
+  std::vector<Changes>& Target(uint32_t xid);
   // Key id of `values` (stream column order); false when a key column is NULL or missing.
   bool KeyOf(size_t table, const std::vector<Value>& values, std::string* id) const;
   Result<std::vector<Value>> ToColumns(const Relation& rel, const std::vector<TupleValue>& tuple,
                                        const char* what) const;
-  void Put(size_t table, std::string key, Change c);
+  void Put(std::vector<Changes>& target, size_t table, std::string key, Change c);
+  // The latest change of the key before this one: in the open (or streamed) transaction, else
+  // held since the last checkpoint.
   const Change* Find(size_t table, const std::string& key) const;
 
   std::vector<ChangeTable> tables_;
@@ -137,6 +167,11 @@ class ChangeSet {
   std::vector<Changes> txn_;                // per table: the open transaction
   std::vector<bool> skip_;                  // per table: the open transaction is already there
   bool in_txn_ = false;
+  std::unordered_map<uint32_t, StreamedTxn> streamed_;  // by top-level xid
+  bool in_stream_ = false;
+  uint32_t stream_xid_ = 0;  // the transaction of the open stream block
+  uint64_t seq_ = 0;
+  bool ignore_truncate_ = false;
   Lsn last_commit_end_ = 0;
   size_t pending_changes_ = 0;
   size_t pending_bytes_ = 0;

@@ -166,11 +166,15 @@ std::string StandbyStatusUpdate(Lsn written, Lsn flushed, bool reply_requested) 
   return m;
 }
 
-Status ParsePgOutput(std::string_view data, PgOutputMessage* out) {
+Status ParsePgOutput(std::string_view data, PgOutputMessage* out, bool in_stream) {
   *out = PgOutputMessage{};
   if (data.empty()) return Status::Corruption("an empty pgoutput message");
   out->type = data[0];
   Reader r(data.substr(1));
+  // Inside a stream block, the messages of the streamed transaction name its (sub)transaction.
+  if (in_stream && std::string_view("RYIUDTM").find(out->type) != std::string_view::npos) {
+    out->xid = r.U32();
+  }
   switch (out->type) {
     case 'B':
       out->lsn = r.U64();
@@ -249,11 +253,26 @@ Status ParsePgOutput(std::string_view data, PgOutputMessage* out) {
       break;
     }
     case 'S':
+      out->xid = r.U32();
+      r.U8();  // first segment
+      break;
     case 'E':
+      break;
     case 'c':
+      out->xid = r.U32();
+      r.U8();
+      out->lsn = r.U64();
+      out->end_lsn = r.U64();
+      r.U64();
+      break;
     case 'A':
-      return Status::Corruption(
-          "the server sent a streamed-transaction message, which ferry does not ask for");
+      out->xid = r.U32();
+      out->subxid = r.U32();
+      if (r.ok() && !r.done()) {  // protocol 4 with parallel streaming: abort LSN and time
+        r.U64();
+        r.U64();
+      }
+      break;
     default:
       return Status::Corruption(std::string("an unknown pgoutput message type '") + out->type +
                                 "'");

@@ -1,6 +1,6 @@
 // The logical-replication stream of PostgreSQL's pgoutput plugin: the CopyData frames of a
 // START_REPLICATION session ('w' XLogData, 'k' keepalive) and the pgoutput messages inside
-// XLogData (protocol version 1 fields; ferry does not ask for streamed transactions).
+// XLogData (protocol version 2+, with streamed in-progress transactions).
 //
 // Layouts (big-endian integers, NUL-terminated strings):
 //   B  Int64 final_lsn, Int64 commit_ts, Int32 xid
@@ -13,6 +13,10 @@
 //   T  Int32 nrels, Int8 options, Int32 relid x nrels
 //   Y  Int32 oid, String namespace, String name;  O  Int64 lsn, String name
 //   M  Int8 flags, Int64 lsn, String prefix, Int32 length, bytes
+//   S  Int32 xid, Int8 first segment (Stream Start);  E  (Stream Stop)
+//   c  Int32 xid, Int8 flags, Int64 commit_lsn, Int64 end_lsn, Int64 commit_ts (Stream Commit)
+//   A  Int32 xid, Int32 subxid [, Int64 abort_lsn, Int64 abort_ts] (Stream Abort)
+//   Between S and E, R Y I U D T M start with the Int32 xid of the (sub)transaction that made them.
 //   TupleData: Int16 ncols, per column 'n' (NULL) | 'u' (unchanged TOASTed value, not sent) |
 //              't' Int32 length + text | 'b' Int32 length + binary send format
 //
@@ -65,9 +69,10 @@ struct PgOutputMessage {
   char type = 0;
   // B: final_lsn; C: commit_lsn
   Lsn lsn = 0;
-  Lsn end_lsn = 0;  // C: the end of the commit record: the position to acknowledge
-  uint32_t xid = 0;
-  uint32_t relid = 0;  // R, I, U, D, Y (type oid)
+  Lsn end_lsn = 0;      // C: the end of the commit record: the position to acknowledge
+  uint32_t xid = 0;     // B; S, c, A: the streamed transaction; in a stream block: its subxact
+  uint32_t subxid = 0;  // A: the subtransaction rolled back (== xid: the whole transaction)
+  uint32_t relid = 0;   // R, I, U, D, Y (type oid)
   // R, Y
   std::string nspname;
   std::string relname;
@@ -82,8 +87,8 @@ struct PgOutputMessage {
   uint8_t truncate_options = 0;  // 1 CASCADE, 2 RESTART IDENTITY
 };
 
-// Parses one pgoutput message; `out` is reset first. Streamed-transaction messages (S, E, c, A)
-// are kCorruption: ferry never asks for them.
-Status ParsePgOutput(std::string_view data, PgOutputMessage* out);
+// Parses one pgoutput message; `out` is reset first. `in_stream`: the message comes between a
+// Stream Start and its Stream Stop (so it carries an xid).
+Status ParsePgOutput(std::string_view data, PgOutputMessage* out, bool in_stream = false);
 
 }  // namespace ferry::source::pg

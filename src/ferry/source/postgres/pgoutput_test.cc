@@ -55,6 +55,16 @@ std::string Update(uint32_t relid, char old_kind, const std::vector<V>& old_row,
 std::string Delete(uint32_t relid, char kind, const std::vector<V>& old_row) {
   return "D" + B32(relid) + std::string(1, kind) + Tuple(old_row);
 }
+// Streamed transactions: the block markers, and a message of (sub)transaction `xid` inside one.
+std::string StreamStart(uint32_t xid) { return "S" + B32(xid) + std::string(1, 1); }
+std::string StreamStop() { return "E"; }
+std::string StreamCommit(uint32_t xid, uint64_t lsn, uint64_t end) {
+  return "c" + B32(xid) + std::string(1, '\0') + B64(lsn) + B64(end) + B64(0);
+}
+std::string StreamAbort(uint32_t xid, uint32_t subxid) { return "A" + B32(xid) + B32(subxid); }
+std::string By(uint32_t xid, const std::string& msg) {
+  return msg.substr(0, 1) + B32(xid) + msg.substr(1);
+}
 
 TEST(PgOutputTest, ParsesEveryMessageItUses) {
   PgOutputMessage m;
@@ -90,7 +100,39 @@ TEST(PgOutputTest, TruncatedOrTrailingBytesAreCorruptionNeverACrash) {
     }
     EXPECT_EQ(ParsePgOutput(full + "x", &m).code(), StatusCode::kCorruption);
   }
-  EXPECT_EQ(ParsePgOutput("S" + B32(1) + std::string(1, 1), &m).code(), StatusCode::kCorruption);
+  // Streamed-transaction messages, and the xid that messages inside a stream block carry.
+  std::string streamed[] = {StreamStart(9), StreamCommit(9, 0x30, 0x38), StreamAbort(9, 11)};
+  for (const auto& full : streamed) {
+    ASSERT_TRUE(ParsePgOutput(full, &m).ok()) << full[0];
+    for (size_t n = 1; n < full.size(); ++n) {
+      EXPECT_EQ(ParsePgOutput(full.substr(0, n), &m).code(), StatusCode::kCorruption)
+          << full[0] << " cut at " << n;
+    }
+  }
+  std::string in_block = By(11, Insert(5, {Int4(1), Text("abc")}));
+  ASSERT_TRUE(ParsePgOutput(in_block, &m, /*in_stream=*/true).ok());
+  EXPECT_EQ(m.xid, 11u);
+  EXPECT_EQ(m.relid, 5u);
+  EXPECT_EQ(ParsePgOutput(in_block, &m).code(), StatusCode::kCorruption);
+  for (size_t n = 1; n < in_block.size(); ++n) {
+    EXPECT_EQ(ParsePgOutput(in_block.substr(0, n), &m, true).code(), StatusCode::kCorruption);
+  }
+}
+
+TEST(PgOutputTest, ParsesStreamedTransactionMessages) {
+  PgOutputMessage m;
+  ASSERT_TRUE(ParsePgOutput(StreamCommit(9, 0x30, 0x38), &m).ok());
+  EXPECT_EQ(m.type, 'c');
+  EXPECT_EQ(m.xid, 9u);
+  EXPECT_EQ(m.lsn, 0x30u);
+  EXPECT_EQ(m.end_lsn, 0x38u);
+  ASSERT_TRUE(ParsePgOutput(StreamAbort(9, 11), &m).ok());
+  EXPECT_EQ(m.subxid, 11u);
+  // Protocol 4 with parallel streaming adds the abort's LSN and time.
+  ASSERT_TRUE(ParsePgOutput(StreamAbort(9, 9) + B64(0x40) + B64(0), &m).ok());
+  EXPECT_EQ(m.subxid, 9u);
+  ASSERT_TRUE(ParsePgOutput(StreamStop(), &m).ok());
+  EXPECT_EQ(m.type, 'E');
 }
 
 TEST(PgOutputTest, LsnTextRoundTrips) {
@@ -150,7 +192,7 @@ struct Seen {
 Status Feed(ChangeSet* cs, const std::vector<std::string>& msgs, ChangeEvent* last = nullptr) {
   PgOutputMessage m;
   for (const auto& raw : msgs) {
-    FERRY_RETURN_IF_ERROR(ParsePgOutput(raw, &m));
+    FERRY_RETURN_IF_ERROR(ParsePgOutput(raw, &m, cs->in_stream()));
     ChangeEvent e;
     std::string detail;
     FERRY_RETURN_IF_ERROR(cs->Apply(m, &e, &detail));
@@ -292,6 +334,92 @@ TEST(ChangeSetTest, ColumnsAddedLaterReadNullAndDroppedOnesAreIgnoredWhenAllowed
       Feed(&cs, {rel, Insert(kRel, {Int4(8), Int4(1), Text("x")}), Commit(0x200, 0x208)}, &e).ok());
   EXPECT_EQ(e, ChangeEvent::kNone);
   EXPECT_EQ(Take(&cs).upserts, (std::map<int32_t, std::optional<std::string>>{{8, "x"}}));
+}
+
+// A large transaction streamed in blocks, interleaved with a whole one: nothing of it is held
+// before its commit; then its changes count in the order they were made, without those of the
+// subtransaction rolled back. A streamed transaction that aborts leaves nothing.
+TEST(ChangeSetTest, StreamedTransactionsLandAtTheirCommitWithoutRolledBackSubtransactions) {
+  ChangeSet cs({Table()});
+  const std::string rel = Relation(kRel, "public", "t", {{true, "id", 23}, {false, "v", 25}});
+  ASSERT_TRUE(
+      Feed(&cs, {StreamStart(10), By(10, rel), By(10, Insert(kRel, {Int4(1), Text("a")})),
+                 By(11, Insert(kRel, {Int4(2), Text("sub")})), StreamStop(), StreamStart(30),
+                 By(30, Insert(kRel, {Int4(5), Text("never")})), StreamStop(), Begin(0x100, 20),
+                 Insert(kRel, {Int4(3), Text("whole")}), Commit(0x100, 0x108)})
+          .ok());
+  EXPECT_FALSE(cs.in_transaction());
+  EXPECT_EQ(cs.open_streamed(), 2u);
+  EXPECT_EQ(cs.pending_changes(), 1u);  // only the whole transaction's change so far
+  ASSERT_TRUE(Feed(&cs, {StreamStart(10), By(10, Update(kRel, 0, {}, {Int4(1), Text("b")})),
+                         By(12, Update(kRel, 0, {}, {Int4(1), Text("rolled back")})),
+                         By(10, Update(kRel, 0, {}, {Int4(4), Text("d")})), StreamStop(),
+                         StreamAbort(10, 12), StreamAbort(30, 30), StreamAbort(10, 11),
+                         StreamCommit(10, 0x200, 0x208)})
+                  .ok());
+  EXPECT_EQ(cs.last_commit_end(), 0x208u);
+  EXPECT_EQ(cs.open_streamed(), 0u);
+  Seen s = Take(&cs);
+  EXPECT_EQ(s.upserts,
+            (std::map<int32_t, std::optional<std::string>>{{1, "b"}, {3, "whole"}, {4, "d"}}));
+  EXPECT_TRUE(s.deletes.empty());
+}
+
+// Across subtransactions the later change wins, and an unchanged TOASTed value takes the value
+// of the key's latest change that was not rolled back.
+TEST(ChangeSetTest, StreamedChangesMergeInTheOrderTheyWereMade) {
+  ChangeSet cs({Table()});
+  const std::string rel = Relation(kRel, "public", "t", {{true, "id", 23}, {false, "v", 25}});
+  ASSERT_TRUE(
+      Feed(&cs, {StreamStart(10), By(10, rel), By(10, Insert(kRel, {Int4(1), Text("t1")})),
+                 By(11, Update(kRel, 0, {}, {Int4(1), Text("s1")})),
+                 By(10, Insert(kRel, {Int4(2), Text("top")})),
+                 By(13, Update(kRel, 0, {}, {Int4(2), Text("s3")})),
+                 By(13, Delete(kRel, 'K', {Int4(2), Null()})), StreamStop(), StreamAbort(10, 13),
+                 StreamStart(10), By(10, Update(kRel, 0, {}, {Int4(1), Unchanged()})),
+                 By(10, Update(kRel, 0, {}, {Int4(2), Unchanged()})), StreamStop(),
+                 StreamCommit(10, 0x200, 0x208)})
+          .ok());
+  EXPECT_TRUE(cs.Unresolved().empty());
+  EXPECT_EQ(Take(&cs).upserts,
+            (std::map<int32_t, std::optional<std::string>>{{1, "s1"}, {2, "top"}}));
+}
+
+// A streamed transaction already in the table is skipped at its commit; a TRUNCATE inside one
+// counts only once it commits.
+TEST(ChangeSetTest, StreamedTransactionsAreSkippedByPositionAndTruncatesWaitForTheCommit) {
+  const std::string rel = Relation(kRel, "public", "t", {{true, "id", 23}, {false, "v", 25}});
+  const std::string truncate = "T" + B32(1) + std::string(1, 0) + B32(kRel);
+  ChangeSet cs({Table(/*position=*/0x300)});
+  ChangeEvent e = ChangeEvent::kNone;
+  ASSERT_TRUE(Feed(&cs,
+                   {StreamStart(10), By(10, rel), By(10, Insert(kRel, {Int4(1), Text("old")})),
+                    StreamStop(), StreamCommit(10, 0x2F0, 0x2F8), StreamStart(11),
+                    By(11, Insert(kRel, {Int4(2), Text("new")})), By(11, truncate), StreamStop(),
+                    StreamAbort(11, 11)},
+                   &e)
+                  .ok());
+  EXPECT_EQ(e, ChangeEvent::kNone);
+  EXPECT_EQ(cs.pending_changes(), 0u);
+  ASSERT_TRUE(Feed(&cs,
+                   {StreamStart(12), By(12, Insert(kRel, {Int4(3), Text("x")})), By(12, truncate),
+                    StreamStop()},
+                   &e)
+                  .ok());
+  EXPECT_EQ(e, ChangeEvent::kNone);
+  ASSERT_TRUE(Feed(&cs, {StreamCommit(12, 0x400, 0x408)}, &e).ok());
+  EXPECT_EQ(e, ChangeEvent::kTruncated);
+  EXPECT_EQ(cs.pending_changes(), 0u);  // the caller stops before this transaction
+  // Ignoring TRUNCATE (source.truncate: ignore): reported, and the changes count.
+  ChangeSet ignoring({Table()});
+  ignoring.set_ignore_truncate(true);
+  ASSERT_TRUE(Feed(&ignoring,
+                   {StreamStart(12), By(12, rel), By(12, Insert(kRel, {Int4(3), Text("x")})),
+                    By(12, truncate), StreamStop(), StreamCommit(12, 0x400, 0x408)},
+                   &e)
+                  .ok());
+  EXPECT_EQ(e, ChangeEvent::kTruncated);
+  EXPECT_EQ(Take(&ignoring).upserts, (std::map<int32_t, std::optional<std::string>>{{3, "x"}}));
 }
 
 TEST(ChangeSetTest, ChangesOfOtherTablesAndNullKeysAreHandled) {

@@ -524,7 +524,7 @@ class PostgresSource final : public Source {
     FERRY_RETURN_IF_ERROR(repl_->StartCopyBoth("START_REPLICATION SLOT " + cdc_.slot + " LOGICAL " +
                                                pg::FormatLsn(start) + " (proto_version '" + proto +
                                                "', publication_names '\"" + cdc_.publication +
-                                               "\"', binary 'true')"));
+                                               "\"', binary 'true', streaming 'on')"));
     streaming_ = true;
     FERRY_LOG(kInfo) << "reading changes from slot " << cdc_.slot << " from "
                      << pg::FormatLsn(start)
@@ -533,6 +533,7 @@ class PostgresSource final : public Source {
     StartReader(start);
 
     pg::ChangeSet changes(std::move(tables));
+    changes.set_ignore_truncate(cdc_.ignore_truncate);
     pg::Lsn boundary = start;  // every transaction before it was received
     auto last_checkpoint = std::chrono::steady_clock::now();
     int64_t row_changes = 0;
@@ -586,7 +587,7 @@ class PostgresSource final : public Source {
         }
         continue;
       }
-      Status ps = pg::ParsePgOutput(item->payload, &m);
+      Status ps = pg::ParsePgOutput(item->payload, &m, changes.in_stream());
       if (!ps.ok()) {
         result = ps.WithContext("slot " + cdc_.slot);
         break;
@@ -638,7 +639,7 @@ class PostgresSource final : public Source {
       if (event == pg::ChangeEvent::kTruncated && cdc_.ignore_truncate) {
         FERRY_LOG(kWarn) << "TRUNCATE of " << detail << " ignored (source.truncate: ignore): "
                          << "the destination keeps the rows";
-        continue;
+        event = pg::ChangeEvent::kNone;  // a streamed transaction's commit still counts below
       }
       if (event != pg::ChangeEvent::kNone) {
         // Stop before this transaction: what came before it lands, then the caller decides.
@@ -659,7 +660,7 @@ class PostgresSource final : public Source {
         }
         break;
       }
-      if (m.type == 'C') {
+      if (m.type == 'C' || m.type == 'c') {
         boundary = changes.last_commit_end();
         if (boundary >= target) {
           result = flush(boundary);
