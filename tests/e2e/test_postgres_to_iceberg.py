@@ -378,6 +378,7 @@ class PostgresToIcebergTest(ferrytest.FerryTestCase):
         # other tables by ctid blocks.
         self.assertEqual(by_name["events"]["chunking"], "ranges of primary key id")
         self.assertEqual(by_name["logbook"]["chunking"], "ctid block ranges")
+        self.assertEqual(by_name["measurements"]["chunking"], "one chunk per partition")
         self.assertIn("at", by_name["events"]["cursor_candidates"])
         self.assertGreater(by_name["events"]["estimated_rows"], 10000)
 
@@ -485,6 +486,42 @@ class PostgresToIcebergTest(ferrytest.FerryTestCase):
             self.assertEqual(sorted(ids), list(range(1, 40001)), f"ledger.{table}: rows")
             got = sum(int(r[cols.index(column)]) for r in seen["duckdb_rows"])
             self.assertEqual(got, total, f"ledger.{table}: the total of {column} as loaded")
+
+    def test_partitions_are_chunks_and_a_load_starts_over_when_they_changed(self):
+        # A partitioned table without a single integer key: one chunk per leaf partition
+        # (sub-partitions included), read in parallel. A load that died cannot resume once the
+        # partitions changed: a new load starts, and the table ends up exact.
+        SERVER.psql("""
+            DROP SCHEMA IF EXISTS parts CASCADE; CREATE SCHEMA parts;
+            CREATE TABLE parts.readings (sensor text NOT NULL, at date NOT NULL, v real,
+                                         PRIMARY KEY (sensor, at)) PARTITION BY RANGE (at);
+            CREATE TABLE parts.readings_2023 PARTITION OF parts.readings
+              FOR VALUES FROM ('2023-01-01') TO ('2024-01-01');
+            CREATE TABLE parts.readings_2024 PARTITION OF parts.readings
+              FOR VALUES FROM ('2024-01-01') TO ('2025-01-01') PARTITION BY LIST (sensor);
+            CREATE TABLE parts.readings_2024_a PARTITION OF parts.readings_2024 FOR VALUES IN ('a');
+            CREATE TABLE parts.readings_2024_rest PARTITION OF parts.readings_2024 DEFAULT;
+            INSERT INTO parts.readings SELECT s, date '2023-06-01' + i, i / 4.0
+              FROM generate_series(0, 500) i, unnest(ARRAY['a', 'b', 'c']) s;
+        """, db=DB)
+        self.addCleanup(SERVER.psql, "DROP SCHEMA IF EXISTS parts CASCADE", db=DB)
+        self.configure(extra='  schemas: parts\n  readers: 2')
+        disc = json.loads(self.run_ferry("discover", "--json").stdout)
+        self.assertEqual([(s["name"], s["chunking"]) for s in disc],
+                         [("parts.readings", "one chunk per partition")])
+        p = self.run_ferry("sync", env=dict(self.env, FERRY_FAULT="sink.after_commit:1"),
+                           check=False)
+        self.assertEqual(p.returncode, -9, p.stderr)
+        SERVER.psql("CREATE TABLE parts.readings_2025 PARTITION OF parts.readings "
+                    "FOR VALUES FROM ('2025-01-01') TO ('2026-01-01')", db=DB)
+        SERVER.psql("INSERT INTO parts.readings VALUES ('a', '2025-03-01', 1)", db=DB)
+        p = self.run_ferry("sync")
+        self.assertIn("the unfinished load cannot resume (its partitions changed since the load "
+                      "was planned); a new load starts", p.stderr)
+        self.assertIn("parts.readings: 4 chunks, read on 2 connections sharing one snapshot",
+                      p.stderr)
+        seen = self.assert_table_matches("parts", "readings", "parts.readings")
+        self.assertEqual(int(seen["summary"]["total-records"]), 501 * 3 + 1)
 
     def test_wrong_password_is_refused_without_echoing_it(self):
         wrong = "Wr0ng-Secret-Value"

@@ -715,6 +715,15 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
       t->report->chunks_skipped = decision->progress.plan.count;
       continue;
     }
+    if (decision->action == Action::kResume) {
+      FERRY_ASSIGN_OR_RETURN(std::string stale, src->StalePlan(t->info, decision->progress.plan));
+      if (!stale.empty()) {
+        FERRY_LOG(kWarn) << t->info.name << ": the unfinished load cannot resume (" << stale
+                         << "); a new load starts, and replaces the table when published";
+        decision->action = Action::kStartNewRun;
+        t->report->action = ActionName(decision->action);
+      }
+    }
     if (decision->action == Action::kStartNewRun) {
       FullRefreshProgress p;
       p.stream = t->info.name;

@@ -49,6 +49,8 @@ Chunk ChunkPlan::At(int64_t i) const {
   return c;
 }
 
+Result<std::string> Source::StalePlan(const StreamInfo&, const ChunkPlan&) { return std::string(); }
+
 Result<std::unique_ptr<Source>> Source::OpenSnapshotReader() { return std::unique_ptr<Source>(); }
 
 Result<nlohmann::json> Source::MaxCursor(const StreamInfo& stream, const std::string&) {

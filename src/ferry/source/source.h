@@ -94,6 +94,10 @@ class Source {
   // (SQLite; a PostgreSQL standby): chunks are then read one after another.
   virtual Result<std::unique_ptr<Source>> OpenSnapshotReader();
   virtual Result<ChunkPlan> PlanChunks(const StreamInfo& stream, int64_t chunk_rows) = 0;
+  // Why a load planned earlier (`plan`, from the state file or a marker) can no longer be read as
+  // planned (the table was reorganised: partitions added or removed, its key changed), or empty
+  // when it can. Such a load starts over instead of resuming.
+  virtual Result<std::string> StalePlan(const StreamInfo& stream, const ChunkPlan& plan);
   // Batches are built on `schema`: the stream's columns in order, with the destination's field
   // ids (see StreamInfo::ToSchema for the layout).
   virtual Status ReadChunk(const StreamInfo& stream, const Chunk& chunk,

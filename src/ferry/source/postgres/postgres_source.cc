@@ -158,7 +158,7 @@ class PostgresSource final : public Source {
           if (auto key = IntegerKey(info, rel)) {
             info.chunking = "ranges of primary key " + *key + " (across partitions)";
           } else {
-            info.chunking = "whole table (partitioned, without a single integer key: one chunk)";
+            info.chunking = "one chunk per partition";
           }
           FERRY_ASSIGN_OR_RETURN(auto est,
                                  conn_->Query("SELECT COALESCE(sum(GREATEST(c.reltuples, 0)), "
@@ -275,6 +275,18 @@ class PostgresSource final : public Source {
       plan.count = static_cast<int64_t>(span / static_cast<unsigned __int128>(plan.step)) + 1;
       return plan;
     }
+    if (rel->relkind == 'p') {
+      // One chunk per leaf partition, in name order; the key names the list (its hash), so that
+      // a resumed load reads the partitions it planned or stops.
+      FERRY_ASSIGN_OR_RETURN(auto leaves, Partitions(*rel));
+      if (leaves.empty()) return ChunkPlan{};
+      ChunkPlan plan;
+      plan.first = 0;
+      plan.step = 1;
+      plan.count = static_cast<int64_t>(leaves.size());
+      plan.key = PartitionsKey(leaves);
+      return plan;
+    }
     if (!rel->Heap()) return ChunkPlan{};
     FERRY_ASSIGN_OR_RETURN(
         auto r,
@@ -302,14 +314,42 @@ class PostgresSource final : public Source {
     return plan;
   }
 
+  Result<std::string> StalePlan(const StreamInfo& stream, const ChunkPlan& plan) override {
+    FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
+    if (plan.key.rfind(kPartitionsKey, 0) == 0) {
+      if (rel->relkind != 'p') return std::string("it is no longer a partitioned table");
+      FERRY_ASSIGN_OR_RETURN(auto leaves, Partitions(*rel));
+      if (PartitionsKey(leaves) != plan.key) {
+        return std::string("its partitions changed since the load was planned");
+      }
+    } else if (!plan.key.empty() && plan.key != "ctid") {
+      auto key = IntegerKey(stream, *rel);
+      if (!key || *key != plan.key) {
+        return "column " + plan.key + " is no longer its single integer primary key";
+      }
+    }
+    return std::string();
+  }
+
   Status ReadChunk(const StreamInfo& stream, const Chunk& chunk,
                    std::shared_ptr<const Schema> schema, size_t batch_rows,
                    const std::function<bool(Batch&)>& emit) override {
     FERRY_ASSIGN_OR_RETURN(const Relation* rel, Readable(stream, *schema, "ReadChunk"));
     std::vector<CopyField> fields;
-    std::string sql = "COPY (SELECT " + SelectList(*rel, stream, &fields);
-    sql += " FROM " + From(*rel);
-    if ((rel->Heap() || rel->relkind == 'p') && !chunk.key.empty() && chunk.key != "ctid") {
+    const std::string select = "COPY (SELECT " + SelectList(*rel, stream, &fields);
+    std::string sql = select + " FROM " + From(*rel);
+    if (rel->relkind == 'p' && chunk.key.rfind(kPartitionsKey, 0) == 0) {
+      FERRY_ASSIGN_OR_RETURN(auto leaves, Partitions(*rel));
+      const int64_t i = chunk.lo.value_or(0);
+      if (PartitionsKey(leaves) != chunk.key || i < 0 || i >= static_cast<int64_t>(leaves.size())) {
+        return Status::InvalidArgument(
+            "the partitions of " + rel->Display() +
+            " changed while this load was read (one chunk per partition); sync again: the load "
+            "then starts over");
+      }
+      // The chunk's rows are the partition's own: its sub-partitions are leaves of their own.
+      sql = select + " FROM ONLY " + leaves[static_cast<size_t>(i)];
+    } else if ((rel->Heap() || rel->relkind == 'p') && !chunk.key.empty() && chunk.key != "ctid") {
       auto key = IntegerKey(stream, *rel);
       if (!key || *key != chunk.key) {
         return Status::InvalidArgument(
@@ -742,6 +782,37 @@ class PostgresSource final : public Source {
   }
 
   // ONLY: rows of inheritance children are their own streams (and their ctids overlap).
+  static constexpr std::string_view kPartitionsKey = "partitions:";
+
+  // The leaf partitions of a partitioned table, quoted and qualified, in name order.
+  Result<std::vector<std::string>> Partitions(const Relation& rel) {
+    FERRY_ASSIGN_OR_RETURN(
+        auto r, conn_->Query("SELECT n.nspname, c.relname FROM pg_partition_tree($1::oid) t"
+                             " JOIN pg_class c ON c.oid = t.relid"
+                             " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                             " WHERE t.isleaf ORDER BY n.nspname, c.relname",
+                             {std::to_string(rel.oid)}));
+    std::vector<std::string> out;
+    for (int i = 0; i < r.rows(); ++i) {
+      out.push_back(QuoteIdent(r.Text(i, 0)) + "." + QuoteIdent(r.Text(i, 1)));
+    }
+    return out;
+  }
+
+  // "partitions:<n>:<FNV-1a of the list>": what a plan of one chunk per partition was made of.
+  static std::string PartitionsKey(const std::vector<std::string>& leaves) {
+    uint64_t h = 14695981039346656037ull;
+    for (const auto& leaf : leaves) {
+      for (char c : leaf + "\n") {
+        h ^= static_cast<uint8_t>(c);
+        h *= 1099511628211ull;
+      }
+    }
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+    return std::string(kPartitionsKey) + std::to_string(leaves.size()) + ":" + buf;
+  }
+
   static std::string From(const Relation& rel) {
     return std::string(rel.Heap() ? "ONLY " : "") + rel.Qualified();
   }
