@@ -211,6 +211,14 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
         # 1,200 changes, a checkpoint once 150 keys are held, never inside a transaction.
         self.assertEqual(after - before, 6)
         self.assert_matches("items")
+        # min_pause holds the next checkpoint back (max_bytes would not be): one at the end.
+        self.configure(streams=["items"], top="checkpoint: {max_changes: 150, min_pause: 1h}\n")
+        for k in range(12):
+            self.sql(f"UPDATE items SET qty = -{k} WHERE id > {k * 100} AND id <= {(k + 1) * 100}")
+        self.sync()
+        last = self.inspect(self.catalog_tables()[(NS, "items")])["snapshot_count"]
+        self.assertEqual(last - after, 1)
+        self.assert_matches("items")
 
     def test_a_large_transaction_lands_whole(self):
         self.configure(streams=["items"])

@@ -439,24 +439,30 @@ class PostgresToIcebergTest(ferrytest.FerryTestCase):
         disc = {s["name"]: s for s in json.loads(self.run_ferry("discover", "--json").stdout)}
         self.assertEqual(disc["ledger.entries"]["chunking"],
                          "ranges of primary key id (across partitions)")
-        rng = random.Random(7)
-        script = "".join(
-            f"BEGIN; UPDATE ledger.accounts SET balance = balance - {k % 9 + 1} WHERE id = {a};"
-            f"UPDATE ledger.accounts SET balance = balance + {k % 9 + 1} WHERE id = {b};"
-            f"UPDATE ledger.entries SET amount = amount - 3 WHERE id = {b};"
-            f"UPDATE ledger.entries SET amount = amount + 3 WHERE id = {a};"
-            f"UPDATE ledger.moves SET n = n + 1; COMMIT;\n"
-            for k, a, b in ((k, rng.randint(1, 20000), rng.randint(20001, 40000))
-                            for k in range(200000)))
+        # The writer runs until the load is over (its pipe paces the transactions).
         writer = subprocess.Popen(
             ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", SERVER.dir, "-p", str(SERVER.port),
              "-U", pgserver.SUPERUSER, "-d", DB], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True)
+        stop = threading.Event()
+
         def feed():
+            rng = random.Random(7)
             try:
-                writer.stdin.write(script)
+                while not stop.is_set():
+                    block = []
+                    for _ in range(100):
+                        a, b, k = rng.randint(1, 20000), rng.randint(20001, 40000), rng.randint(1, 9)
+                        block.append(
+                            f"BEGIN; UPDATE ledger.accounts SET balance = balance - {k} WHERE id = {a};"
+                            f"UPDATE ledger.accounts SET balance = balance + {k} WHERE id = {b};"
+                            f"UPDATE ledger.entries SET amount = amount - 3 WHERE id = {b};"
+                            f"UPDATE ledger.entries SET amount = amount + 3 WHERE id = {a};"
+                            "UPDATE ledger.moves SET n = n + 1; COMMIT;\n")
+                    writer.stdin.write("".join(block))
+                    writer.stdin.flush()
                 writer.stdin.close()
-            except (BrokenPipeError, ValueError):
+            except (BrokenPipeError, ValueError, OSError):
                 pass  # killed once the load was over
 
         feeder = threading.Thread(target=feed, daemon=True)
@@ -464,12 +470,13 @@ class PostgresToIcebergTest(ferrytest.FerryTestCase):
         moves = lambda: int(SERVER.psql("SELECT n FROM ledger.moves", db=DB).strip())  # noqa: E731
         try:
             while moves() < 100:
-                self.assertIsNone(writer.poll(), writer.stderr.read() if writer.stderr else "")
+                self.assertIsNone(writer.poll(), "the writer stopped")
                 time.sleep(0.05)
             before = moves()
             p = self.run_ferry("sync")
             after = moves()
         finally:
+            stop.set()
             writer.kill()
             writer.wait()
             feeder.join()

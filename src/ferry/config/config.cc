@@ -276,8 +276,8 @@ class Parser {
     if (!n) return Status::OK();
     if (!n.IsMap()) {
       return Status::InvalidArgument(At(file_, LineOf(n)) +
-                                     ": 'checkpoint:' is a mapping (interval, timeout, "
-                                     "max_changes, max_bytes, tolerable_failures)");
+                                     ": 'checkpoint:' is a mapping (interval, min_pause, "
+                                     "timeout, max_changes, max_bytes, tolerable_failures)");
     }
     FERRY_ASSIGN_OR_RETURN(Options o, CollectOptions(n, "checkpoint", {}));
     if (auto v = o.TakeOptionalString("interval")) {
@@ -289,6 +289,16 @@ class Parser {
                                        *v + "'");
       }
       cp->interval_ms = *ms;
+    }
+    if (auto v = o.TakeOptionalString("min_pause")) {
+      auto ms = *v == "0" ? std::optional<int64_t>(0) : ParseDurationMs(*v);
+      if (!ms) {
+        return Status::InvalidArgument(o.Where("min_pause") +
+                                       " must be a duration such as 500ms, 30s or 5m (0 for "
+                                       "none), not '" +
+                                       *v + "'");
+      }
+      cp->min_pause_ms = *ms;
     }
     if (auto v = o.TakeOptionalString("timeout")) {
       auto ms = *v == "0" ? std::optional<int64_t>(0) : ParseDurationMs(*v);
@@ -307,7 +317,7 @@ class Parser {
                            o.TakeInt("tolerable_failures", cp->tolerable_failures, 0, 1000000));
     cp->tolerable_failures = static_cast<int>(tolerable);
     return o.CheckAllUsed(
-        {"interval", "timeout", "max_changes", "max_bytes", "tolerable_failures"});
+        {"interval", "min_pause", "timeout", "max_changes", "max_bytes", "tolerable_failures"});
   }
 
   std::string file_;

@@ -92,6 +92,8 @@ struct CheckpointConfig {
   int64_t interval_ms = 30000;             // commit at least this often while changes flow
   int64_t max_changes = 200000;            // ... or once this many distinct keys are held
   int64_t max_bytes = int64_t{128} << 20;  // ... or this many bytes of changes
+  // ... but not sooner than this after the previous one (max_bytes excepted: memory comes first)
+  int64_t min_pause_ms = 0;
   int tolerable_failures = 10;  // consecutive failed rounds (lost server) before stopping
   // A sink's commit of a checkpoint that runs longer is interrupted and the checkpoint abandoned
   // (the round fails, retryably); 0 = no limit.

@@ -152,13 +152,16 @@ destination: {type: iceberg, warehouse: ./w}
   EXPECT_EQ(cfg->checkpoint.timeout_ms, 600000);
   cfg = Parse(base +
               "checkpoint: {interval: 1500ms, max_changes: 10, max_bytes: 1MiB, "
-              "tolerable_failures: 0, timeout: 2s}\n");
+              "tolerable_failures: 0, timeout: 2s, min_pause: 250ms}\n");
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   EXPECT_EQ(cfg->checkpoint.interval_ms, 1500);
   EXPECT_EQ(cfg->checkpoint.max_changes, 10);
   EXPECT_EQ(cfg->checkpoint.max_bytes, 1 << 20);
   EXPECT_EQ(cfg->checkpoint.tolerable_failures, 0);
   EXPECT_EQ(cfg->checkpoint.timeout_ms, 2000);
+  EXPECT_EQ(cfg->checkpoint.min_pause_ms, 250);
+  EXPECT_NE(Parse(base + "checkpoint: {min_pause: soon}\n").status().message().find("min_pause"),
+            std::string::npos);
   cfg = Parse(base + "checkpoint: {timeout: 0}\n");
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   EXPECT_EQ(cfg->checkpoint.timeout_ms, 0);

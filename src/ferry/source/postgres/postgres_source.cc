@@ -710,10 +710,12 @@ class PostgresSource final : public Source {
           result = Status::Cancelled("stop requested");
           break;
         }
-        if (changes.pending_changes() >= static_cast<size_t>(policy.max_changes) ||
-            changes.pending_bytes() >= static_cast<size_t>(policy.max_bytes) ||
-            (changes.pending_changes() > 0 && std::chrono::steady_clock::now() - last_checkpoint >=
-                                                  std::chrono::milliseconds(policy.interval_ms))) {
+        const auto since = std::chrono::steady_clock::now() - last_checkpoint;
+        const bool paused = since >= std::chrono::milliseconds(policy.min_pause_ms);
+        if (changes.pending_bytes() >= static_cast<size_t>(policy.max_bytes) ||
+            (paused && changes.pending_changes() >= static_cast<size_t>(policy.max_changes)) ||
+            (paused && changes.pending_changes() > 0 &&
+             since >= std::chrono::milliseconds(policy.interval_ms))) {
           result = flush(boundary);
           if (!result.ok()) break;
         }
