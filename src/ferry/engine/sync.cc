@@ -134,8 +134,9 @@ class SourceNode : public graph::Node {
                              Json{{"chunk", i}, {"id", t->progress.plan.At(i).Id(t->info.name)}}};
       return t->edge->Send(graph::Message::MakeBarrier(std::move(barrier)));
     };
-    Status s =
-        graph::ReadInOrder(pending.size(), readers_.size(), opts_.edge_capacity, read, hand, done);
+    // The readers share the edge's budget: as many batches wait as with one reader.
+    const size_t per_part = std::max<size_t>(1, opts_.edge_capacity / readers_.size());
+    Status s = graph::ReadInOrder(pending.size(), readers_.size(), per_part, read, hand, done);
     if (!s.ok() && opts_.stop && opts_.stop->requested()) {
       return Status::Cancelled("stop requested");
     }
