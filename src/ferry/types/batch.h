@@ -123,4 +123,13 @@ class Batch {
   std::vector<Column> columns_;
 };
 
+// Sources hand a batch on once it holds `batch_rows` rows, or once its buffers hold
+// kBatchBytesTarget (wide rows): memory stays flat whatever the row width. The buffers are
+// measured every 16 rows.
+inline constexpr size_t kBatchBytesTarget = size_t{8} << 20;
+inline bool BatchFull(const Batch& b, size_t batch_rows) {
+  const size_t n = b.num_rows();
+  return n >= batch_rows || (n % 16 == 0 && n > 0 && b.MemoryBytes() >= kBatchBytesTarget);
+}
+
 }  // namespace ferry

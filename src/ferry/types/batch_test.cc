@@ -100,5 +100,27 @@ TEST(ColumnTest, ListsKeepNullEmptyAndNullElementsApartAndCopyDeeply) {
   EXPECT_EQ(c.list_child().size(), 0u);
 }
 
+// A batch is handed on at batch_rows rows, or sooner when its rows are wide.
+TEST(BatchTest, BatchIsFullAtItsRowsOrAtItsBytes) {
+  auto schema = std::make_shared<Schema>();
+  schema->fields = {{1, "v", DataType::String(), false, ""}};
+  Batch narrow(schema);
+  size_t rows = 0;
+  while (!BatchFull(narrow, 1000)) {
+    narrow.column(0).AppendBytes("short");
+    ++rows;
+  }
+  EXPECT_EQ(rows, 1000u);
+  Batch wide(schema);
+  const std::string value(64 * 1024, 'x');
+  rows = 0;
+  while (!BatchFull(wide, 1000000)) {
+    wide.column(0).AppendBytes(value);
+    ++rows;
+  }
+  EXPECT_GE(wide.MemoryBytes(), kBatchBytesTarget);
+  EXPECT_LE(rows, kBatchBytesTarget / value.size() + 16);
+}
+
 }  // namespace
 }  // namespace ferry

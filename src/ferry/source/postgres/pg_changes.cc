@@ -391,7 +391,7 @@ Status ChangeSet::TakeBatches(
                                       "stream): " + s.message());
         }
       }
-      if (b.num_rows() >= batch_rows) {
+      if (BatchFull(b, batch_rows)) {
         if (!emit(t, b, change.deleted)) return Status::Cancelled("sync stopped");
         b.Clear();
       }

@@ -76,9 +76,6 @@ struct CdcOptions {
 };
 
 constexpr size_t kLookupKeys = 500;  // keys per TOAST lookup query
-// A batch read by COPY is handed on once its buffers hold this much, even before batch_rows.
-constexpr size_t kMaxBatchBytes = size_t{8} << 20;
-
 // Replication messages received ahead of the decoder, at most (see StartReader).
 constexpr size_t kReadAheadBytes = size_t{64} << 20;
 
@@ -874,8 +871,7 @@ class PostgresSource final : public Source {
     return lit + "::" + cc.support.cast;
   }
 
-  // Streams a COPY through the decoder into batches of at most about `batch_rows` rows, or
-  // kMaxBatchBytes of buffers when rows are wide: memory stays flat whatever the row width.
+  // Streams a COPY through the decoder into batches (see BatchFull).
   Status CopyInto(const Relation& rel, const std::string& sql, std::vector<CopyField> fields,
                   std::shared_ptr<const Schema> schema, size_t batch_rows,
                   const std::function<bool(Batch&)>& emit) {
@@ -887,8 +883,7 @@ class PostgresSource final : public Source {
       for (; rows_seen < decoder.rows(); ++rows_seen) {
         if (((rows_seen + 1) & 1023) == 0) FaultPoint("source.mid_chunk");
       }
-      const size_t n = batch.num_rows();
-      if (n >= batch_rows || (n % 16 == 0 && n > 0 && batch.MemoryBytes() >= kMaxBatchBytes)) {
+      if (BatchFull(batch, batch_rows)) {
         if (!emit(batch)) return Status::Cancelled("sync stopped");
         batch.Clear();
       }

@@ -290,7 +290,7 @@ class SqliteSource final : public Source {
         }
       }
       if ((++n & 1023) == 0) FaultPoint("source.mid_chunk");
-      if (b.num_rows() >= batch_rows) {
+      if (BatchFull(b, batch_rows)) {
         if (!emit(b, del)) return Status::Cancelled("sync stopped");
         b.Clear();
       }
@@ -395,7 +395,7 @@ class SqliteSource final : public Source {
         }
       }
       if ((row_number & 1023) == 0) FaultPoint("source.mid_chunk");
-      if (batch.num_rows() >= batch_rows) {
+      if (BatchFull(batch, batch_rows)) {
         if (!emit(batch)) return Status::Cancelled("sync stopped");
         batch.Clear();
       }
