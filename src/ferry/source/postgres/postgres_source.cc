@@ -758,7 +758,8 @@ class PostgresSource final : public Source {
   std::string Describe() const override {
     return conn_->Describe() +
            " (full refresh and incremental windows: every table read in one REPEATABLE READ "
-           "transaction, a consistent point; cdc: logical replication slot " +
+           "snapshot, a consistent point, shared by the parallel readers; cdc: logical "
+           "replication slot " +
            cdc_.slot + ", publication " + cdc_.publication + ")";
   }
 
