@@ -494,6 +494,25 @@ class PostgresToIcebergTest(ferrytest.FerryTestCase):
             got = sum(int(r[cols.index(column)]) for r in seen["duckdb_rows"])
             self.assertEqual(got, total, f"ledger.{table}: the total of {column} as loaded")
 
+    def test_a_load_read_in_parallel_survives_kills_in_readers_and_sink(self):
+        # Kills while 3 readers are inside their chunks, and between a chunk's commit and the
+        # state file: each restart resumes the same load, and the table ends with every row once.
+        SERVER.psql("""
+            DROP SCHEMA IF EXISTS crashy CASCADE; CREATE SCHEMA crashy;
+            CREATE TABLE crashy.rows (id int PRIMARY KEY, v text NOT NULL);
+            INSERT INTO crashy.rows SELECT i, md5(i::text) FROM generate_series(1, 30000) i;
+        """, db=DB)
+        self.addCleanup(SERVER.psql, "DROP SCHEMA IF EXISTS crashy CASCADE", db=DB)
+        self.configure(chunk_rows=2000, extra='  schemas: crashy\n  readers: 3')
+        for point in ("source.mid_chunk:4", "sink.after_commit:2", "source.mid_chunk:9",
+                      "state.after_write:3"):
+            p = self.run_ferry("sync", env=dict(self.env, FERRY_FAULT=point), check=False)
+            self.assertEqual(p.returncode, -9, f"{point}: {p.stderr}")
+        p = self.run_ferry("sync")
+        self.assertIn("resum", p.stderr)
+        seen = self.assert_table_matches("crashy", "rows", "crashy.rows")
+        self.assertEqual(int(seen["summary"]["total-records"]), 30000)
+
     def test_partitions_are_chunks_and_a_load_starts_over_when_they_changed(self):
         # A partitioned table without a single integer key: one chunk per leaf partition
         # (sub-partitions included), read in parallel. A load that died cannot resume once the
