@@ -201,22 +201,23 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
         self.assertGreater(n, 250)
 
     def test_checkpoint_settings_split_a_long_round_at_transaction_boundaries(self):
+        def snapshots_after_12_transactions_of_100_updates(sign):
+            for k in range(12):
+                self.sql(f"UPDATE items SET qty = {sign}{k} WHERE id > {k * 100} "
+                         f"AND id <= {(k + 1) * 100}")
+            self.sync()
+            return self.inspect(self.catalog_tables()[(NS, "items")])["snapshot_count"]
+
         self.configure(streams=["items"], top="checkpoint: {max_changes: 150}\n")
         self.sync()
         before = self.inspect(self.catalog_tables()[(NS, "items")])["snapshot_count"]
-        for k in range(12):
-            self.sql(f"UPDATE items SET qty = {k} WHERE id > {k * 100} AND id <= {(k + 1) * 100}")
-        self.sync()
-        after = self.inspect(self.catalog_tables()[(NS, "items")])["snapshot_count"]
+        after = snapshots_after_12_transactions_of_100_updates("")
         # 1,200 changes, a checkpoint once 150 keys are held, never inside a transaction.
         self.assertEqual(after - before, 6)
         self.assert_matches("items")
         # min_pause holds the next checkpoint back (max_bytes would not be): one at the end.
         self.configure(streams=["items"], top="checkpoint: {max_changes: 150, min_pause: 1h}\n")
-        for k in range(12):
-            self.sql(f"UPDATE items SET qty = -{k} WHERE id > {k * 100} AND id <= {(k + 1) * 100}")
-        self.sync()
-        last = self.inspect(self.catalog_tables()[(NS, "items")])["snapshot_count"]
+        last = snapshots_after_12_transactions_of_100_updates("-")
         self.assertEqual(last - after, 1)
         self.assert_matches("items")
 

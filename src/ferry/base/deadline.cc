@@ -24,24 +24,13 @@ bool RunWithDeadline(int64_t timeout_ms, const std::function<void()>& work,
     fired = true;
     interrupt();
   });
-  struct Finish {
-    std::mutex& mu;
-    std::condition_variable& cv;
-    bool& done;
-    std::thread& watcher;
-    ~Finish() {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        done = true;
-      }
-      cv.notify_all();
-      watcher.join();
-    }
-  };
+  work();
   {
-    Finish finish{mu, cv, done, watcher};
-    work();
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
   }
+  cv.notify_all();
+  watcher.join();
   return fired;
 }
 

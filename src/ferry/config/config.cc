@@ -280,36 +280,11 @@ class Parser {
                                      "timeout, max_changes, max_bytes, tolerable_failures)");
     }
     FERRY_ASSIGN_OR_RETURN(Options o, CollectOptions(n, "checkpoint", {}));
-    if (auto v = o.TakeOptionalString("interval")) {
-      auto ms = ParseDurationMs(*v);
-      if (!ms || *ms < 100) {
-        return Status::InvalidArgument(o.Where("interval") +
-                                       " must be a duration of at least 100ms, such as 500ms, "
-                                       "30s or 5m, not '" +
-                                       *v + "'");
-      }
-      cp->interval_ms = *ms;
-    }
-    if (auto v = o.TakeOptionalString("min_pause")) {
-      auto ms = *v == "0" ? std::optional<int64_t>(0) : ParseDurationMs(*v);
-      if (!ms) {
-        return Status::InvalidArgument(o.Where("min_pause") +
-                                       " must be a duration such as 500ms, 30s or 5m (0 for "
-                                       "none), not '" +
-                                       *v + "'");
-      }
-      cp->min_pause_ms = *ms;
-    }
-    if (auto v = o.TakeOptionalString("timeout")) {
-      auto ms = *v == "0" ? std::optional<int64_t>(0) : ParseDurationMs(*v);
-      if (!ms || (*ms != 0 && *ms < 100)) {
-        return Status::InvalidArgument(o.Where("timeout") +
-                                       " must be a duration of at least 100ms, such as 30s or "
-                                       "10m (0 for no limit), not '" +
-                                       *v + "'");
-      }
-      cp->timeout_ms = *ms;
-    }
+    FERRY_ASSIGN_OR_RETURN(cp->interval_ms, o.TakeDuration("interval", cp->interval_ms, 100));
+    FERRY_ASSIGN_OR_RETURN(cp->min_pause_ms,
+                           o.TakeDuration("min_pause", cp->min_pause_ms, 0, "none"));
+    FERRY_ASSIGN_OR_RETURN(cp->timeout_ms,
+                           o.TakeDuration("timeout", cp->timeout_ms, 100, "no limit"));
     FERRY_ASSIGN_OR_RETURN(cp->max_changes,
                            o.TakeInt("max_changes", cp->max_changes, 1, int64_t{1} << 40));
     FERRY_ASSIGN_OR_RETURN(cp->max_bytes, o.TakeBytes("max_bytes", cp->max_bytes));
@@ -415,6 +390,19 @@ Result<bool> Options::TakeBool(const std::string& key, bool default_value) {
   if (*v == "true" || *v == "yes" || *v == "on") return true;
   if (*v == "false" || *v == "no" || *v == "off") return false;
   return Status::InvalidArgument(Where(key) + " must be true or false, not '" + *v + "'");
+}
+
+Result<int64_t> Options::TakeDuration(const std::string& key, int64_t default_ms, int64_t min_ms,
+                                      const std::string& zero_means) {
+  auto v = TakeOptionalString(key);
+  if (!v) return default_ms;
+  auto ms = *v == "0" ? std::optional<int64_t>(0) : ParseDurationMs(*v);
+  if (ms && (*ms == 0 ? !zero_means.empty() : *ms >= min_ms)) return *ms;
+  return Status::InvalidArgument(
+      Where(key) + " must be a duration" +
+      (min_ms > 0 ? " of at least " + std::to_string(min_ms) + "ms" : std::string()) +
+      ", such as 500ms, 30s or 5m" + (zero_means.empty() ? "" : " (0 for " + zero_means + ")") +
+      ", not '" + *v + "'");
 }
 
 Result<int64_t> Options::TakeBytes(const std::string& key, int64_t default_value) {

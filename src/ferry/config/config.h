@@ -47,6 +47,10 @@ class Options {
   Result<bool> TakeBool(const std::string& key, bool default_value);
   // "128MB", "64 KiB", "1048576" -> bytes.
   Result<int64_t> TakeBytes(const std::string& key, int64_t default_value);
+  // "500ms", "30s", "5m", "12h", "5d" -> milliseconds, at least `min_ms`. When `zero_means` is
+  // not empty, "0" is accepted too and the error says what it means ("no limit").
+  Result<int64_t> TakeDuration(const std::string& key, int64_t default_ms, int64_t min_ms,
+                               const std::string& zero_means = "");
 
   // Error for the first key nobody took: "unknown key 'chunk_row' in source (line 7); known keys:
   // ..."

@@ -165,6 +165,12 @@ destination: {type: iceberg, warehouse: ./w}
   cfg = Parse(base + "checkpoint: {timeout: 0}\n");
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   EXPECT_EQ(cfg->checkpoint.timeout_ms, 0);
+  cfg = Parse(base + "checkpoint: {timeout: 0s, min_pause: 0}\n");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->checkpoint.timeout_ms, 0);
+  EXPECT_EQ(cfg->checkpoint.min_pause_ms, 0);
+  EXPECT_NE(Parse(base + "checkpoint: {interval: 0}\n").status().message().find("at least 100ms"),
+            std::string::npos);
   EXPECT_NE(
       Parse(base + "checkpoint: {timeout: 5ms}\n").status().message().find("(0 for no limit)"),
       std::string::npos);
