@@ -2,17 +2,15 @@
 import datetime
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(BENCH, "..", "tests", "lib"))
 import pgserver  # noqa: E402
-from postgres_bench import TABLE, measure, parse_args  # noqa: E402
+from postgres_bench import TABLE, bench_server, measure, parse_args  # noqa: E402
 
 # The destination table of native replication: the subscription needs it to exist.
 TARGET = """
@@ -106,13 +104,7 @@ def wait_until(check, what, timeout=3600):
 
 def main():
     a = parse_args("pg_to_pg", repeat=4)
-    work = tempfile.mkdtemp(prefix="ferry-bench-p2p.")
-    server = pgserver.PgServer()
-    server.start()
-    env = dict(os.environ, PGPASSWORD=pgserver.SUPERUSER_PASSWORD)
-    env.pop("FERRY_FAULT", None)
-    try:
-        server.psql("CREATE DATABASE bench")
+    with bench_server("ferry-bench-p2p.", a.keep) as (server, work, env):
         print(f"# generating {a.rows:,} rows", file=sys.stderr)
         server.psql(TABLE.format(rows=a.rows), db="bench")
         # `done` gets a row after each round of changes: once the subscriber has it, every
@@ -250,12 +242,6 @@ state: ./state.json
         print(f"CPU seconds during the apply (medians): native {cpu_text(median_cpu(recs['native_apply_cpu']))}")
         print(f"                                        ferry  {cpu_text(median_cpu(recs['ferry_apply_cpu']))}")
         print(f"results: {a.json}")
-    finally:
-        server.stop()
-        if a.keep:
-            print(f"# kept {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

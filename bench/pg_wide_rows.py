@@ -2,13 +2,8 @@
 import argparse
 import os
 import shutil
-import sys
-import tempfile
 
-BENCH = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(BENCH, "..", "tests", "lib"))
-import pgserver  # noqa: E402
-from postgres_bench import measure  # noqa: E402
+from postgres_bench import bench_server, measure
 
 COLUMNS = 20
 
@@ -19,13 +14,7 @@ def main():
     ap.add_argument("--rows", type=int, default=100000)
     ap.add_argument("--readers", default="1 4")
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="ferry-bench-wide.")
-    server = pgserver.PgServer()
-    server.start()
-    env = dict(os.environ, PGPASSWORD=pgserver.SUPERUSER_PASSWORD)
-    env.pop("FERRY_FAULT", None)
-    try:
-        server.psql("CREATE DATABASE bench")
+    with bench_server("ferry-bench-wide.") as (server, work, env):
         cols = ", ".join(f"c{i} text" for i in range(COLUMNS))
         server.psql(f"CREATE TABLE w (id bigint PRIMARY KEY, {cols})", db="bench")
         loaded = 0
@@ -56,9 +45,6 @@ state: ./state.json
                 print(f"{rows:,} rows ({size}), readers {readers}: {wall:.2f} s, "
                       f"peak RSS {rss / 1024:.0f} MiB", flush=True)
                 shutil.rmtree(d)
-    finally:
-        server.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

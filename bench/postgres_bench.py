@@ -1,5 +1,6 @@
 """The measurements of bench/postgres.sh (run that script: it builds ferry in Release first)."""
 import argparse
+import contextlib
 import datetime
 import glob
 import json
@@ -46,6 +47,27 @@ def measure(argv, cwd=None, env=None, stdout=subprocess.DEVNULL):
     return wall, rss
 
 
+@contextlib.contextmanager
+def bench_server(prefix, keep=False):
+    """A throw-away PostgreSQL server (the test suite's launcher) with an empty database `bench`:
+    yields (server, a work folder, the environment ferry runs with). At the end the server stops
+    and the folder is removed, unless `keep`."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    server = pgserver.PgServer()
+    server.start()
+    env = dict(os.environ, PGPASSWORD=pgserver.SUPERUSER_PASSWORD)
+    env.pop("FERRY_FAULT", None)
+    try:
+        server.psql("CREATE DATABASE bench")
+        yield server, work, env
+    finally:
+        server.stop()
+        if keep:
+            print(f"# kept {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def parse_args(name, repeat):
     """The arguments of the PostgreSQL benchmarks (see their shell scripts); --json defaults to
     bench/results/<name>-<date>.json."""
@@ -68,13 +90,7 @@ def parse_args(name, repeat):
 
 def main():
     a = parse_args("postgres", repeat=3)
-    work = tempfile.mkdtemp(prefix="ferry-bench-pg.")
-    server = pgserver.PgServer()
-    server.start()
-    env = dict(os.environ, PGPASSWORD=pgserver.SUPERUSER_PASSWORD)
-    env.pop("FERRY_FAULT", None)
-    try:
-        server.psql("CREATE DATABASE bench")
+    with bench_server("ferry-bench-pg.", a.keep) as (server, work, env):
         print(f"# generating {a.rows:,} rows", file=sys.stderr)
         t0 = time.monotonic()
         server.psql(TABLE.format(rows=a.rows), db="bench")
@@ -183,12 +199,6 @@ state: ./state.json
               f"{med(recs['cdc']):.2f} s ({c['ferry_changes_per_s']:,}/s): ferry/pg_recvlogical "
               f"{c['ratio_ferry_to_pg_recvlogical']:.2f}; peak RSS {max(recs['cdc_rss']) / 1024:.0f} MiB")
         print(f"results: {a.json}")
-    finally:
-        server.stop()
-        if a.keep:
-            print(f"# kept {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
