@@ -63,6 +63,22 @@ class Channel {
     return item;
   }
 
+  enum class ReceiveResult { kReceived, kTimedOut, kClosed };
+  // Like Receive, but waits at most `timeout` for an item.
+  template <typename Rep, typename Period>
+  ReceiveResult ReceiveFor(std::chrono::duration<Rep, Period> timeout, std::optional<T>* out) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!not_empty_.wait_for(lock, timeout, [&] { return closed_ || !items_.empty(); })) {
+      return ReceiveResult::kTimedOut;
+    }
+    if (items_.empty()) return ReceiveResult::kClosed;
+    out->emplace(std::move(items_.front().first));
+    weight_ -= items_.front().second;
+    items_.pop_front();
+    not_full_.notify_all();
+    return ReceiveResult::kReceived;
+  }
+
   void Close() {
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = true;

@@ -36,6 +36,9 @@ const std::vector<FaultPointInfo>& AllFaultPoints() {
       {"source.before_acknowledge",
        "every sink committed and the state file is written; the replication slot not yet "
        "acknowledged"},
+      {"graph.aligning",
+       "a table fed by several sources: one source's barrier has arrived, another's not yet "
+       "(its input is held back while the checkpoint aligns)"},
       {"sink.data_written", "a chunk's data files are written, nothing committed"},
       {"sink.before_commit", "the catalog commit (data + marker) is about to be sent"},
       {"catalog.after_metadata_write",

@@ -43,6 +43,7 @@ struct Message {
   Kind kind = Kind::kEnd;
   std::unique_ptr<Batch> batch;
   bool deletes = false;  // kBatch: the rows name keys to delete (CDC); only key columns are set
+  uint32_t origin = 0;   // which input of an AlignNode the message came from
   Barrier barrier;
 
   static Message Data(std::unique_ptr<Batch> b, bool deletes = false) {

@@ -1,0 +1,216 @@
+#include "ferry/graph/align.h"
+
+#include <chrono>
+#include <thread>
+
+#include "ferry/base/fault.h"
+#include "ferry/base/log.h"
+
+namespace ferry::graph {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+AlignNode::AlignNode(std::string name, std::vector<std::shared_ptr<Edge>> inputs,
+                     std::shared_ptr<Edge> output, AlignOptions options)
+    : name_(std::move(name)),
+      inputs_(std::move(inputs)),
+      output_(std::move(output)),
+      options_(std::move(options)),
+      arrivals_(inputs_.size() + 1) {}
+
+std::string AlignNode::InputName(size_t i) const {
+  if (i < options_.input_names.size()) return options_.input_names[i];
+  return "input " + std::to_string(i);
+}
+
+void AlignNode::Pump(size_t i) {
+  while (true) {
+    std::optional<Message> m = inputs_[i]->Receive();
+    if (!m) {
+      arrivals_.Send(Arrival{i, std::nullopt});
+      return;
+    }
+    const bool hold = m->kind == Message::Kind::kBarrier && options_.exactly_once;
+    const bool end = m->kind == Message::Kind::kEnd;
+    if (hold) {
+      std::lock_guard<std::mutex> lock(gate_mu_);
+      held_[i] = true;
+    }
+    if (!arrivals_.Send(Arrival{i, std::move(m)})) return;
+    if (end) return;
+    if (hold) {
+      // Nothing after the barrier is read until the checkpoint aligns (or is abandoned).
+      std::unique_lock<std::mutex> lock(gate_mu_);
+      gate_cv_.wait(lock, [&] { return !held_[i] || stopping_; });
+      if (stopping_) return;
+    }
+  }
+}
+
+void AlignNode::Release() {
+  std::lock_guard<std::mutex> lock(gate_mu_);
+  held_.assign(held_.size(), false);
+  gate_cv_.notify_all();
+}
+
+bool AlignNode::Emit(bool final_checkpoint) {
+  if (!final_checkpoint &&
+      in_flight_.load(std::memory_order_acquire) >= std::max(1, options_.max_concurrent)) {
+    // The sink is still busy with earlier checkpoints: this one is folded into the next.
+    ++subsumed_total_;
+    FERRY_LOG(kDebug) << name_ << ": checkpoint subsumed by the next (max_concurrent "
+                      << options_.max_concurrent << " still in progress)";
+    return true;
+  }
+  Json inputs = Json::array();
+  for (auto& p : pending_) {
+    inputs.push_back(Json(std::move(p)));
+    p.clear();
+  }
+  in_flight_.fetch_add(1, std::memory_order_acq_rel);
+  Barrier b{CheckpointId(++seq_), "aligned", Json{{"inputs", std::move(inputs)}}};
+  return output_->Send(Message::MakeBarrier(std::move(b)));
+}
+
+Status AlignNode::Run() {
+  const size_t n = inputs_.size();
+  held_.assign(n, false);
+  pending_.assign(n, {});
+  ended_.assign(n, false);
+  std::vector<bool> waiting(n, false);  // Run's view of held_
+  std::vector<std::thread> pumps;
+  pumps.reserve(n);
+  for (size_t i = 0; i < n; ++i) pumps.emplace_back([this, i] { Pump(i); });
+  auto finish = [&](Status s) {
+    {
+      std::lock_guard<std::mutex> lock(gate_mu_);
+      stopping_ = true;
+      gate_cv_.notify_all();
+    }
+    if (!s.ok()) {
+      for (auto& in : inputs_) in->Close();
+    }
+    arrivals_.Close();
+    for (auto& t : pumps) t.join();
+    return s;
+  };
+
+  std::optional<Clock::time_point> aligning_since;
+  int consecutive_abandons = 0;
+  size_t live = n;
+  auto release = [&] {
+    waiting.assign(n, false);
+    aligning_since.reset();
+    Release();
+  };
+  auto complete = [&] {
+    bool any = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (!pending_[i].empty()) any = true;
+      if (ended_[i]) continue;
+      if (options_.exactly_once ? !waiting[i] : pending_[i].empty()) return false;
+    }
+    return any;
+  };
+  auto request_others = [&] {
+    if (!options_.request) return;
+    for (size_t j = 0; j < n; ++j) {
+      if (!ended_[j] && !waiting[j] && pending_[j].empty()) options_.request(j);
+    }
+  };
+
+  while (live > 0) {
+    std::optional<Arrival> a;
+    if (aligning_since && options_.alignment_timeout_ms > 0) {
+      const auto deadline =
+          *aligning_since + std::chrono::milliseconds(options_.alignment_timeout_ms);
+      const auto now = Clock::now();
+      auto r = now >= deadline ? Channel<Arrival>::ReceiveResult::kTimedOut
+                               : arrivals_.ReceiveFor(deadline - now, &a);
+      if (r == Channel<Arrival>::ReceiveResult::kClosed) {
+        return finish(Status::Cancelled(name_ + ": stopped"));
+      }
+      if (r == Channel<Arrival>::ReceiveResult::kTimedOut) {
+        std::string late;
+        for (size_t j = 0; j < n; ++j) {
+          if (ended_[j] || waiting[j]) continue;
+          late += (late.empty() ? "" : ", ") + InputName(j);
+        }
+        ++abandoned_total_;
+        ++consecutive_abandons;
+        FERRY_LOG(kWarn) << name_ << ": checkpoint abandoned: " << late
+                         << " did not reach a checkpoint within alignment_timeout ("
+                         << options_.alignment_timeout_ms
+                         << " ms); the sources held back go on, and the next checkpoint covers "
+                            "this one";
+        if (consecutive_abandons > options_.tolerable_failures) {
+          return finish(Status::Unavailable(
+              name_ + ": " + std::to_string(consecutive_abandons) +
+              " checkpoints in a row could not align: " + late +
+              " did not reach a checkpoint within checkpoint.alignment_timeout (" +
+              std::to_string(options_.alignment_timeout_ms) +
+              " ms). A source that holds one long transaction cannot checkpoint before its "
+              "commit: raise checkpoint.alignment_timeout, or tolerable_failures"));
+        }
+        release();
+        continue;
+      }
+    } else {
+      a = arrivals_.Receive();
+      if (!a) return finish(Status::Cancelled(name_ + ": stopped"));
+    }
+    const size_t i = a->input;
+    if (!a->message) {
+      return finish(Status::Cancelled(name_ + ": " + InputName(i) + " stopped before its end"));
+    }
+    Message& m = *a->message;
+    switch (m.kind) {
+      case Message::Kind::kBatch:
+        m.origin = static_cast<uint32_t>(i);
+        if (!output_->Send(std::move(m))) return finish(Status::Cancelled(name_ + ": stopped"));
+        break;
+      case Message::Kind::kBarrier: {
+        pending_[i].push_back(std::move(m.barrier.position));
+        if (options_.exactly_once) {
+          waiting[i] = true;
+          if (!aligning_since) aligning_since = Clock::now();
+        }
+        if (complete()) {
+          if (!Emit(/*final_checkpoint=*/false)) {
+            return finish(Status::Cancelled(name_ + ": stopped"));
+          }
+          consecutive_abandons = 0;
+          release();
+        } else {
+          request_others();
+          FaultPoint("graph.aligning");
+        }
+        break;
+      }
+      case Message::Kind::kEnd:
+        ended_[i] = true;
+        --live;
+        if (live > 0 && complete()) {
+          if (!Emit(/*final_checkpoint=*/false)) {
+            return finish(Status::Cancelled(name_ + ": stopped"));
+          }
+          consecutive_abandons = 0;
+          release();
+        }
+        break;
+    }
+  }
+  // Every input has ended: what is left goes out as the last checkpoint, then the end.
+  bool rest = false;
+  for (const auto& p : pending_) rest = rest || !p.empty();
+  if (rest && !Emit(/*final_checkpoint=*/true)) {
+    return finish(Status::Cancelled(name_ + ": stopped"));
+  }
+  if (!output_->Send(Message::End())) return finish(Status::Cancelled(name_ + ": stopped"));
+  return finish(Status::OK());
+}
+
+}  // namespace ferry::graph

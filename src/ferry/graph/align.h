@@ -1,0 +1,96 @@
+// Where several inputs meet one output: a destination table fed by several sources (the same
+// table in two databases, merged). Each source emits barriers at its own consistent points; the
+// sink downstream commits once per checkpoint, with one position per source in its marker.
+//
+// exactly_once: an input whose barrier has arrived is held back (nothing after its barrier
+// passes) until every other input has reached a barrier too or ended; then ONE combined barrier
+// goes out, carrying every input's barrier positions since the previous one. So a commit holds,
+// of every source, exactly the data before the position its marker names: a restart replays
+// each source from its own position and nothing is applied twice.
+//
+// at_least_once: nothing is held back; a combined barrier goes out once every input has sent a
+// barrier. A commit may then hold data that follows an input's position, and a restart replays
+// it: appends are duplicated, upserts and deletes by key land again unchanged.
+//
+// Checkpoints that cannot complete are abandoned harmlessly:
+// - alignment_timeout: an alignment that has waited this long releases the inputs it holds; the
+//   barriers already received are kept and go out with the next combined barrier (a later cut).
+//   More than `tolerable_failures` such abandons in a row fail the node (kUnavailable).
+// - max_concurrent: a checkpoint that aligns while this many combined barriers are still
+//   unacknowledged downstream (Acknowledge) is subsumed by the next one the same way. The last
+//   one, when every input has ended, always goes out.
+//
+// Messages keep their order per input; each carries its input's index in Message::origin. A
+// combined barrier is Barrier{seq, "aligned", {"inputs": [[position, ...], ...]}} (one list per
+// input, in input order; a list is empty for an input that sent no barrier since the last one).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ferry/graph/graph.h"
+
+namespace ferry::graph {
+
+struct AlignOptions {
+  bool exactly_once = true;
+  int64_t alignment_timeout_ms = 0;  // 0: wait without limit
+  int max_concurrent = 1;
+  int tolerable_failures = 10;
+  std::vector<std::string> input_names;  // for messages; default "input <i>"
+  // Asks the source behind input `i` for a barrier soon (its next consistent point). Called when
+  // another input's barrier starts a checkpoint that `i` has not reached.
+  std::function<void(size_t i)> request;
+};
+
+class AlignNode : public Node {
+ public:
+  AlignNode(std::string name, std::vector<std::shared_ptr<Edge>> inputs,
+            std::shared_ptr<Edge> output, AlignOptions options);
+  std::string name() const override { return name_; }
+  Status Run() override;
+
+  // The consumer of the output finished a combined barrier's checkpoint. Any thread.
+  void Acknowledge() { in_flight_.fetch_sub(1, std::memory_order_acq_rel); }
+
+  // Checkpoints abandoned (alignment_timeout) and subsumed (max_concurrent) so far.
+  int64_t abandoned() const { return abandoned_total_.load(); }
+  int64_t subsumed() const { return subsumed_total_.load(); }
+
+ private:
+  struct Arrival {
+    size_t input = 0;
+    std::optional<Message> message;  // nullopt: the input closed without its end (cancelled)
+  };
+  void Pump(size_t i);
+  void Release();  // lets every held input go on
+  std::string InputName(size_t i) const;
+  bool Emit(bool final_checkpoint);
+
+  std::string name_;
+  std::vector<std::shared_ptr<Edge>> inputs_;
+  std::shared_ptr<Edge> output_;
+  AlignOptions options_;
+  Channel<Arrival> arrivals_;
+
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  std::vector<bool> held_;  // guarded by gate_mu_: input i waits at a barrier
+  bool stopping_ = false;   // guarded by gate_mu_
+
+  // Run's own state (one thread).
+  std::vector<std::vector<Json>> pending_;  // barrier positions per input since the last emit
+  std::vector<bool> ended_;
+  int64_t seq_ = 0;
+
+  std::atomic<int> in_flight_{0};
+  std::atomic<int64_t> abandoned_total_{0};
+  std::atomic<int64_t> subsumed_total_{0};
+};
+
+}  // namespace ferry::graph
