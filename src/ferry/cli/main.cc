@@ -231,14 +231,14 @@ bool IsCdc(config::SyncMode m) {
 }
 
 bool HasCdcStreams(const config::PipelineConfig& cfg) {
-  if (cfg.source.all_streams) return IsCdc(cfg.source.mode);
-  return std::any_of(cfg.source.streams.begin(), cfg.source.streams.end(),
+  if (cfg.source().all_streams) return IsCdc(cfg.source().mode);
+  return std::any_of(cfg.source().streams.begin(), cfg.source().streams.end(),
                      [](const config::StreamConfig& s) { return IsCdc(s.mode); });
 }
 
 bool OnlyCdcStreams(const config::PipelineConfig& cfg) {
-  const bool rest = cfg.source.all_streams ? IsCdc(cfg.source.mode) : !cfg.source.streams.empty();
-  return rest && std::all_of(cfg.source.streams.begin(), cfg.source.streams.end(),
+  const bool rest = cfg.source().all_streams ? IsCdc(cfg.source().mode) : !cfg.source().streams.empty();
+  return rest && std::all_of(cfg.source().streams.begin(), cfg.source().streams.end(),
                              [](const config::StreamConfig& s) { return IsCdc(s.mode); });
 }
 

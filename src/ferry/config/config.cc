@@ -72,8 +72,8 @@ class Parser {
       return Status::InvalidArgument(
           file_ + ": a pipeline file is a YAML mapping with keys name, source, destination, state");
     }
-    static const std::vector<std::string> kTop = {"name", "source", "destination", "state",
-                                                  "checkpoint"};
+    static const std::vector<std::string> kTop = {"name",        "source", "sources",
+                                                  "destination", "state",  "checkpoint"};
     PipelineConfig cfg;
     cfg.file = file_;
     cfg.base_dir = base_dir_;
@@ -92,8 +92,8 @@ class Parser {
           "' must be 1-128 characters of letters, digits, '_', '.', '-' (it keys markers and "
           "state)");
     }
-    FERRY_RETURN_IF_ERROR(ParseSource(root, &cfg.source));
-    cfg.source.pipeline = cfg.name;
+    FERRY_RETURN_IF_ERROR(ParseSources(root, &cfg.sources));
+    for (auto& src : cfg.sources) src.pipeline = cfg.name;
     FERRY_RETURN_IF_ERROR(ParseDestination(root, &cfg.destination));
     FERRY_RETURN_IF_ERROR(ParseCheckpoint(root, &cfg.checkpoint));
     if (root["state"]) {
@@ -142,37 +142,90 @@ class Parser {
     return opts;
   }
 
-  Status ParseSource(const YAML::Node& root, SourceConfig* src) {
-    YAML::Node n = root["source"];
-    if (!n || !n.IsMap()) {
+  // `source:` (one) or `sources:` (a list of named sources).
+  Status ParseSources(const YAML::Node& root, std::vector<SourceConfig>* out) {
+    YAML::Node one = root["source"], many = root["sources"];
+    if (one && many) {
+      return Status::InvalidArgument(At(file_, LineOf(many)) +
+                                     ": the pipeline has both 'source:' and 'sources:'; use "
+                                     "'source:' for one source, 'sources:' for several");
+    }
+    if (one) {
+      if (!one.IsMap()) {
+        return Status::InvalidArgument(file_ +
+                                       ": missing 'source:' mapping (with at least 'type')");
+      }
+      if (one["name"]) {
+        return Status::InvalidArgument(
+            At(file_, LineOf(one["name"])) +
+            ": 'name' names one of several sources; with one source, remove it (or list the "
+            "sources under 'sources:')");
+      }
+      out->emplace_back();
+      return ParseSource(one, "source", &out->back());
+    }
+    if (!many) {
       return Status::InvalidArgument(file_ + ": missing 'source:' mapping (with at least 'type')");
     }
-    FERRY_ASSIGN_OR_RETURN(src->type, RequiredScalar(n, "type", "source"));
+    if (!many.IsSequence() || many.size() == 0) {
+      return Status::InvalidArgument(
+          At(file_, LineOf(many)) +
+          ": 'sources:' is a list of sources, each a mapping with 'name' and 'type'");
+    }
+    static const std::regex kName("[A-Za-z0-9_][A-Za-z0-9_-]{0,63}");
+    for (const auto& n : many) {
+      if (!n.IsMap()) {
+        return Status::InvalidArgument(At(file_, LineOf(n)) +
+                                       ": each source is a mapping with 'name' and 'type'");
+      }
+      SourceConfig src;
+      FERRY_ASSIGN_OR_RETURN(src.name, RequiredScalar(n, "name", "a source of 'sources:'"));
+      if (!std::regex_match(src.name, kName)) {
+        return Status::InvalidArgument(
+            At(file_, LineOf(n["name"])) + ": source name '" + src.name +
+            "' must be 1-64 characters of letters, digits, '_', '-' (it keys the source's "
+            "state and its part of every marker)");
+      }
+      for (const auto& prev : *out) {
+        if (prev.name == src.name) {
+          return Status::InvalidArgument(At(file_, LineOf(n["name"])) + ": source '" + src.name +
+                                         "' is listed twice; give every source its own name");
+        }
+      }
+      FERRY_RETURN_IF_ERROR(ParseSource(n, "sources." + src.name, &src));
+      out->push_back(std::move(src));
+    }
+    return Status::OK();
+  }
+
+  Status ParseSource(const YAML::Node& n, const std::string& section, SourceConfig* src) {
+    FERRY_ASSIGN_OR_RETURN(src->type, RequiredScalar(n, "type", section));
     if (n["mode"]) {
-      FERRY_ASSIGN_OR_RETURN(std::string m, Scalar(n["mode"], "source.mode"));
+      FERRY_ASSIGN_OR_RETURN(std::string m, Scalar(n["mode"], section + ".mode"));
       auto mode = ParseSyncMode(m);
       if (!mode.ok()) return mode.status().WithContext(At(file_, LineOf(n["mode"])));
       src->mode = *mode;
     }
     if (n["chunk_rows"]) {
-      FERRY_ASSIGN_OR_RETURN(src->chunk_rows, PositiveInt(n["chunk_rows"], "source.chunk_rows"));
+      FERRY_ASSIGN_OR_RETURN(src->chunk_rows,
+                             PositiveInt(n["chunk_rows"], section + ".chunk_rows"));
     }
     if (n["readers"]) {
-      FERRY_ASSIGN_OR_RETURN(int64_t readers, PositiveInt(n["readers"], "source.readers"));
+      FERRY_ASSIGN_OR_RETURN(int64_t readers, PositiveInt(n["readers"], section + ".readers"));
       if (readers > kMaxReaders) {
-        return Status::InvalidArgument(At(file_, LineOf(n["readers"])) +
-                                       ": source.readers is at most " +
-                                       std::to_string(kMaxReaders) + " (each is a connection)");
+        return Status::InvalidArgument(At(file_, LineOf(n["readers"])) + ": " + section +
+                                       ".readers is at most " + std::to_string(kMaxReaders) +
+                                       " (each is a connection)");
       }
       src->readers = static_cast<int>(readers);
     }
     FERRY_ASSIGN_OR_RETURN(
         src->options,
-        CollectOptions(n, "source", {"type", "mode", "chunk_rows", "readers", "streams"}));
+        CollectOptions(n, section, {"name", "type", "mode", "chunk_rows", "readers", "streams"}));
     if (YAML::Node streams = n["streams"]) {
       if (!streams.IsSequence()) {
-        return Status::InvalidArgument(At(file_, LineOf(streams)) +
-                                       ": source.streams must be a list of table names or "
+        return Status::InvalidArgument(At(file_, LineOf(streams)) + ": " + section +
+                                       ".streams must be a list of table names or "
                                        "mappings with 'name'");
       }
       src->all_streams = false;
@@ -198,8 +251,8 @@ class Parser {
         src->streams.push_back(std::move(sc));
       }
       if (src->streams.empty()) {
-        return Status::InvalidArgument(At(file_, LineOf(streams)) +
-                                       ": source.streams is empty; remove it to sync every table");
+        return Status::InvalidArgument(At(file_, LineOf(streams)) + ": " + section +
+                                       ".streams is empty; remove it to sync every table");
       }
     }
     return Status::OK();
@@ -277,7 +330,8 @@ class Parser {
     if (!n.IsMap()) {
       return Status::InvalidArgument(At(file_, LineOf(n)) +
                                      ": 'checkpoint:' is a mapping (interval, min_pause, "
-                                     "timeout, max_changes, max_bytes, tolerable_failures)");
+                                     "timeout, max_changes, max_bytes, tolerable_failures, "
+                                     "mode, alignment_timeout, max_concurrent)");
     }
     FERRY_ASSIGN_OR_RETURN(Options o, CollectOptions(n, "checkpoint", {}));
     FERRY_ASSIGN_OR_RETURN(cp->interval_ms, o.TakeDuration("interval", cp->interval_ms, 100));
@@ -288,11 +342,24 @@ class Parser {
     FERRY_ASSIGN_OR_RETURN(cp->max_changes,
                            o.TakeInt("max_changes", cp->max_changes, 1, int64_t{1} << 40));
     FERRY_ASSIGN_OR_RETURN(cp->max_bytes, o.TakeBytes("max_bytes", cp->max_bytes));
+    if (auto mode = o.TakeOptionalString("mode")) {
+      if (*mode != "exactly_once" && *mode != "at_least_once") {
+        return Status::InvalidArgument(o.Where("mode") +
+                                       " is exactly_once or at_least_once, not '" + *mode + "'");
+      }
+      cp->exactly_once = *mode == "exactly_once";
+    }
+    FERRY_ASSIGN_OR_RETURN(
+        cp->alignment_timeout_ms,
+        o.TakeDuration("alignment_timeout", cp->alignment_timeout_ms, 10, "no limit"));
+    FERRY_ASSIGN_OR_RETURN(int64_t concurrent,
+                           o.TakeInt("max_concurrent", cp->max_concurrent, 1, 64));
+    cp->max_concurrent = static_cast<int>(concurrent);
     FERRY_ASSIGN_OR_RETURN(int64_t tolerable,
                            o.TakeInt("tolerable_failures", cp->tolerable_failures, 0, 1000000));
     cp->tolerable_failures = static_cast<int>(tolerable);
-    return o.CheckAllUsed(
-        {"interval", "min_pause", "timeout", "max_changes", "max_bytes", "tolerable_failures"});
+    return o.CheckAllUsed({"interval", "min_pause", "timeout", "max_changes", "max_bytes",
+                           "tolerable_failures", "mode", "alignment_timeout", "max_concurrent"});
   }
 
   std::string file_;

@@ -79,6 +79,9 @@ inline constexpr int kMaxReaders = 64;
 int DefaultReaders();
 
 struct SourceConfig {
+  // Several sources (`sources:`): each has a name, which keys its streams' state and its part of
+  // every marker. Empty for the single `source:`.
+  std::string name;
   std::string type;  // "sqlite", "postgres", ...
   SyncMode mode = SyncMode::kFullRefresh;
   int64_t chunk_rows = 100000;
@@ -102,6 +105,15 @@ struct CheckpointConfig {
   // A sink's commit of a checkpoint that runs longer is interrupted and the checkpoint abandoned
   // (the round fails, retryably); 0 = no limit.
   int64_t timeout_ms = 10 * 60 * 1000;
+  // Where several sources feed one table: exactly_once holds a source back at its barrier until
+  // every source has reached one (commits cut every source at a checkpoint); at_least_once lets
+  // data pass (a restart may apply some of it twice).
+  bool exactly_once = true;
+  // An alignment waiting longer is abandoned (the next checkpoint covers it); 0 = no limit.
+  int64_t alignment_timeout_ms = 0;
+  // Checkpoints of a merged table handed to its sink and not yet recorded; one that aligns
+  // beyond this is folded into the next.
+  int max_concurrent = 1;
 };
 
 struct DestinationConfig {
@@ -113,7 +125,12 @@ struct PipelineConfig {
   std::string name;
   std::string file;      // absolute path of the pipeline file
   std::string base_dir;  // its folder
-  SourceConfig source;
+  // The pipeline's sources: one (`source:`) or several (`sources:`, each named). Streams of
+  // several sources that map to the same destination table are merged into it.
+  std::vector<SourceConfig> sources;
+  SourceConfig& source() { return sources.front(); }
+  const SourceConfig& source() const { return sources.front(); }
+  bool merged() const { return sources.size() > 1; }
   DestinationConfig destination;
   CheckpointConfig checkpoint;
   std::string state_path;

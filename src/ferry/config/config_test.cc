@@ -29,20 +29,20 @@ state: ./state.json
 )");
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   EXPECT_EQ(cfg->name, "shop");
-  EXPECT_EQ(cfg->source.type, "sqlite");
-  EXPECT_FALSE(cfg->source.all_streams);
-  ASSERT_EQ(cfg->source.streams.size(), 2u);
-  EXPECT_EQ(cfg->source.streams[0].name, "orders");
-  EXPECT_EQ(cfg->source.streams[0].chunk_rows, 100000);
-  EXPECT_EQ(cfg->source.readers, DefaultReaders());
-  EXPECT_GE(cfg->source.readers, 1);
-  EXPECT_LE(cfg->source.readers, 4);
-  EXPECT_EQ(cfg->source.streams[1].chunk_rows, 50000);
+  EXPECT_EQ(cfg->source().type, "sqlite");
+  EXPECT_FALSE(cfg->source().all_streams);
+  ASSERT_EQ(cfg->source().streams.size(), 2u);
+  EXPECT_EQ(cfg->source().streams[0].name, "orders");
+  EXPECT_EQ(cfg->source().streams[0].chunk_rows, 100000);
+  EXPECT_EQ(cfg->source().readers, DefaultReaders());
+  EXPECT_GE(cfg->source().readers, 1);
+  EXPECT_LE(cfg->source().readers, 4);
+  EXPECT_EQ(cfg->source().streams[1].chunk_rows, 50000);
   EXPECT_EQ(cfg->state_path, "/p/state.json");
-  auto path = cfg->source.options.TakePath("path");
+  auto path = cfg->source().options.TakePath("path");
   ASSERT_TRUE(path.ok());
   EXPECT_EQ(*path, "/p/shop.db");
-  EXPECT_TRUE(cfg->source.options.CheckAllUsed({"path"}).ok());
+  EXPECT_TRUE(cfg->source().options.CheckAllUsed({"path"}).ok());
 }
 
 TEST(ConfigTest, UnknownTopLevelKeyIsNamedWithLineAndSuggestion) {
@@ -73,8 +73,8 @@ TEST(ConfigTest, TypeSpecificKeysNobodyTookAreReported) {
   auto cfg =
       Parse("name: a\nsource: {type: sqlite, path: x.db, pth: y}\ndestination: {type: iceberg}\n");
   ASSERT_TRUE(cfg.ok());
-  ASSERT_TRUE(cfg->source.options.TakePath("path").ok());
-  Status s = cfg->source.options.CheckAllUsed({"path"});
+  ASSERT_TRUE(cfg->source().options.TakePath("path").ok());
+  Status s = cfg->source().options.CheckAllUsed({"path"});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("unknown key 'pth'"), std::string::npos) << s.message();
 }
@@ -182,6 +182,75 @@ destination: {type: iceberg, warehouse: ./w}
   EXPECT_NE(bad.status().message().find("interval"), std::string::npos);
   EXPECT_EQ(ParseDurationMs("5d"), int64_t{5} * 24 * 3600 * 1000);
   EXPECT_EQ(ParseDurationMs("12"), std::nullopt);
+}
+
+TEST(ConfigTest, SeveralNamedSourcesAndTheirAlignmentSettings) {
+  auto cfg = Parse(R"(
+name: merged
+sources:
+  - name: east
+    type: sqlite
+    path: ./east.db
+    streams: [orders]
+  - name: west
+    type: postgres
+    dsn: host=h
+    mode: cdc
+destination: {type: iceberg, warehouse: ./w}
+checkpoint: {mode: at_least_once, alignment_timeout: 30s, max_concurrent: 2}
+)");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  ASSERT_EQ(cfg->sources.size(), 2u);
+  EXPECT_TRUE(cfg->merged());
+  EXPECT_EQ(cfg->sources[0].name, "east");
+  EXPECT_EQ(cfg->sources[1].name, "west");
+  EXPECT_EQ(cfg->sources[1].mode, SyncMode::kCdc);
+  EXPECT_EQ(cfg->sources[1].pipeline, "merged");
+  EXPECT_TRUE(cfg->sources[1].all_streams);
+  auto path = cfg->sources[0].options.TakePath("path");
+  ASSERT_TRUE(path.ok());
+  EXPECT_EQ(*path, "/p/east.db");
+  EXPECT_FALSE(cfg->checkpoint.exactly_once);
+  EXPECT_EQ(cfg->checkpoint.alignment_timeout_ms, 30000);
+  EXPECT_EQ(cfg->checkpoint.max_concurrent, 2);
+
+  auto defaults = Parse("name: a\nsource: {type: sqlite, path: x}\ndestination: {type: iceberg}\n");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_FALSE(defaults->merged());
+  EXPECT_TRUE(defaults->checkpoint.exactly_once);
+  EXPECT_EQ(defaults->checkpoint.alignment_timeout_ms, 0);
+  EXPECT_EQ(defaults->checkpoint.max_concurrent, 1);
+}
+
+TEST(ConfigTest, BadSourceListsAreExplained) {
+  auto message = [](const std::string& yaml) {
+    auto cfg = Parse("name: a\n" + yaml);
+    EXPECT_FALSE(cfg.ok()) << yaml;
+    return cfg.ok() ? std::string() : cfg.status().message();
+  };
+  EXPECT_NE(message("source: {type: sqlite}\nsources: [{name: b, type: sqlite}]\n")
+                .find("both 'source:' and 'sources:'"),
+            std::string::npos);
+  EXPECT_NE(message("sources: [{type: sqlite}]\n").find("missing key 'name'"), std::string::npos);
+  EXPECT_NE(
+      message("sources: [{name: a, type: sqlite}, {name: a, type: sqlite}]\n").find("listed twice"),
+      std::string::npos);
+  EXPECT_NE(message("sources: [{name: 'a b', type: sqlite}]\n").find("source name 'a b'"),
+            std::string::npos);
+  EXPECT_NE(message("sources: []\n").find("list of sources"), std::string::npos);
+  EXPECT_NE(message("source: {name: x, type: sqlite}\n").find("with one source, remove it"),
+            std::string::npos);
+  EXPECT_NE(message("sources: [{name: a, type: sqlite, readers: 0}]\n").find("sources.a.readers"),
+            std::string::npos);
+  EXPECT_NE(
+      message("source: {type: sqlite}\ndestination: {type: iceberg}\ncheckpoint: {mode: twice}\n")
+          .find("exactly_once or"),
+      std::string::npos);
+  EXPECT_NE(
+      message(
+          "source: {type: sqlite}\ndestination: {type: iceberg}\ncheckpoint: {max_concurrent: 0}\n")
+          .find("max_concurrent"),
+      std::string::npos);
 }
 
 }  // namespace

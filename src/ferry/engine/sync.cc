@@ -532,14 +532,14 @@ Status PlanWindow(source::Source* src, StreamTask* t, const Json& state, const J
 }  // namespace
 
 Result<std::vector<source::StreamInfo>> RunDiscover(config::PipelineConfig& cfg) {
-  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source));
+  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source()));
   return src->Discover();
 }
 
 Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport>* out) {
-  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source));
+  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source()));
   FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
-  FERRY_ASSIGN_OR_RETURN(auto streams, SelectStreams(cfg.source, std::move(all)));
+  FERRY_ASSIGN_OR_RETURN(auto streams, SelectStreams(cfg.source(), std::move(all)));
   auto dst = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst.ok()) return dst.status().WithContext("destination");
   FERRY_ASSIGN_OR_RETURN(auto loaded, state::OpenFileStateStore(cfg.state_path)->Load());
@@ -547,7 +547,7 @@ Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport
     StreamStateReport r;
     r.stream = info.name;
     r.table = (*dst)->TableName(info.name);
-    config::StreamConfig sc = StreamSettings(cfg.source, info.name);
+    config::StreamConfig sc = StreamSettings(cfg.source(), info.name);
     r.mode = std::string(config::SyncModeName(sc.mode));
     r.state = loaded ? loaded->Stream(info.ns, info.name) : Json(nullptr);
     FERRY_ASSIGN_OR_RETURN(r.marker, (*dst)->ReadMarker(info.name));
@@ -577,9 +577,9 @@ Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport
 }
 
 Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
-  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source));
+  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source()));
   FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
-  FERRY_ASSIGN_OR_RETURN(report->streams, SelectStreams(cfg.source, std::move(all)));
+  FERRY_ASSIGN_OR_RETURN(report->streams, SelectStreams(cfg.source(), std::move(all)));
   auto dst = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst.ok()) return dst.status().WithContext("destination");
   report->source = src->Describe();
@@ -587,7 +587,7 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
   report->guarantee = (*dst)->Guarantee();
   for (const auto& s : report->streams) {
     report->tables.push_back((*dst)->TableName(s.name));
-    config::StreamConfig sc = StreamSettings(cfg.source, s.name);
+    config::StreamConfig sc = StreamSettings(cfg.source(), s.name);
     if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
       source::StreamInfo info = s;
       FERRY_RETURN_IF_ERROR(ApplyKeyOverride(sc, &info));
@@ -609,9 +609,9 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
 
 Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport* report) {
   auto t0 = Clock::now();
-  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source));
+  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source()));
   FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
-  FERRY_ASSIGN_OR_RETURN(auto streams, SelectStreams(cfg.source, std::move(all)));
+  FERRY_ASSIGN_OR_RETURN(auto streams, SelectStreams(cfg.source(), std::move(all)));
   auto dst_r = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst_r.ok()) return dst_r.status().WithContext("destination");
   auto dst = std::move(*dst_r);
@@ -630,7 +630,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
   report->streams.resize(streams.size());
   // Change capture is installed before the snapshot point, so no later change is missed.
   for (auto& info : streams) {
-    config::StreamConfig sc = StreamSettings(cfg.source, info.name);
+    config::StreamConfig sc = StreamSettings(cfg.source(), info.name);
     FERRY_RETURN_IF_ERROR(ApplyKeyOverride(sc, &info));
     if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
       FERRY_RETURN_IF_ERROR(src->PrepareChangeCapture(info));
@@ -645,7 +645,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     t->report->stream = t->info.name;
     t->report->table = dst->TableName(t->info.name);
     t->start = Clock::now();
-    t->settings = StreamSettings(cfg.source, t->info.name);
+    t->settings = StreamSettings(cfg.source(), t->info.name);
     auto out = dst->OpenStream(t->info.name, t->info.ToSchema(),
                                /*replacing=*/t->settings.mode == config::SyncMode::kFullRefresh);
     if (!out.ok()) return out.status();
@@ -766,7 +766,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
       g.AddNode(
           std::make_unique<SinkNode>(t, &recorder, cfg.name, opts, cfg.checkpoint.timeout_ms));
     }
-    g.AddNode(std::make_unique<SourceNode>(src.get(), group, opts, cfg.source.readers));
+    g.AddNode(std::make_unique<SourceNode>(src.get(), group, opts, cfg.source().readers));
     result = g.Run();
   }
   // The snapshot is over before the change log is read: a long CDC round must not hold the
@@ -778,7 +778,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
   auto shared_log_floor = [&](int64_t upper) {
     int64_t floor = upper;
     for (const auto& info : streams) {
-      config::StreamConfig sc = StreamSettings(cfg.source, info.name);
+      config::StreamConfig sc = StreamSettings(cfg.source(), info.name);
       if (sc.mode != config::SyncMode::kCdc && sc.mode != config::SyncMode::kCdcOnly) continue;
       Json st = recorder.Get(info.ns, info.name);
       if (st.is_object() && st.value("mode", "") == "cdc") {

@@ -446,7 +446,7 @@ class Verifier {
       : cfg_(cfg), options_(options), src_(src), dst_(dst) {}
 
   Status Verify(const source::StreamInfo& info, TableVerify* t) {
-    const config::StreamConfig sc = StreamSettings(cfg_.source, info.name);
+    const config::StreamConfig sc = StreamSettings(cfg_.source(), info.name);
     t->stream = info.name;
     t->table = dst_->TableName(info.name);
     t->mode = std::string(config::SyncModeName(sc.mode));
@@ -676,9 +676,9 @@ class Verifier {
 
 Status RunVerify(config::PipelineConfig& cfg, const VerifyOptions& options,
                  std::vector<TableVerify>* out) {
-  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source));
+  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source()));
   FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
-  FERRY_ASSIGN_OR_RETURN(auto streams, SelectVerified(cfg.source, std::move(all), options.tables));
+  FERRY_ASSIGN_OR_RETURN(auto streams, SelectVerified(cfg.source(), std::move(all), options.tables));
   auto dst = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst.ok()) return dst.status().WithContext("destination");
   // Every stream is read at one point of the source.
