@@ -230,16 +230,26 @@ bool IsCdc(config::SyncMode m) {
   return m == config::SyncMode::kCdc || m == config::SyncMode::kCdcOnly;
 }
 
-bool HasCdcStreams(const config::PipelineConfig& cfg) {
-  if (cfg.source().all_streams) return IsCdc(cfg.source().mode);
-  return std::any_of(cfg.source().streams.begin(), cfg.source().streams.end(),
+bool HasCdcStreams(const config::SourceConfig& src) {
+  if (src.all_streams) return IsCdc(src.mode);
+  return std::any_of(src.streams.begin(), src.streams.end(),
                      [](const config::StreamConfig& s) { return IsCdc(s.mode); });
 }
 
-bool OnlyCdcStreams(const config::PipelineConfig& cfg) {
-  const bool rest = cfg.source().all_streams ? IsCdc(cfg.source().mode) : !cfg.source().streams.empty();
-  return rest && std::all_of(cfg.source().streams.begin(), cfg.source().streams.end(),
+bool OnlyCdcStreams(const config::SourceConfig& src) {
+  const bool rest = src.all_streams ? IsCdc(src.mode) : !src.streams.empty();
+  return rest && std::all_of(src.streams.begin(), src.streams.end(),
                              [](const config::StreamConfig& s) { return IsCdc(s.mode); });
+}
+
+bool HasCdcStreams(const config::PipelineConfig& cfg) {
+  return std::any_of(cfg.sources.begin(), cfg.sources.end(),
+                     [](const config::SourceConfig& s) { return HasCdcStreams(s); });
+}
+
+bool OnlyCdcStreams(const config::PipelineConfig& cfg) {
+  return std::all_of(cfg.sources.begin(), cfg.sources.end(),
+                     [](const config::SourceConfig& s) { return OnlyCdcStreams(s); });
 }
 
 int CmdSync(const Args& a) {

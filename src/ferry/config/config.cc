@@ -93,7 +93,11 @@ class Parser {
           "state)");
     }
     FERRY_RETURN_IF_ERROR(ParseSources(root, &cfg.sources));
-    for (auto& src : cfg.sources) src.pipeline = cfg.name;
+    // Objects a source creates (a replication slot, a publication) are named after the pipeline,
+    // and after the source when there are several: two sources may share a server.
+    for (auto& src : cfg.sources) {
+      src.pipeline = src.name.empty() ? cfg.name : cfg.name + "_" + src.name;
+    }
     FERRY_RETURN_IF_ERROR(ParseDestination(root, &cfg.destination));
     FERRY_RETURN_IF_ERROR(ParseCheckpoint(root, &cfg.checkpoint));
     if (root["state"]) {

@@ -90,8 +90,10 @@ struct SourceConfig {
   int readers = DefaultReaders();
   bool all_streams = true;  // no `streams:` list: every table
   std::vector<StreamConfig> streams;
-  Options options;       // type-specific keys
-  std::string pipeline;  // the pipeline's name (default names of source-side objects)
+  Options options;  // type-specific keys
+  // Default names of source-side objects: the pipeline's name, "<pipeline>_<source>" for a
+  // named source.
+  std::string pipeline;
 };
 
 // When CDC commits and how a following sync treats failures (the pipeline's `checkpoint:`).

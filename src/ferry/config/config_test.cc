@@ -205,7 +205,7 @@ checkpoint: {mode: at_least_once, alignment_timeout: 30s, max_concurrent: 2}
   EXPECT_EQ(cfg->sources[0].name, "east");
   EXPECT_EQ(cfg->sources[1].name, "west");
   EXPECT_EQ(cfg->sources[1].mode, SyncMode::kCdc);
-  EXPECT_EQ(cfg->sources[1].pipeline, "merged");
+  EXPECT_EQ(cfg->sources[1].pipeline, "merged_west");
   EXPECT_TRUE(cfg->sources[1].all_streams);
   auto path = cfg->sources[0].options.TakePath("path");
   ASSERT_TRUE(path.ok());

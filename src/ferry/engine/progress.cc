@@ -342,4 +342,13 @@ std::string NewRunId() {
   return std::string(buf) + "-" + NewUuid().substr(0, 6);
 }
 
+Json PartOfMarker(const Json& table_marker, const std::string& source_name) {
+  if (source_name.empty()) return table_marker;
+  if (!table_marker.is_object() || !table_marker.contains("sources") ||
+      !table_marker["sources"].is_object()) {
+    return Json(nullptr);
+  }
+  return table_marker["sources"].value(source_name, Json(nullptr));
+}
+
 }  // namespace ferry::engine

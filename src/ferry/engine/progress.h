@@ -124,6 +124,11 @@ struct CdcDecision {
 // emptied, another destination): kCorruption naming the fix, never a silent gap.
 Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfilled);
 
+// A stream's marker within its table's: the whole marker for the stream of a single source
+// (`source_name` empty); its entry of {"sources": {NAME: marker, ...}} when several sources feed
+// the table (null when it has none).
+Json PartOfMarker(const Json& table_marker, const std::string& source_name);
+
 // "20261129T124500Z-3f2a1c"
 std::string NewRunId();
 

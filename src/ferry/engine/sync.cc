@@ -11,6 +11,7 @@
 #include "ferry/base/log.h"
 #include "ferry/engine/progress.h"
 #include "ferry/engine/streams.h"
+#include "ferry/graph/align.h"
 #include "ferry/graph/ordered_reads.h"
 #include "ferry/sink/sink.h"
 #include "ferry/state/state.h"
@@ -29,9 +30,18 @@ class Recorder {
  public:
   Recorder(state::StateStore* store, state::PipelineState st)
       : store_(store), state_(std::move(st)) {}
+  struct Entry {
+    std::string ns;
+    std::string stream;
+    Json progress;
+  };
   Status Record(const std::string& ns, const std::string& stream, const Json& progress) {
+    return RecordAll({{ns, stream, progress}});
+  }
+  // Several streams' progress in one write (the parts of a merged table commit together).
+  Status RecordAll(const std::vector<Entry>& entries) {
     std::lock_guard<std::mutex> lock(mu_);
-    state_.SetStream(ns, stream, progress);
+    for (const auto& e : entries) state_.SetStream(e.ns, e.stream, e.progress);
     FERRY_RETURN_IF_ERROR(store_->Save(state_).WithContext("writing the state file"));
     FaultPoint("state.after_write");
     return Status::OK();
@@ -47,11 +57,28 @@ class Recorder {
   state::PipelineState state_;  // guarded by mu_
 };
 
-// One stream's work in this sync.
+// One source of the pipeline, open for this sync.
+struct SourceRun {
+  const config::SourceConfig* cfg = nullptr;
+  std::unique_ptr<source::Source> src;
+  std::vector<source::StreamInfo> streams;
+  // Per-stream change logs read this sync: acknowledged once the sync succeeded.
+  std::vector<std::pair<source::StreamInfo, int64_t>> to_acknowledge;
+  source::Source::SharedRead read;  // the shared change log's read, if any
+  // Set when a merged table's checkpoint waits for this source's barrier: the shared log's
+  // reader takes a checkpoint at its next transaction boundary.
+  std::atomic<bool> checkpoint_wanted{false};
+};
+
+// One stream's work in this sync: a source's table, or its part of a merged destination table.
 struct StreamTask {
   source::StreamInfo info;
   config::StreamConfig settings;
-  std::unique_ptr<sink::SinkStream> out;
+  SourceRun* source = nullptr;
+  std::string label;     // for messages: the stream, prefixed by its source's name when named
+  std::string state_ns;  // the namespace its state file entry is keyed by
+  std::shared_ptr<sink::SinkStream> out;  // shared by the parts of a merged table
+  Json marker;                   // its marker as the table holds it (its part, in a merged table's)
   FullRefreshProgress progress;  // full refresh
   IncrementalProgress window;    // incremental: the window this sync reads (from, cursor = to)
   CdcProgress changes;           // cdc after the backfill: the changes this sync applies
@@ -68,6 +95,16 @@ struct StreamTask {
   std::shared_ptr<graph::Edge> edge;
   StreamReport* report = nullptr;
   Clock::time_point start;
+};
+
+// A destination table and the streams that feed it: one, or one per source (merged). The parts
+// of a merged table commit together, each checkpoint with every part's progress in one marker.
+struct TableTask {
+  std::string table;
+  std::vector<StreamTask*> parts;
+  std::shared_ptr<graph::Edge> edge;  // what its sink receives (merged: aligned)
+  bool merged = false;                // the pipeline has several sources
+  bool active = true;                 // something to do this sync
 };
 
 // Hands a batch to a stream's sink (the batch's contents move; `b` is left empty).
@@ -250,6 +287,8 @@ class SharedLogSourceNode : public graph::Node {
     read.batch_rows = opts_.batch_rows;
     read.policy = policy_;
     read.follow = opts_.follow;
+    std::atomic<bool>* wanted = &tasks_.front()->source->checkpoint_wanted;
+    read.checkpoint_wanted = [wanted] { return wanted->exchange(false); };
     if (opts_.follow) {
       read.policy.interval_ms = std::min(read.policy.interval_ms, opts_.follow_commit_ms);
       read.stopping = [this] { return opts_.stop && opts_.stop->requested(); };
@@ -274,151 +313,295 @@ class SharedLogSourceNode : public graph::Node {
   source::Source::SharedRead* result_;
 };
 
+// Commits a destination table: the batches its parts' sources send, at every checkpoint, with
+// every part's progress in the table's marker; then records the same progress in the state file.
 class SinkNode : public graph::Node {
  public:
   // `changes_recorded`, when set, is called after each commit of changes is in the state file.
-  SinkNode(StreamTask* task, Recorder* recorder, const std::string& pipeline,
+  // `align`, for a merged table, hears when each checkpoint it handed on is complete.
+  SinkNode(TableTask* table, Recorder* recorder, const std::string& pipeline,
            const SyncOptions& opts, int64_t timeout_ms,
-           std::function<void()> changes_recorded = nullptr)
-      : t_(task),
+           std::function<void()> changes_recorded = nullptr, graph::AlignNode* align = nullptr)
+      : table_(table),
+        out_(table->parts.front()->out.get()),
         recorder_(recorder),
         pipeline_(pipeline),
         opts_(opts),
         timeout_ms_(timeout_ms),
-        changes_recorded_(std::move(changes_recorded)) {}
-  std::string name() const override { return "sink " + t_->info.name; }
+        changes_recorded_(std::move(changes_recorded)),
+        align_(align),
+        rows_(table->parts.size(), 0),
+        written_(table->parts.size(), 0) {}
+  std::string name() const override { return "sink " + table_->table; }
 
   Status Run() override {
     Status s = Loop();
-    if (!s.ok()) t_->out->DiscardPending();
+    if (!s.ok()) out_->DiscardPending();
     return s;
   }
 
  private:
+  size_t parts() const { return table_->parts.size(); }
+  StreamTask& part(size_t i) { return *table_->parts[i]; }
+  bool keyed() const { return table_->parts.front()->keyed(); }
+  bool incremental() const { return table_->parts.front()->incremental(); }
+  const std::string& run() const { return table_->parts.front()->progress.run; }
+
   Status Loop() {
-    FullRefreshProgress& p = t_->progress;
-    const std::string run = p.run;
-    if (!t_->keyed()) {
-      FERRY_RETURN_IF_ERROR(t_->out->StartLoad(run));
+    if (!keyed()) {
+      FERRY_RETURN_IF_ERROR(out_->StartLoad(run()));
     }
-    while (auto m = t_->edge->Receive()) {
+    while (auto m = table_->edge->Receive()) {
       switch (m->kind) {
-        case graph::Message::Kind::kBatch:
+        case graph::Message::Kind::kBatch: {
           if (m->deletes) {
-            FERRY_RETURN_IF_ERROR(t_->out->WriteDeleteKeys(*m->batch));
-          } else if (t_->keyed()) {
-            FERRY_RETURN_IF_ERROR(t_->out->WriteUpserts(*m->batch));
+            FERRY_RETURN_IF_ERROR(out_->WriteDeleteKeys(*m->batch));
+          } else if (keyed()) {
+            FERRY_RETURN_IF_ERROR(out_->WriteUpserts(*m->batch));
           } else {
-            FERRY_RETURN_IF_ERROR(t_->out->Write(*m->batch));
+            FERRY_RETURN_IF_ERROR(out_->Write(*m->batch));
           }
-          break;
-        case graph::Message::Kind::kBarrier: {
-          if (t_->incremental()) {
-            FERRY_RETURN_IF_ERROR(CommitWindow());
-            break;
-          }
-          if (t_->keyed()) {
-            FERRY_RETURN_IF_ERROR(CommitChanges(m->barrier.position["position"].get<int64_t>()));
-            break;
-          }
-          int64_t chunk = m->barrier.position["chunk"].get<int64_t>();
-          FullRefreshProgress next = p;
-          next.committed.Add(chunk);
-          next.rows += static_cast<int64_t>(t_->out->pending_rows());
-          auto landed = [&](const Json& m) { return ChunkLanded(m, run, chunk); };
-          std::map<std::string, std::string> summary = {
-              {"ferry.pipeline", pipeline_},
-              {"ferry.run", run},
-              {"ferry.chunk", m->barrier.position["id"].get<std::string>()}};
-          auto r = Timed([&] { return t_->out->Commit(run, next.ToJson(), summary, landed); });
-          if (!r.ok())
-            return r.status().WithContext("committing " +
-                                          m->barrier.position["id"].get<std::string>());
-          p = next;
-          FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, p.ToJson()));
-          if (opts_.print_progress) {
-            FERRY_LOG(kInfo) << t_->info.name << ": chunk " << p.committed.Count() << "/"
-                             << p.plan.count << " committed (" << p.rows << " rows in this load)";
-          }
+          const size_t origin = std::min<size_t>(m->origin, parts() - 1);
+          rows_[origin] += static_cast<int64_t>(m->batch->num_rows());
+          written_[origin] += m->batch->num_rows();
           break;
         }
-        case graph::Message::Kind::kEnd: {
-          if (t_->keyed()) {
+        case graph::Message::Kind::kBarrier: {
+          const std::vector<std::vector<Json>> at = Positions(m->barrier);
+          if (incremental()) {
+            FERRY_RETURN_IF_ERROR(CommitWindows(at));
+          } else if (keyed()) {
+            FERRY_RETURN_IF_ERROR(CommitChanges(at));
+          } else {
+            FERRY_RETURN_IF_ERROR(CommitChunks(at));
+          }
+          if (align_) align_->Acknowledge();
+          break;
+        }
+        case graph::Message::Kind::kEnd:
+          if (keyed()) {
             Finish();
             return Status::OK();
           }
-          FullRefreshProgress done = p;
-          done.published = true;
-          auto landed = [&](const Json& m) { return PublishLanded(m, run); };
-          auto r = Timed([&] { return t_->out->Publish(run, done.ToJson(), landed); });
-          if (!r.ok()) return r.status().WithContext("publishing the load of " + t_->info.name);
-          p = done;
-          FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, p.ToJson()));
-          Finish();
-          if (opts_.print_progress) {
-            FERRY_LOG(kInfo) << t_->info.name << ": load published, " << p.rows << " rows";
-          }
-          return Status::OK();
-        }
+          return Publish();
       }
     }
-    return Status::Cancelled("the source stopped before the end of " + t_->info.name);
+    return Status::Cancelled("the source stopped before the end of " + table_->table);
   }
 
-  // Commits an incremental window: the upserted rows, their keys as equality deletes, and the
-  // marker naming the window, in one snapshot; then the state takes the window's end.
-  Status CommitWindow() {
-    // A commit with rows (or one that writes the marker anyway) leaves the marker in the table.
-    if (t_->out->HasPending() || t_->out->CheapMarkerCommits()) t_->window.landed = true;
-    const IncrementalProgress& w = t_->window;
-    auto landed = [&](const Json& j) {
-      return j.is_object() && j.value("mode", "") == "incremental" &&
-             j.value("window", "") == w.window;
+  // What each part's source reached at this checkpoint: its barrier's position, or for a merged
+  // table the positions of every barrier it sent since the previous checkpoint (often none).
+  std::vector<std::vector<Json>> Positions(const graph::Barrier& b) const {
+    if (parts() == 1 && !b.position.contains("inputs")) return {{b.position}};
+    std::vector<std::vector<Json>> at(parts());
+    const Json& inputs = b.position["inputs"];
+    for (size_t i = 0; i < parts() && i < inputs.size(); ++i) {
+      for (const auto& p : inputs[i]) at[i].push_back(p);
+    }
+    return at;
+  }
+
+  // The table's marker from its parts' markers.
+  Json TableMarker(const std::vector<Json>& markers) {
+    if (!table_->merged) return markers.front();
+    Json m = {{"sources", Json::object()}};
+    for (size_t i = 0; i < parts(); ++i) m["sources"][part(i).source->cfg->name] = markers[i];
+    return m;
+  }
+  Json PartMarker(const Json& table_marker, size_t i) {
+    return PartOfMarker(table_marker, table_->merged ? part(i).source->cfg->name : "");
+  }
+
+  // Records the progress of the parts `which` (every part when empty) in one state write.
+  Status Record(const std::vector<size_t>& which, const std::function<Json(StreamTask&)>& of) {
+    std::vector<Recorder::Entry> entries;
+    for (size_t i = 0; i < parts(); ++i) {
+      if (!which.empty() && std::find(which.begin(), which.end(), i) == which.end()) continue;
+      entries.push_back({part(i).state_ns, part(i).info.name, of(part(i))});
+    }
+    if (entries.empty()) return Status::OK();
+    return recorder_->RecordAll(entries);
+  }
+
+  static std::string Join(const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& s : items) out += (out.empty() ? "" : ",") + s;
+    return out;
+  }
+
+  // A checkpoint of a load: the chunks each part completed, committed with the marker on the
+  // load's branch.
+  Status CommitChunks(const std::vector<std::vector<Json>>& at) {
+    std::vector<FullRefreshProgress> next(parts());
+    std::vector<Json> markers(parts());
+    std::vector<std::string> ids;
+    for (size_t i = 0; i < parts(); ++i) {
+      next[i] = part(i).progress;
+      for (const auto& p : at[i]) {
+        next[i].committed.Add(p["chunk"].get<int64_t>());
+        ids.push_back(p["id"].get<std::string>());
+      }
+      next[i].rows += rows_[i];
+      markers[i] = next[i].ToJson();
+    }
+    auto landed = [&](const Json& m) {
+      for (size_t i = 0; i < parts(); ++i) {
+        for (const auto& p : at[i]) {
+          if (!ChunkLanded(PartMarker(m, i), run(), p["chunk"].get<int64_t>())) return false;
+        }
+      }
+      return true;
     };
-    std::map<std::string, std::string> summary = {{"ferry.pipeline", pipeline_},
-                                                  {"ferry.window", w.window}};
-    auto r = Timed([&] { return t_->out->Commit("", w.ToJson(), summary, landed); });
-    if (!r.ok()) return r.status().WithContext("committing window " + w.window);
-    FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, w.ToJson()));
+    std::map<std::string, std::string> summary = {
+        {"ferry.pipeline", pipeline_}, {"ferry.run", run()}, {"ferry.chunk", Join(ids)}};
+    auto r = Timed([&] { return out_->Commit(run(), TableMarker(markers), summary, landed); });
+    if (!r.ok()) return r.status().WithContext("committing " + Join(ids));
+    for (size_t i = 0; i < parts(); ++i) {
+      part(i).progress = next[i];
+      rows_[i] = 0;
+    }
+    FERRY_RETURN_IF_ERROR(Record({}, [](StreamTask& t) { return t.progress.ToJson(); }));
     if (opts_.print_progress) {
-      FERRY_LOG(kInfo) << t_->info.name << ": rows up to " << t_->info.name << "."
-                       << w.cursor_column << " = " << w.cursor.dump() << " committed";
+      for (size_t i = 0; i < parts(); ++i) {
+        if (at[i].empty()) continue;
+        const FullRefreshProgress& p = part(i).progress;
+        FERRY_LOG(kInfo) << part(i).label << ": chunk " << p.committed.Count() << "/"
+                         << p.plan.count << " committed (" << p.rows << " rows in this load)";
+      }
     }
     return Status::OK();
   }
 
-  // Commits a batch of changes (upserts and deletes by key) with the stream's new position `to`.
-  // A stream already past `to` (its marker was ahead) keeps its position.
-  Status CommitChanges(int64_t to) {
-    CdcProgress& c = t_->changes;
-    c.position = std::max(to, c.from);
-    if (!t_->out->HasPending() && !(t_->out->CheapMarkerCommits() && c.position > c.from)) {
-      // Nothing of this stream in the checkpoint: only the state moves on.
-      if (c.position > c.from) {
-        FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, c.ToJson()));
+  // The end of a load: main takes the load's contents, and every part's marker says published.
+  Status Publish() {
+    std::vector<FullRefreshProgress> done(parts());
+    std::vector<Json> markers(parts());
+    for (size_t i = 0; i < parts(); ++i) {
+      done[i] = part(i).progress;
+      done[i].published = true;
+      markers[i] = done[i].ToJson();
+    }
+    auto landed = [&](const Json& m) {
+      for (size_t i = 0; i < parts(); ++i) {
+        if (!PublishLanded(PartMarker(m, i), run())) return false;
+      }
+      return true;
+    };
+    auto r = Timed([&] { return out_->Publish(run(), TableMarker(markers), landed); });
+    if (!r.ok()) return r.status().WithContext("publishing the load of " + table_->table);
+    for (size_t i = 0; i < parts(); ++i) part(i).progress = done[i];
+    FERRY_RETURN_IF_ERROR(Record({}, [](StreamTask& t) { return t.progress.ToJson(); }));
+    Finish();
+    if (opts_.print_progress) {
+      int64_t rows = 0;
+      for (size_t i = 0; i < parts(); ++i) rows += part(i).progress.rows;
+      FERRY_LOG(kInfo) << table_->table << ": load published, " << rows << " rows";
+    }
+    return Status::OK();
+  }
+
+  // Commits incremental windows: the upserted rows, their keys as equality deletes, and the
+  // marker naming each window, in one snapshot; then the state takes each window's end.
+  Status CommitWindows(const std::vector<std::vector<Json>>& at) {
+    std::vector<size_t> in;
+    for (size_t i = 0; i < parts(); ++i) {
+      if (!at[i].empty()) in.push_back(i);
+    }
+    // A commit with rows (or one that writes the marker anyway) leaves the marker in the table.
+    const bool lands = out_->HasPending() || out_->CheapMarkerCommits();
+    std::vector<Json> markers(parts());
+    std::vector<std::string> windows;
+    for (size_t i = 0; i < parts(); ++i) markers[i] = part(i).marker;
+    for (size_t i : in) {
+      if (lands) part(i).window.landed = true;
+      markers[i] = part(i).window.ToJson();
+      windows.push_back(part(i).window.window);
+    }
+    auto landed = [&](const Json& m) {
+      for (size_t i : in) {
+        const Json j = PartMarker(m, i);
+        if (!j.is_object() || j.value("mode", "") != "incremental" ||
+            j.value("window", "") != part(i).window.window) {
+          return false;
+        }
+      }
+      return true;
+    };
+    std::map<std::string, std::string> summary = {{"ferry.pipeline", pipeline_},
+                                                  {"ferry.window", Join(windows)}};
+    auto r = Timed([&] { return out_->Commit("", TableMarker(markers), summary, landed); });
+    if (!r.ok()) return r.status().WithContext("committing window " + Join(windows));
+    for (size_t i : in) part(i).marker = markers[i];
+    FERRY_RETURN_IF_ERROR(Record(in, [](StreamTask& t) { return t.window.ToJson(); }));
+    if (opts_.print_progress) {
+      for (size_t i : in) {
+        const IncrementalProgress& w = part(i).window;
+        FERRY_LOG(kInfo) << part(i).label << ": rows up to " << part(i).info.name << "."
+                         << w.cursor_column << " = " << w.cursor.dump() << " committed";
+      }
+    }
+    return Status::OK();
+  }
+
+  // Commits the changes since the previous checkpoint (upserts and deletes by key), each part
+  // with its source's new position. A part already past it (its marker was ahead) keeps its
+  // position.
+  Status CommitChanges(const std::vector<std::vector<Json>>& at) {
+    std::vector<size_t> in;
+    bool moved = false;
+    for (size_t i = 0; i < parts(); ++i) {
+      if (at[i].empty()) continue;
+      CdcProgress& c = part(i).changes;
+      c.position = std::max(at[i].back()["position"].get<int64_t>(), c.from);
+      moved = moved || c.position > c.from;
+      in.push_back(i);
+    }
+    auto done = [&] {
+      for (size_t i : in) part(i).changes.from = part(i).changes.position;
+    };
+    if (!out_->HasPending() && !(out_->CheapMarkerCommits() && moved)) {
+      // Nothing of these streams in the checkpoint: only the state moves on.
+      if (moved) {
+        FERRY_RETURN_IF_ERROR(Record(in, [](StreamTask& t) { return t.changes.ToJson(); }));
         if (changes_recorded_) changes_recorded_();
       }
-      c.from = c.position;
+      done();
       return Status::OK();
     }
-    auto landed = [&](const Json& j) {
-      return j.is_object() && j.value("mode", "") == "cdc" &&
-             j.value("position", int64_t{-1}) >= c.position;
-    };
-    c.landed = true;
-    std::map<std::string, std::string> summary = {{"ferry.pipeline", pipeline_},
-                                                  {"ferry.position", std::to_string(c.position)}};
-    auto r = Timed([&] { return t_->out->Commit("", c.ToJson(), summary, landed); });
-    if (!r.ok())
-      return r.status().WithContext("committing changes up to " + std::to_string(c.position));
-    FERRY_RETURN_IF_ERROR(recorder_->Record(t_->info.ns, t_->info.name, c.ToJson()));
-    if (changes_recorded_) changes_recorded_();
-    ++t_->commits;
-    if (opts_.print_progress) {
-      FERRY_LOG(kInfo) << t_->info.name << ": changes " << c.from << ".." << c.position
-                       << " committed";
+    std::vector<Json> markers(parts());
+    std::vector<std::string> positions;
+    for (size_t i = 0; i < parts(); ++i) markers[i] = part(i).marker;
+    for (size_t i : in) {
+      part(i).changes.landed = true;
+      markers[i] = part(i).changes.ToJson();
+      positions.push_back((table_->merged ? part(i).source->cfg->name + ":" : std::string()) +
+                          std::to_string(part(i).changes.position));
     }
-    c.from = c.position;
+    auto landed = [&](const Json& m) {
+      for (size_t i : in) {
+        const Json j = PartMarker(m, i);
+        if (!j.is_object() || j.value("mode", "") != "cdc" ||
+            j.value("position", int64_t{-1}) < part(i).changes.position) {
+          return false;
+        }
+      }
+      return true;
+    };
+    std::map<std::string, std::string> summary = {{"ferry.pipeline", pipeline_},
+                                                  {"ferry.position", Join(positions)}};
+    auto r = Timed([&] { return out_->Commit("", TableMarker(markers), summary, landed); });
+    if (!r.ok()) return r.status().WithContext("committing changes up to " + Join(positions));
+    for (size_t i : in) part(i).marker = markers[i];
+    FERRY_RETURN_IF_ERROR(Record(in, [](StreamTask& t) { return t.changes.ToJson(); }));
+    if (changes_recorded_) changes_recorded_();
+    for (size_t i : in) {
+      ++part(i).commits;
+      if (opts_.print_progress) {
+        FERRY_LOG(kInfo) << part(i).label << ": changes " << part(i).changes.from << ".."
+                         << part(i).changes.position << " committed";
+      }
+    }
+    done();
     return Status::OK();
   }
 
@@ -432,10 +615,10 @@ class SinkNode : public graph::Node {
     bool interrupted = RunWithDeadline(
         timeout_ms_, [&] { r = commit(); },
         [&] {
-          FERRY_LOG(kWarn) << t_->info.name << ": the commit has run for "
+          FERRY_LOG(kWarn) << table_->table << ": the commit has run for "
                            << FormatSeconds(timeout_ms_)
                            << " (checkpoint.timeout); interrupting it";
-          t_->out->Interrupt();
+          out_->Interrupt();
         });
     if (!interrupted || r.ok()) return r;
     return Status::Unavailable(
@@ -453,10 +636,16 @@ class SinkNode : public graph::Node {
   }
 
   void Finish() {
-    t_->report->seconds = SecondsSince(t_->start);
-    t_->report->rows = t_->out->totals().rows;
-    t_->report->files = t_->out->totals().files;
-    t_->report->bytes = t_->out->totals().bytes;
+    for (size_t i = 0; i < parts(); ++i) {
+      StreamReport* report = part(i).report;
+      report->seconds = SecondsSince(part(i).start);
+      // A merged table's files hold every part's rows: they are counted with the first part.
+      report->rows = table_->merged ? written_[i] : out_->totals().rows;
+      if (i == 0) {
+        report->files = out_->totals().files;
+        report->bytes = out_->totals().bytes;
+      }
+    }
   }
 
   static std::optional<FullRefreshProgress> LoadOf(const Json& marker) {
@@ -474,12 +663,16 @@ class SinkNode : public graph::Node {
     return m && m->run == run && m->published;
   }
 
-  StreamTask* t_;
+  TableTask* table_;
+  sink::SinkStream* out_;
   Recorder* recorder_;
   std::string pipeline_;
   const SyncOptions& opts_;
   int64_t timeout_ms_;  // checkpoint.timeout
   std::function<void()> changes_recorded_;
+  graph::AlignNode* align_;
+  std::vector<int64_t> rows_;      // per part: rows since its last commit
+  std::vector<uint64_t> written_;  // per part: rows written by this sync
 };
 
 std::string ActionName(Action a) {
@@ -496,21 +689,21 @@ std::string ActionName(Action a) {
 
 // Decides an incremental stream's next window: repairs the state from the marker when the
 // window starting at the state's cursor already landed, then captures the cursor's maximum.
-Status PlanWindow(source::Source* src, StreamTask* t, const Json& state, const Json& marker,
-                  Recorder* recorder) {
+Status PlanWindow(StreamTask* t, const Json& state, Recorder* recorder) {
+  source::Source* src = t->source->src.get();
   const std::string& cursor = *t->settings.cursor;
-  auto d = DecideIncremental(t->info.name, cursor, state, marker);
+  auto d = DecideIncremental(t->info.name, cursor, state, t->marker);
   if (!d.ok()) return d.status();
-  FERRY_LOG(kInfo) << t->info.name << ": " << d->explanation;
+  FERRY_LOG(kInfo) << t->label << ": " << d->explanation;
   if (t->out->schema()->identifier_field_ids.empty()) {
     return Status::InvalidArgument(
-        "stream " + t->info.name +
+        "stream " + t->label +
         ": incremental mode upserts by primary key, and the table has "
         "none (or a key column may be NULL); declare a NOT NULL primary key on the source table, "
         "set the stream's primary_key to NOT NULL columns, or use full_refresh");
   }
   if (d->state_behind) {
-    FERRY_RETURN_IF_ERROR(recorder->Record(t->info.ns, t->info.name, d->start.ToJson()));
+    FERRY_RETURN_IF_ERROR(recorder->Record(t->state_ns, t->info.name, d->start.ToJson()));
   }
   FERRY_ASSIGN_OR_RETURN(Json upper, src->MaxCursor(t->info, cursor));
   IncrementalProgress w = d->start;
@@ -529,73 +722,345 @@ Status PlanWindow(source::Source* src, StreamTask* t, const Json& state, const J
   return Status::OK();
 }
 
+// A cdc stream past its backfill, or a cdc_only stream: the changes this sync applies.
+Status PlanChanges(StreamTask* t, CdcDecision cd, const Json& state, Recorder* recorder) {
+  source::Source* src = t->source->src.get();
+  t->changes.stream = t->info.name;
+  if (cd.backfill) {
+    // cdc_only: no backfill; changes from now on.
+    FERRY_ASSIGN_OR_RETURN(cd.position, src->ChangeLogEnd(t->info));
+    cd.explanation = "cdc_only: applying changes after position " + std::to_string(cd.position);
+    CdcProgress start{t->info.name, cd.position, cd.position};
+    FERRY_RETURN_IF_ERROR(recorder->Record(t->state_ns, t->info.name, start.ToJson()));
+  } else if (cd.state_behind) {
+    CdcProgress repaired{t->info.name, cd.position, cd.position, /*landed=*/true};
+    FERRY_RETURN_IF_ERROR(recorder->Record(t->state_ns, t->info.name, repaired.ToJson()));
+  }
+  t->changes.landed = t->marker.is_object() || (state.is_object() && state.value("landed", false));
+  FERRY_LOG(kInfo) << t->label << ": " << cd.explanation;
+  if (src->SharedChangeLog()) {
+    // One pass over the shared log serves every such stream of the source (see RunSync).
+    t->shared_log = true;
+    t->changes.from = t->changes.position = cd.position;
+    t->report_from = cd.position;
+    t->report->action = "cdc: changes after position " + std::to_string(cd.position);
+    return Status::OK();
+  }
+  FERRY_ASSIGN_OR_RETURN(int64_t end, src->ChangeLogEnd(t->info));
+  t->changes.from = cd.position;
+  t->changes.position = std::max(cd.position, end);
+  t->source->to_acknowledge.emplace_back(t->info, t->changes.position);
+  t->report->action = t->changes.position > t->changes.from
+                          ? "cdc: changes " + std::to_string(t->changes.from) + ".." +
+                                std::to_string(t->changes.position)
+                          : "cdc: no new changes";
+  return Status::OK();
+}
+
+// Applies a load's decision (full refresh, or a cdc stream's backfill). A new load's plan is in
+// the state file before anything is read, so that a crash resumes this very load. Returns false
+// when there is nothing to read (the load was published; only the state was behind).
+Result<bool> ApplyLoad(StreamTask* t, const Decision& d, const std::string& new_run,
+                       Recorder* recorder) {
+  source::Source* src = t->source->src.get();
+  FERRY_LOG(kInfo) << t->label << ": " << d.explanation;
+  t->report->action = ActionName(d.action);
+  if (d.action == Action::kAlreadyPublished) {
+    FERRY_RETURN_IF_ERROR(recorder->Record(t->state_ns, t->info.name, d.progress.ToJson()));
+    t->report->chunks_total = d.progress.plan.count;
+    t->report->chunks_skipped = d.progress.plan.count;
+    return false;
+  }
+  if (d.action == Action::kStartNewRun) {
+    FullRefreshProgress p;
+    p.stream = t->info.name;
+    p.run = new_run;
+    FERRY_ASSIGN_OR_RETURN(p.plan, src->PlanChunks(t->info, t->settings.chunk_rows));
+    if (t->cdc_backfill) {
+      // Changes after this point are applied once the load is published.
+      FERRY_ASSIGN_OR_RETURN(int64_t start, src->ChangeLogEnd(t->info));
+      p.cdc_start = start;
+    }
+    FERRY_RETURN_IF_ERROR(recorder->Record(t->state_ns, t->info.name, p.ToJson()));
+    t->progress = std::move(p);
+  } else {
+    t->progress = d.progress;
+    t->progress.stream = t->info.name;
+    if (d.state_behind) {
+      FERRY_RETURN_IF_ERROR(recorder->Record(t->state_ns, t->info.name, t->progress.ToJson()));
+    }
+  }
+  t->report->chunks_total = t->progress.plan.count;
+  t->report->chunks_skipped = t->progress.committed.Count();
+  return true;
+}
+
+// Compares every part's state with its marker and plans what this sync does for the table.
+// The parts of a merged table load together (one load, one branch, one publish): when they are
+// not at one point of one load (a source added, a state lost, a load resumed against one that
+// finished), every part starts a new load.
+Status PlanTable(TableTask* table, Recorder* recorder, const std::string& state_path) {
+  struct PartPlan {
+    StreamTask* t;
+    Json state;
+    std::optional<CdcDecision> cdc;
+    std::optional<Decision> load;
+  };
+  std::vector<PartPlan> plans;
+  for (StreamTask* t : table->parts) {
+    PartPlan pp{t, recorder->Get(t->state_ns, t->info.name), std::nullopt, std::nullopt};
+    if (t->cdc()) {
+      auto decided = DecideCdc(pp.state, t->marker, t->settings.mode == config::SyncMode::kCdc);
+      if (!decided.ok()) {
+        return decided.status().WithContext("stream " + t->label + " (table " + table->table + ")");
+      }
+      if (decided->backfill && t->settings.mode == config::SyncMode::kCdc) {
+        t->cdc_backfill = true;
+        pp.load = decided->full;
+      }
+      pp.cdc = std::move(*decided);
+    } else if (!t->incremental()) {
+      auto d = DecideFullRefresh(pp.state, t->marker);
+      if (!d.ok()) {
+        return d.status().WithContext("stream " + t->label + " (state file " + state_path + ")");
+      }
+      pp.load = std::move(*d);
+    }
+    if (pp.load && pp.load->action == Action::kResume) {
+      FERRY_ASSIGN_OR_RETURN(std::string stale,
+                             t->source->src->StalePlan(t->info, pp.load->progress.plan));
+      if (!stale.empty()) {
+        FERRY_LOG(kWarn) << t->label << ": the unfinished load cannot resume (" << stale
+                         << "); a new load starts, and replaces the table when published";
+        pp.load->action = Action::kStartNewRun;
+        pp.load->explanation = "a new load (the unfinished one's plan no longer fits)";
+      }
+    }
+    plans.push_back(std::move(pp));
+  }
+  if (table->merged && std::any_of(plans.begin(), plans.end(),
+                                   [](const PartPlan& pp) { return pp.load.has_value(); })) {
+    const PartPlan& first = plans.front();
+    bool together = true;
+    for (const PartPlan& pp : plans) {
+      together = together && pp.load && first.load &&
+                 ((pp.load->action == Action::kStartNewRun &&
+                   first.load->action == Action::kStartNewRun) ||
+                  (pp.load->action == first.load->action &&
+                   pp.load->progress.run == first.load->progress.run));
+    }
+    if (!together) {
+      FERRY_LOG(kInfo) << table->table
+                       << ": its sources are not at one point of one load; every source loads "
+                          "again, and the new load replaces the table when published";
+      for (PartPlan& pp : plans) {
+        if (!pp.load) {
+          pp.t->cdc_backfill = true;
+          pp.load.emplace();
+        }
+        pp.load->action = Action::kStartNewRun;
+        pp.load->explanation = "a new load of the merged table " + table->table;
+      }
+    }
+  }
+  const std::string run = NewRunId();
+  table->active = false;
+  for (PartPlan& pp : plans) {
+    StreamTask* t = pp.t;
+    if (pp.load) {
+      FERRY_ASSIGN_OR_RETURN(bool read, ApplyLoad(t, *pp.load, run, recorder));
+      table->active = table->active || read;
+    } else if (t->incremental()) {
+      FERRY_RETURN_IF_ERROR(PlanWindow(t, pp.state, recorder));
+      table->active = true;
+    } else {
+      FERRY_RETURN_IF_ERROR(PlanChanges(t, std::move(*pp.cdc), pp.state, recorder));
+      table->active = true;
+    }
+  }
+  if (table->merged) {
+    const bool shared = table->parts.front()->shared_log;
+    for (StreamTask* t : table->parts) {
+      if (t->shared_log != shared) {
+        return Status::InvalidArgument(
+            "table " + table->table + " merges changes read from a shared change log (" +
+            table->parts.front()->label + ") with changes of a per-table change log (" + t->label +
+            "); the streams of a merged table must come from sources of one kind (all "
+            "PostgreSQL, or all SQLite)");
+      }
+    }
+  }
+  return Status::OK();
+}
+
+// What the two sources' versions of a merged table's stream differ in, or "" when they agree.
+std::string SchemaDifference(const Schema& a, const Schema& b) {
+  if (a.fields.size() != b.fields.size()) {
+    return std::to_string(a.fields.size()) + " columns against " + std::to_string(b.fields.size());
+  }
+  for (size_t i = 0; i < a.fields.size(); ++i) {
+    const Field& x = a.fields[i];
+    const Field& y = b.fields[i];
+    if (x.name != y.name)
+      return "column " + std::to_string(i + 1) + " is " + x.name + " / " + y.name;
+    if (!x.type.SameShape(y.type)) {
+      return "column " + x.name + " is " + x.type.ToIceberg() + " / " + y.type.ToIceberg();
+    }
+  }
+  if (a.identifier_field_ids != b.identifier_field_ids) return "the primary keys differ";
+  return "";
+}
+
+std::string Label(const config::SourceConfig& sc, const std::string& stream) {
+  return sc.name.empty() ? stream : sc.name + ":" + stream;
+}
+
+// The state file keys a stream by namespace and name; a named source's streams are kept apart.
+std::string StateNamespace(const config::SourceConfig& sc, const source::StreamInfo& info) {
+  return sc.name.empty() ? info.ns : sc.name + "/" + info.ns;
+}
+
+Status InSource(const config::SourceConfig& sc, const Status& s) {
+  return sc.name.empty() ? s : s.WithContext("source " + sc.name);
+}
+
+// Opens every source of the pipeline and selects the streams it syncs (key overrides applied).
+// `prepare_capture`: change capture is installed for cdc streams (before any snapshot point, so
+// that no later change is missed).
+Result<std::vector<std::unique_ptr<SourceRun>>> OpenSources(config::PipelineConfig& cfg,
+                                                            bool prepare_capture) {
+  std::vector<std::unique_ptr<SourceRun>> out;
+  for (config::SourceConfig& sc : cfg.sources) {
+    auto run = std::make_unique<SourceRun>();
+    run->cfg = &sc;
+    auto src = source::OpenSource(sc);
+    if (!src.ok()) return InSource(sc, src.status());
+    run->src = std::move(*src);
+    auto all = run->src->Discover();
+    if (!all.ok()) return InSource(sc, all.status());
+    auto streams = SelectStreams(sc, std::move(*all));
+    if (!streams.ok()) return InSource(sc, streams.status());
+    run->streams = std::move(*streams);
+    for (auto& info : run->streams) {
+      config::StreamConfig settings = StreamSettings(sc, info.name);
+      FERRY_RETURN_IF_ERROR(InSource(sc, ApplyKeyOverride(settings, &info)));
+      if (prepare_capture && (settings.mode == config::SyncMode::kCdc ||
+                              settings.mode == config::SyncMode::kCdcOnly)) {
+        FERRY_RETURN_IF_ERROR(InSource(sc, run->src->PrepareChangeCapture(info)));
+      }
+    }
+    out.push_back(std::move(run));
+  }
+  return out;
+}
+
+// How far a source's shared change log may be forgotten: up to what EVERY cdc stream of the
+// source has in its table and in the state file, including backfills still in flight (their
+// changes start at cdc_start); 0 while a stream has no position yet.
+int64_t SharedLogFloor(const SourceRun& s, Recorder* recorder, int64_t upper) {
+  int64_t floor = upper;
+  for (const auto& info : s.streams) {
+    config::StreamConfig sc = StreamSettings(*s.cfg, info.name);
+    if (sc.mode != config::SyncMode::kCdc && sc.mode != config::SyncMode::kCdcOnly) continue;
+    Json st = recorder->Get(StateNamespace(*s.cfg, info), info.name);
+    if (st.is_object() && st.value("mode", "") == "cdc") {
+      floor = std::min(floor, st.value("position", int64_t{0}));
+    } else if (st.is_object() && st.contains("cdc_start")) {
+      floor = std::min(floor, st.value("cdc_start", int64_t{0}));
+    } else {
+      return 0;
+    }
+  }
+  return floor;
+}
+
 }  // namespace
 
 Result<std::vector<source::StreamInfo>> RunDiscover(config::PipelineConfig& cfg) {
-  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source()));
-  return src->Discover();
+  std::vector<source::StreamInfo> out;
+  for (config::SourceConfig& sc : cfg.sources) {
+    auto src = source::OpenSource(sc);
+    if (!src.ok()) return InSource(sc, src.status());
+    auto streams = (*src)->Discover();
+    if (!streams.ok()) return InSource(sc, streams.status());
+    for (auto& info : *streams) {
+      info.name = Label(sc, info.name);
+      out.push_back(std::move(info));
+    }
+  }
+  return out;
 }
 
 Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport>* out) {
-  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source()));
-  FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
-  FERRY_ASSIGN_OR_RETURN(auto streams, SelectStreams(cfg.source(), std::move(all)));
+  FERRY_ASSIGN_OR_RETURN(auto sources, OpenSources(cfg, /*prepare_capture=*/false));
   auto dst = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst.ok()) return dst.status().WithContext("destination");
   FERRY_ASSIGN_OR_RETURN(auto loaded, state::OpenFileStateStore(cfg.state_path)->Load());
-  for (const auto& info : streams) {
-    StreamStateReport r;
-    r.stream = info.name;
-    r.table = (*dst)->TableName(info.name);
-    config::StreamConfig sc = StreamSettings(cfg.source(), info.name);
-    r.mode = std::string(config::SyncModeName(sc.mode));
-    r.state = loaded ? loaded->Stream(info.ns, info.name) : Json(nullptr);
-    FERRY_ASSIGN_OR_RETURN(r.marker, (*dst)->ReadMarker(info.name));
-    if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
-      auto d = DecideCdc(r.state, r.marker, sc.mode == config::SyncMode::kCdc);
-      if (!d.ok()) {
-        r.restart = "stops: " + d.status().message();
-        out->push_back(std::move(r));
-        continue;
+  for (const auto& s : sources) {
+    for (const auto& info : s->streams) {
+      StreamStateReport r;
+      r.stream = Label(*s->cfg, info.name);
+      r.table = (*dst)->TableName(info.name);
+      config::StreamConfig sc = StreamSettings(*s->cfg, info.name);
+      r.mode = std::string(config::SyncModeName(sc.mode));
+      r.state = loaded ? loaded->Stream(StateNamespace(*s->cfg, info), info.name) : Json(nullptr);
+      FERRY_ASSIGN_OR_RETURN(Json marker, (*dst)->ReadMarker(info.name));
+      r.marker = PartOfMarker(marker, s->cfg->name);
+      if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
+        auto d = DecideCdc(r.state, r.marker, sc.mode == config::SyncMode::kCdc);
+        if (!d.ok()) {
+          r.restart = "stops: " + d.status().message();
+          out->push_back(std::move(r));
+          continue;
+        }
+        r.restart = d->explanation;
+        r.state_behind = d->state_behind || (d->backfill && d->full.state_behind);
+      } else if (sc.mode == config::SyncMode::kIncremental) {
+        auto d = DecideIncremental(info.name, sc.cursor.value_or(""), r.state, r.marker);
+        if (!d.ok()) return d.status();
+        r.restart = d->explanation;
+        r.state_behind = d->state_behind;
+      } else {
+        auto d = DecideFullRefresh(r.state, r.marker);
+        if (!d.ok()) return d.status();
+        r.restart = d->explanation;
+        r.state_behind = d->state_behind;
       }
-      r.restart = d->explanation;
-      r.state_behind = d->state_behind || (d->backfill && d->full.state_behind);
-    } else if (sc.mode == config::SyncMode::kIncremental) {
-      auto d = DecideIncremental(info.name, sc.cursor.value_or(""), r.state, r.marker);
-      if (!d.ok()) return d.status();
-      r.restart = d->explanation;
-      r.state_behind = d->state_behind;
-    } else {
-      auto d = DecideFullRefresh(r.state, r.marker);
-      if (!d.ok()) return d.status();
-      r.restart = d->explanation;
-      r.state_behind = d->state_behind;
+      out->push_back(std::move(r));
     }
-    out->push_back(std::move(r));
   }
   return Status::OK();
 }
 
 Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
-  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source()));
-  FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
-  FERRY_ASSIGN_OR_RETURN(report->streams, SelectStreams(cfg.source(), std::move(all)));
+  FERRY_ASSIGN_OR_RETURN(auto sources, OpenSources(cfg, /*prepare_capture=*/false));
   auto dst = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst.ok()) return dst.status().WithContext("destination");
-  report->source = src->Describe();
   report->destination = (*dst)->Describe();
   report->guarantee = (*dst)->Guarantee();
-  for (const auto& s : report->streams) {
-    report->tables.push_back((*dst)->TableName(s.name));
-    config::StreamConfig sc = StreamSettings(cfg.source(), s.name);
-    if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
-      source::StreamInfo info = s;
-      FERRY_RETURN_IF_ERROR(ApplyKeyOverride(sc, &info));
-      FERRY_RETURN_IF_ERROR(src->CheckChangeCapture(info));
+  if (cfg.merged()) {
+    report->guarantee += cfg.checkpoint.exactly_once
+                             ? "; tables fed by several sources: exactly-once (barriers aligned)"
+                             : "; tables fed by several sources: at-least-once (checkpoint.mode "
+                               "at_least_once: a restart may apply some rows twice)";
+  }
+  for (const auto& s : sources) {
+    const std::string described = s->src->Describe();
+    report->source += (report->source.empty() ? "" : "; ") +
+                      (s->cfg->name.empty() ? described : s->cfg->name + ": " + described);
+    for (const auto& info : s->streams) {
+      config::StreamConfig sc = StreamSettings(*s->cfg, info.name);
+      if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
+        FERRY_RETURN_IF_ERROR(InSource(*s->cfg, s->src->CheckChangeCapture(info)));
+      }
+      // A marker that cannot be read would stop the sync: report it now.
+      auto m = (*dst)->ReadMarker(info.name);
+      if (!m.ok()) return m.status();
+      report->tables.push_back((*dst)->TableName(info.name));
+      source::StreamInfo shown = info;
+      shown.name = Label(*s->cfg, info.name);
+      report->streams.push_back(std::move(shown));
     }
-    // A marker that cannot be read would stop the sync: report it now.
-    auto m = (*dst)->ReadMarker(s.name);
-    if (!m.ok()) return m.status();
   }
   auto st = state::OpenFileStateStore(cfg.state_path)->Load();
   if (!st.ok()) return st.status();
@@ -609,9 +1074,7 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
 
 Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport* report) {
   auto t0 = Clock::now();
-  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source()));
-  FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
-  FERRY_ASSIGN_OR_RETURN(auto streams, SelectStreams(cfg.source(), std::move(all)));
+  FERRY_ASSIGN_OR_RETURN(auto sources, OpenSources(cfg, /*prepare_capture=*/true));
   auto dst_r = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst_r.ok()) return dst_r.status().WithContext("destination");
   auto dst = std::move(*dst_r);
@@ -625,210 +1088,196 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
   }
   Recorder recorder(store.get(), loaded ? std::move(*loaded) : state::PipelineState(cfg.name));
 
-  // Compare state and marker for every stream before reading anything.
+  // Every stream of every source, grouped by destination table (in the order tables first
+  // appear); several sources' streams of one table are merged into it.
   std::vector<std::unique_ptr<StreamTask>> tasks;
-  report->streams.resize(streams.size());
-  // Change capture is installed before the snapshot point, so no later change is missed.
-  for (auto& info : streams) {
-    config::StreamConfig sc = StreamSettings(cfg.source(), info.name);
-    FERRY_RETURN_IF_ERROR(ApplyKeyOverride(sc, &info));
-    if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
-      FERRY_RETURN_IF_ERROR(src->PrepareChangeCapture(info));
-    }
-  }
-  FERRY_RETURN_IF_ERROR(src->BeginSnapshot());
-  std::vector<std::pair<source::StreamInfo, int64_t>> to_acknowledge;
-  for (size_t i = 0; i < streams.size(); ++i) {
-    auto t = std::make_unique<StreamTask>();
-    t->info = streams[i];
-    t->report = &report->streams[i];
-    t->report->stream = t->info.name;
-    t->report->table = dst->TableName(t->info.name);
-    t->start = Clock::now();
-    t->settings = StreamSettings(cfg.source(), t->info.name);
-    auto out = dst->OpenStream(t->info.name, t->info.ToSchema(),
-                               /*replacing=*/t->settings.mode == config::SyncMode::kFullRefresh);
-    if (!out.ok()) return out.status();
-    t->out = std::move(*out);
-    Json marker = t->out->Marker();
-    Json st = recorder.Get(t->info.ns, t->info.name);
-    if (t->incremental()) {
-      FERRY_RETURN_IF_ERROR(PlanWindow(src.get(), t.get(), st, marker, &recorder));
+  std::vector<std::unique_ptr<TableTask>> tables;
+  std::map<std::string, TableTask*> by_table;
+  size_t total = 0;
+  for (const auto& s : sources) total += s->streams.size();
+  report->streams.resize(total);
+  for (const auto& s : sources) {
+    for (const auto& info : s->streams) {
+      auto t = std::make_unique<StreamTask>();
+      t->info = info;
+      t->source = s.get();
+      t->settings = StreamSettings(*s->cfg, info.name);
+      t->label = Label(*s->cfg, info.name);
+      t->state_ns = StateNamespace(*s->cfg, info);
+      t->report = &report->streams[tasks.size()];
+      t->report->stream = t->label;
+      t->report->table = dst->TableName(info.name);
+      t->start = Clock::now();
+      TableTask*& table = by_table[t->report->table];
+      if (table == nullptr) {
+        tables.push_back(std::make_unique<TableTask>());
+        table = tables.back().get();
+        table->table = t->report->table;
+        table->merged = cfg.merged();
+      }
+      for (StreamTask* other : table->parts) {
+        if (other->source == t->source) {
+          return Status::InvalidArgument("streams " + other->label + " and " + t->label +
+                                         " both map to table " + table->table +
+                                         "; list only one of them");
+        }
+        if (other->settings.mode != t->settings.mode) {
+          return Status::InvalidArgument(
+              "table " + table->table + " merges " + other->label + " (" +
+              std::string(config::SyncModeName(other->settings.mode)) + ") and " + t->label + " (" +
+              std::string(config::SyncModeName(t->settings.mode)) +
+              "); the streams of a merged table need the same mode");
+        }
+        std::string diff = SchemaDifference(other->info.ToSchema(), t->info.ToSchema());
+        if (!diff.empty()) {
+          return Status::InvalidArgument("table " + table->table + " merges " + other->label +
+                                         " and " + t->label + ", whose columns differ: " + diff +
+                                         "; the merged streams need the same columns and key");
+        }
+      }
+      table->parts.push_back(t.get());
       tasks.push_back(std::move(t));
-      continue;
     }
-    std::optional<Decision> backfill;
-    if (t->cdc()) {
-      auto decided = DecideCdc(st, marker, t->settings.mode == config::SyncMode::kCdc);
-      if (!decided.ok()) {
-        return decided.status().WithContext("stream " + t->info.name + " (table " +
-                                            t->report->table + ")");
-      }
-      CdcDecision cd = std::move(*decided);
-      if (!cd.backfill || t->settings.mode == config::SyncMode::kCdcOnly) {
-        t->changes.stream = t->info.name;
-        if (cd.backfill) {
-          // cdc_only: no backfill; changes from now on.
-          FERRY_ASSIGN_OR_RETURN(cd.position, src->ChangeLogEnd(t->info));
-          cd.explanation =
-              "cdc_only: applying changes after position " + std::to_string(cd.position);
-          CdcProgress start{t->info.name, cd.position, cd.position};
-          FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, start.ToJson()));
-        } else if (cd.state_behind) {
-          CdcProgress repaired{t->info.name, cd.position, cd.position, /*landed=*/true};
-          FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, repaired.ToJson()));
-        }
-        t->changes.landed = marker.is_object() || (st.is_object() && st.value("landed", false));
-        FERRY_LOG(kInfo) << t->info.name << ": " << cd.explanation;
-        if (src->SharedChangeLog()) {
-          // One pass over the shared log serves every such stream (see below).
-          t->shared_log = true;
-          t->changes.from = t->changes.position = cd.position;
-          t->report_from = cd.position;
-          t->report->action = "cdc: changes after position " + std::to_string(cd.position);
-          tasks.push_back(std::move(t));
-          continue;
-        }
-        FERRY_ASSIGN_OR_RETURN(int64_t end, src->ChangeLogEnd(t->info));
-        t->changes.from = cd.position;
-        t->changes.position = std::max(cd.position, end);
-        to_acknowledge.emplace_back(t->info, t->changes.position);
-        t->report->action = t->changes.position > t->changes.from
-                                ? "cdc: changes " + std::to_string(t->changes.from) + ".." +
-                                      std::to_string(t->changes.position)
-                                : "cdc: no new changes";
-        tasks.push_back(std::move(t));
-        continue;
-      }
-      t->cdc_backfill = true;
-      backfill = cd.full;
-    }
-    auto decision = backfill ? Result<Decision>(*backfill) : DecideFullRefresh(st, marker);
-    if (!decision.ok()) {
-      return decision.status().WithContext("stream " + t->info.name + " (state file " +
-                                           cfg.state_path + ")");
-    }
-    FERRY_LOG(kInfo) << t->info.name << ": " << decision->explanation;
-    t->report->action = ActionName(decision->action);
-    if (decision->action == Action::kAlreadyPublished) {
-      FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, decision->progress.ToJson()));
-      t->report->chunks_total = decision->progress.plan.count;
-      t->report->chunks_skipped = decision->progress.plan.count;
-      continue;
-    }
-    if (decision->action == Action::kResume) {
-      FERRY_ASSIGN_OR_RETURN(std::string stale, src->StalePlan(t->info, decision->progress.plan));
-      if (!stale.empty()) {
-        FERRY_LOG(kWarn) << t->info.name << ": the unfinished load cannot resume (" << stale
-                         << "); a new load starts, and replaces the table when published";
-        decision->action = Action::kStartNewRun;
-        t->report->action = ActionName(decision->action);
-      }
-    }
-    if (decision->action == Action::kStartNewRun) {
-      FullRefreshProgress p;
-      p.stream = t->info.name;
-      p.run = NewRunId();
-      FERRY_ASSIGN_OR_RETURN(p.plan, src->PlanChunks(t->info, t->settings.chunk_rows));
-      if (t->cdc_backfill) {
-        // Changes after this point are applied once the load is published.
-        FERRY_ASSIGN_OR_RETURN(int64_t start, src->ChangeLogEnd(t->info));
-        p.cdc_start = start;
-      }
-      // The plan is durable before the first commit, so a crash resumes this very load.
-      FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, p.ToJson()));
-      t->progress = std::move(p);
-    } else {
-      t->progress = decision->progress;
-      t->progress.stream = t->info.name;
-      if (decision->state_behind) {
-        FERRY_RETURN_IF_ERROR(recorder.Record(t->info.ns, t->info.name, t->progress.ToJson()));
-      }
-    }
-    t->report->chunks_total = t->progress.plan.count;
-    t->report->chunks_skipped = t->progress.committed.Count();
-    tasks.push_back(std::move(t));
   }
 
-  // Run the graph in waves of `parallel_streams` sinks fed by one source node.
-  std::vector<StreamTask*> own, shared;
-  for (auto& t : tasks) (t->shared_log ? shared : own).push_back(t.get());
+  for (const auto& s : sources) {
+    FERRY_RETURN_IF_ERROR(InSource(*s->cfg, s->src->BeginSnapshot()));
+  }
+  // Compare state and marker for every stream before reading anything.
+  for (auto& table : tables) {
+    StreamTask* first = table->parts.front();
+    Schema schema = first->info.ToSchema();
+    // Merged: a column any source may leave NULL may be NULL in the table.
+    for (StreamTask* t : table->parts) {
+      Schema other = t->info.ToSchema();
+      for (size_t i = 0; i < schema.fields.size(); ++i) {
+        schema.fields[i].required = schema.fields[i].required && other.fields[i].required;
+      }
+    }
+    auto out =
+        dst->OpenStream(first->info.name, schema,
+                        /*replacing=*/first->settings.mode == config::SyncMode::kFullRefresh);
+    if (!out.ok()) return out.status();
+    std::shared_ptr<sink::SinkStream> shared = std::move(*out);
+    const Json marker = shared->Marker();
+    for (StreamTask* t : table->parts) {
+      t->out = shared;
+      t->marker = PartOfMarker(marker, table->merged ? t->source->cfg->name : "");
+    }
+    FERRY_RETURN_IF_ERROR(PlanTable(table.get(), &recorder, cfg.state_path));
+  }
+
+  // The edges of one table: each part's source feeds an edge; a merged table's meet in an
+  // AlignNode, whose output its sink reads.
+  auto connect = [&](graph::Graph& g, TableTask* table, std::function<void()> recorded,
+                     std::map<SourceRun*, std::vector<StreamTask*>>* feeds) {
+    std::vector<std::shared_ptr<graph::Edge>> inputs;
+    for (StreamTask* t : table->parts) {
+      t->edge = g.AddEdge(opts.edge_capacity);
+      t->start = Clock::now();
+      inputs.push_back(t->edge);
+      (*feeds)[t->source].push_back(t);
+    }
+    graph::AlignNode* align = nullptr;
+    if (table->parts.size() > 1) {
+      table->edge = g.AddEdge(opts.edge_capacity);
+      graph::AlignOptions ao;
+      ao.exactly_once = cfg.checkpoint.exactly_once;
+      ao.alignment_timeout_ms = cfg.checkpoint.alignment_timeout_ms;
+      ao.max_concurrent = cfg.checkpoint.max_concurrent;
+      ao.tolerable_failures = cfg.checkpoint.tolerable_failures;
+      std::vector<StreamTask*> parts = table->parts;
+      for (StreamTask* t : parts) ao.input_names.push_back(t->label);
+      ao.request = [parts](size_t i) { parts[i]->source->checkpoint_wanted.store(true); };
+      auto node =
+          std::make_unique<graph::AlignNode>("align " + table->table, inputs, table->edge, ao);
+      align = node.get();
+      g.AddNode(std::move(node));
+    } else {
+      table->edge = inputs.front();
+    }
+    g.AddNode(std::make_unique<SinkNode>(table, &recorder, cfg.name, opts,
+                                         cfg.checkpoint.timeout_ms, std::move(recorded), align));
+  };
+
+  // Loads, windows and per-table change logs: waves of `parallel_streams` tables, each source
+  // reading its part of every table of the wave in table order (so that no two sources wait on
+  // each other's barriers in opposite tables).
+  std::vector<TableTask*> own, shared;
+  for (auto& table : tables) {
+    if (!table->active) continue;
+    (table->parts.front()->shared_log ? shared : own).push_back(table.get());
+  }
   Status result;
   size_t wave = std::max<size_t>(1, opts.parallel_streams);
   for (size_t start = 0; start < own.size() && result.ok(); start += wave) {
     graph::Graph g;
-    std::vector<StreamTask*> group;
+    std::map<SourceRun*, std::vector<StreamTask*>> feeds;
     for (size_t i = start; i < std::min(own.size(), start + wave); ++i) {
-      StreamTask* t = own[i];
-      t->edge = g.AddEdge(opts.edge_capacity);
-      t->start = Clock::now();
-      group.push_back(t);
-      g.AddNode(
-          std::make_unique<SinkNode>(t, &recorder, cfg.name, opts, cfg.checkpoint.timeout_ms));
+      connect(g, own[i], nullptr, &feeds);
     }
-    g.AddNode(std::make_unique<SourceNode>(src.get(), group, opts, cfg.source().readers));
+    for (const auto& s : sources) {
+      auto it = feeds.find(s.get());
+      if (it == feeds.end()) continue;
+      g.AddNode(std::make_unique<SourceNode>(s->src.get(), it->second, opts, s->cfg->readers));
+    }
     result = g.Run();
   }
-  // The snapshot is over before the change log is read: a long CDC round must not hold the
+  // The snapshots are over before the change logs are read: a long CDC round must not hold a
   // source's oldest snapshot (PostgreSQL: xmin) back.
-  Status end = src->EndSnapshot();
-  // How far the shared change log may be forgotten: up to what EVERY cdc stream of the pipeline
-  // has in its table and in the state file, including backfills still in flight (their changes
-  // start at cdc_start); 0 while a stream has no position yet.
-  auto shared_log_floor = [&](int64_t upper) {
-    int64_t floor = upper;
-    for (const auto& info : streams) {
-      config::StreamConfig sc = StreamSettings(cfg.source(), info.name);
-      if (sc.mode != config::SyncMode::kCdc && sc.mode != config::SyncMode::kCdcOnly) continue;
-      Json st = recorder.Get(info.ns, info.name);
-      if (st.is_object() && st.value("mode", "") == "cdc") {
-        floor = std::min(floor, st.value("position", int64_t{0}));
-      } else if (st.is_object() && st.contains("cdc_start")) {
-        floor = std::min(floor, st.value("cdc_start", int64_t{0}));
-      } else {
-        return int64_t{0};
-      }
-    }
-    return floor;
-  };
-  // The shared change log: one reader, every cdc stream's sink at once. The log hears of every
-  // checkpoint once all streams have it in the state file, not only at the end of the read.
-  source::Source::SharedRead read;
+  Status end;
+  for (const auto& s : sources) {
+    Status e = InSource(*s->cfg, s->src->EndSnapshot());
+    if (end.ok()) end = e;
+  }
+  // The shared change logs: one reader per source, every cdc stream's sink at once. Each log
+  // hears of every checkpoint once all its streams have it in the state file, not only at the
+  // end of the read.
   if (result.ok() && end.ok() && !shared.empty()) {
     graph::Graph g;
     std::mutex confirm_mu;
+    std::map<SourceRun*, std::vector<StreamTask*>> feeds;
     auto confirm = [&] {
       std::lock_guard<std::mutex> lock(confirm_mu);
-      int64_t floor = shared_log_floor(std::numeric_limits<int64_t>::max());
-      if (floor > 0 && floor < std::numeric_limits<int64_t>::max()) src->ConfirmSharedLog(floor);
+      for (const auto& [s, parts] : feeds) {
+        int64_t floor = SharedLogFloor(*s, &recorder, std::numeric_limits<int64_t>::max());
+        if (floor > 0 && floor < std::numeric_limits<int64_t>::max()) {
+          s->src->ConfirmSharedLog(floor);
+        }
+      }
     };
-    for (StreamTask* t : shared) {
-      t->edge = g.AddEdge(opts.edge_capacity);
-      t->start = Clock::now();
-      g.AddNode(std::make_unique<SinkNode>(t, &recorder, cfg.name, opts, cfg.checkpoint.timeout_ms,
-                                           confirm));
+    for (TableTask* table : shared) connect(g, table, confirm, &feeds);
+    for (const auto& s : sources) {
+      auto it = feeds.find(s.get());
+      if (it == feeds.end()) continue;
+      g.AddNode(std::make_unique<SharedLogSourceNode>(s->src.get(), it->second, opts,
+                                                      cfg.checkpoint, &s->read));
     }
-    g.AddNode(
-        std::make_unique<SharedLogSourceNode>(src.get(), shared, opts, cfg.checkpoint, &read));
     result = g.Run();
-    report->rerun = read.restart;
-    for (StreamTask* t : shared) {
-      t->report->action = t->commits > 0 ? "cdc: changes " + std::to_string(t->report_from) + ".." +
-                                               std::to_string(t->changes.position)
-                                         : "cdc: no new changes";
+    for (const auto& s : sources) {
+      if (report->rerun.empty()) report->rerun = s->read.restart;
+    }
+    for (TableTask* table : shared) {
+      for (StreamTask* t : table->parts) {
+        t->report->action = t->commits > 0 ? "cdc: changes " + std::to_string(t->report_from) +
+                                                 ".." + std::to_string(t->changes.position)
+                                           : "cdc: no new changes";
+      }
     }
   }
   report->seconds = SecondsSince(t0);
   if (!result.ok()) return result;
   FERRY_RETURN_IF_ERROR(end);
-  // Every change up to these positions is in the table and in the state file: the source may
+  // Every change up to these positions is in the table and in the state file: the sources may
   // forget them.
-  for (const auto& [info, position] : to_acknowledge) {
-    FERRY_RETURN_IF_ERROR(src->AcknowledgeChanges(info, position));
-  }
-  if (read.position > 0) {
-    int64_t floor = shared_log_floor(read.position);
-    if (floor > 0) FERRY_RETURN_IF_ERROR(src->AcknowledgeSharedLog(floor));
+  for (const auto& s : sources) {
+    for (const auto& [info, position] : s->to_acknowledge) {
+      FERRY_RETURN_IF_ERROR(InSource(*s->cfg, s->src->AcknowledgeChanges(info, position)));
+    }
+    if (s->read.position > 0) {
+      int64_t floor = SharedLogFloor(*s, &recorder, s->read.position);
+      if (floor > 0) FERRY_RETURN_IF_ERROR(InSource(*s->cfg, s->src->AcknowledgeSharedLog(floor)));
+    }
   }
   return Status::OK();
 }

@@ -158,6 +158,9 @@ class Source {
     // read ends at the log's end as of the call.
     bool follow = false;
     std::function<bool()> stopping;
+    // Asked at transaction boundaries (and while the log is quiet): true when a checkpoint is
+    // wanted now (another source of a merged table reached one), whatever the policy says.
+    std::function<bool()> checkpoint_wanted;
   };
   // Reads the log from the lowest stream position. Each stream receives the last change of every
   // key since the previous checkpoint (`emit(stream index, batch, deletes)`: upserts as full

@@ -585,6 +585,7 @@ class PostgresSource final : public Source {
       last_checkpoint = std::chrono::steady_clock::now();
       return Status::OK();
     };
+    auto wanted = [&] { return options.checkpoint_wanted && options.checkpoint_wanted(); };
     pg::PgOutputMessage m;
     pg::ReplicationFrame frame;
     Status result;
@@ -618,10 +619,12 @@ class PostgresSource final : public Source {
           break;
         }
         // Following a quiet log (or one whose changes are all filtered out): the positions
-        // still move on, so that the slot does not hold WAL back.
-        if (options.follow && boundary > static_cast<pg::Lsn>(out.position) &&
-            std::chrono::steady_clock::now() - last_checkpoint >=
-                std::chrono::milliseconds(policy.interval_ms)) {
+        // still move on, so that the slot does not hold WAL back. A checkpoint another source
+        // waits for is taken here too.
+        if ((options.follow && boundary > static_cast<pg::Lsn>(out.position) &&
+             std::chrono::steady_clock::now() - last_checkpoint >=
+                 std::chrono::milliseconds(policy.interval_ms)) ||
+            wanted()) {
           result = flush(boundary);
           if (!result.ok()) break;
         }
@@ -715,7 +718,8 @@ class PostgresSource final : public Source {
         if (changes.pending_bytes() >= static_cast<size_t>(policy.max_bytes) ||
             (paused && changes.pending_changes() >= static_cast<size_t>(policy.max_changes)) ||
             (paused && changes.pending_changes() > 0 &&
-             since >= std::chrono::milliseconds(policy.interval_ms))) {
+             since >= std::chrono::milliseconds(policy.interval_ms)) ||
+            wanted()) {
           result = flush(boundary);
           if (!result.ok()) break;
         }
