@@ -6,10 +6,12 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "ferry/base/log.h"
+#include "ferry/engine/progress.h"
 #include "ferry/engine/streams.h"
 #include "ferry/sink/sink.h"
 #include "ferry/source/source.h"
@@ -355,26 +357,16 @@ FingerprintDiff CompareFingerprints(std::vector<Fingerprint>* source,
 
 namespace {
 
-// The streams to verify: the pipeline's (as the sync selects them), then options.tables.
-Result<std::vector<source::StreamInfo>> SelectVerified(const config::SourceConfig& cfg,
-                                                       std::vector<source::StreamInfo> all,
-                                                       const std::vector<std::string>& only) {
-  FERRY_ASSIGN_OR_RETURN(auto out, SelectStreams(cfg, std::move(all), /*require_syncable=*/false));
-  if (only.empty()) return out;
-  std::vector<source::StreamInfo> picked;
-  for (const auto& name : only) {
-    auto it = std::find_if(out.begin(), out.end(),
-                           [&](const source::StreamInfo& s) { return s.name == name; });
-    if (it == out.end()) {
-      std::string names;
-      for (const auto& s : out) names += (names.empty() ? "" : ", ") + s.name;
-      return Status::InvalidArgument("--table " + name + " is not a stream of the pipeline; its " +
-                                     "streams are: " + (names.empty() ? "(none)" : names));
-    }
-    picked.push_back(*it);
+// One source's stream of a table; a table fed by several sources has one per source.
+struct VerifiedPart {
+  source::Source* src = nullptr;
+  source::StreamInfo info;
+  config::StreamConfig settings;
+  std::string source_name;  // "" with one source
+  std::string Label() const {
+    return source_name.empty() ? info.name : source_name + ":" + info.name;
   }
-  return picked;
-}
+};
 
 // A row captured in the second pass, to name its key and its values.
 struct CapturedRow {
@@ -441,13 +433,13 @@ class Capture {
 
 class Verifier {
  public:
-  Verifier(config::PipelineConfig& cfg, const VerifyOptions& options, source::Source* src,
-           sink::Sink* dst)
-      : cfg_(cfg), options_(options), src_(src), dst_(dst) {}
+  Verifier(const VerifyOptions& options, sink::Sink* dst) : options_(options), dst_(dst) {}
 
-  Status Verify(const source::StreamInfo& info, TableVerify* t) {
-    const config::StreamConfig sc = StreamSettings(cfg_.source(), info.name);
-    t->stream = info.name;
+  // Compares a table with its source table, or with the union of its sources' tables.
+  Status Verify(const std::vector<VerifiedPart>& parts, TableVerify* t) {
+    const source::StreamInfo& info = parts.front().info;
+    const config::StreamConfig& sc = parts.front().settings;
+    for (const auto& p : parts) t->stream += (t->stream.empty() ? "" : ", ") + p.Label();
     t->table = dst_->TableName(info.name);
     t->mode = std::string(config::SyncModeName(sc.mode));
     if (!info.error.empty()) return Status::NotSupported(info.error);
@@ -520,7 +512,7 @@ class Verifier {
     std::vector<Fingerprint> src_fp, dst_fp;
     {
       RowFingerprinter fp(src_side.columns, src_side.key);
-      FERRY_RETURN_IF_ERROR(ReadSource(info, sc, source_schema, [&](const Batch& b) {
+      FERRY_RETURN_IF_ERROR(ReadSource(parts, source_schema, [&](const Batch& b) {
         for (size_t r = 0; r < b.num_rows(); ++r) src_fp.push_back(fp.Of(b, r));
       }));
     }
@@ -547,7 +539,7 @@ class Verifier {
       Capture src_rows(src_side, names, key_in_compared, wanted);
       Capture dst_rows(dst_side, names, key_in_compared, wanted);
       FERRY_RETURN_IF_ERROR(
-          ReadSource(info, sc, source_schema, [&](const Batch& b) { src_rows.Add(b); }));
+          ReadSource(parts, source_schema, [&](const Batch& b) { src_rows.Add(b); }));
       if (scan) {
         FERRY_RETURN_IF_ERROR(scan->Read([&](const Batch& b) {
           dst_rows.Add(b);
@@ -562,22 +554,26 @@ class Verifier {
                          return a.kind != b.kind ? a.kind < b.kind : a.key < b.key;
                        });
     }
-    if (!t->matches()) AddNotes(info, sc, t);
+    if (!t->matches()) AddNotes(parts, t);
     return Status::OK();
   }
 
  private:
-  Status ReadSource(const source::StreamInfo& info, const config::StreamConfig& sc,
+  // Every row of every part's source table, in its source's snapshot.
+  Status ReadSource(const std::vector<VerifiedPart>& parts,
                     const std::shared_ptr<const Schema>& schema,
                     const std::function<void(const Batch&)>& each) {
-    FERRY_ASSIGN_OR_RETURN(source::ChunkPlan plan,
-                           src_->PlanChunks(info, std::max<int64_t>(sc.chunk_rows, 1)));
-    for (int64_t i = 0; i < plan.count; ++i) {
-      FERRY_RETURN_IF_ERROR(
-          src_->ReadChunk(info, plan.At(i), schema, options_.batch_rows, [&](Batch& b) {
-            each(b);
-            return true;
-          }));
+    for (const VerifiedPart& p : parts) {
+      FERRY_ASSIGN_OR_RETURN(
+          source::ChunkPlan plan,
+          p.src->PlanChunks(p.info, std::max<int64_t>(p.settings.chunk_rows, 1)));
+      for (int64_t i = 0; i < plan.count; ++i) {
+        FERRY_RETURN_IF_ERROR(
+            p.src->ReadChunk(p.info, plan.At(i), schema, options_.batch_rows, [&](Batch& b) {
+              each(b);
+              return true;
+            }));
+      }
     }
     return Status::OK();
   }
@@ -613,7 +609,8 @@ class Verifier {
   }
 
   // What the differences may mean for the stream's mode.
-  void AddNotes(const source::StreamInfo& info, const config::StreamConfig& sc, TableVerify* t) {
+  void AddNotes(const std::vector<VerifiedPart>& parts, TableVerify* t) {
+    const config::StreamConfig& sc = parts.front().settings;
     if (t->table_missing) {
       t->notes.push_back("the destination has no table " + t->table + ": run ferry sync");
       return;
@@ -635,7 +632,14 @@ class Verifier {
           t->notes.push_back(
               "cdc_only: the table holds only the rows changed since the stream's first sync");
         }
-        std::string lag = CdcLag(info);
+        std::string lag;
+        for (const VerifiedPart& p : parts) {
+          lag = CdcLag(p);
+          if (!lag.empty()) {
+            if (parts.size() > 1) lag = p.Label() + ": " + lag;
+            break;
+          }
+        }
         t->notes.push_back(!lag.empty() ? lag
                                         : "cdc: changes made since the last sync show here as "
                                           "differences (replication lag) until a sync applies "
@@ -646,15 +650,17 @@ class Verifier {
   }
 
   // For sources with a change log per stream: whether changes are waiting to be applied.
-  std::string CdcLag(const source::StreamInfo& info) {
-    if (src_->SharedChangeLog()) return "";
-    auto marker = dst_->ReadMarker(info.name);
+  std::string CdcLag(const VerifiedPart& p) {
+    if (p.src->SharedChangeLog()) return "";
+    auto table_marker = dst_->ReadMarker(p.info.name);
+    if (!table_marker.ok()) return "";
+    auto marker = Result<Json>(PartOfMarker(*table_marker, p.source_name));
     if (!marker.ok() || !marker->is_object() || marker->value("mode", "") != "cdc" ||
         !(*marker)["position"].is_number_integer()) {
       return "";
     }
     const int64_t applied = (*marker)["position"].get<int64_t>();
-    auto end = src_->ChangeLogEnd(info);
+    auto end = p.src->ChangeLogEnd(p.info);
     if (!end.ok()) return "";
     if (*end > applied) {
       return "cdc: replication lag — the source's change log reaches position " +
@@ -666,9 +672,7 @@ class Verifier {
            ") is in the table, so these differences are not replication lag";
   }
 
-  config::PipelineConfig& cfg_;
   const VerifyOptions& options_;
-  source::Source* src_;
   sink::Sink* dst_;
 };
 
@@ -676,24 +680,61 @@ class Verifier {
 
 Status RunVerify(config::PipelineConfig& cfg, const VerifyOptions& options,
                  std::vector<TableVerify>* out) {
-  FERRY_ASSIGN_OR_RETURN(auto src, source::OpenSource(cfg.source()));
-  FERRY_ASSIGN_OR_RETURN(auto all, src->Discover());
-  FERRY_ASSIGN_OR_RETURN(auto streams, SelectVerified(cfg.source(), std::move(all), options.tables));
   auto dst = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst.ok()) return dst.status().WithContext("destination");
-  // Every stream is read at one point of the source.
-  FERRY_RETURN_IF_ERROR(src->BeginSnapshot());
-  Verifier v(cfg, options, src.get(), dst->get());
-  for (const auto& info : streams) {
+  // The pipeline's streams (as the sync selects them), then options.tables; grouped by
+  // destination table, in the order tables first appear.
+  std::vector<std::unique_ptr<source::Source>> sources;
+  std::vector<std::string> order, names;
+  std::map<std::string, std::vector<VerifiedPart>> tables;
+  std::set<std::string> found;
+  for (config::SourceConfig& sc : cfg.sources) {
+    auto in_source = [&](const Status& s) {
+      return sc.name.empty() ? s : s.WithContext("source " + sc.name);
+    };
+    auto src = source::OpenSource(sc);
+    if (!src.ok()) return in_source(src.status());
+    auto all = (*src)->Discover();
+    if (!all.ok()) return in_source(all.status());
+    auto streams = SelectStreams(sc, std::move(*all), /*require_syncable=*/false);
+    if (!streams.ok()) return in_source(streams.status());
+    for (auto& info : *streams) {
+      names.push_back(info.name);
+      const auto& only = options.tables;
+      if (!only.empty() && std::find(only.begin(), only.end(), info.name) == only.end()) continue;
+      found.insert(info.name);
+      const std::string table = (*dst)->TableName(info.name);
+      if (!tables.count(table)) order.push_back(table);
+      VerifiedPart part{src->get(), info, StreamSettings(sc, info.name), sc.name};
+      tables[table].push_back(std::move(part));
+    }
+    sources.push_back(std::move(*src));
+  }
+  for (const auto& name : options.tables) {
+    if (found.count(name)) continue;
+    std::string listed;
+    for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
+    return Status::InvalidArgument("--table " + name + " is not a stream of the pipeline; its " +
+                                   "streams are: " + (listed.empty() ? "(none)" : listed));
+  }
+  // Every stream of a source is read at one point of it.
+  for (auto& src : sources) FERRY_RETURN_IF_ERROR(src->BeginSnapshot());
+  Verifier v(options, dst->get());
+  for (const auto& table : order) {
     TableVerify t;
-    Status s = v.Verify(info, &t);
+    Status s = v.Verify(tables[table], &t);
     if (!s.ok()) {
       t.error = s.message();
-      FERRY_LOG(kWarn) << "verifying " << info.name << ": " << s.message();
+      FERRY_LOG(kWarn) << "verifying " << table << ": " << s.message();
     }
     out->push_back(std::move(t));
   }
-  return src->EndSnapshot();
+  Status end;
+  for (auto& src : sources) {
+    Status e = src->EndSnapshot();
+    if (end.ok()) end = e;
+  }
+  return end;
 }
 
 }  // namespace ferry::engine
