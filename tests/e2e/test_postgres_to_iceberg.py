@@ -272,17 +272,20 @@ def approx_decimals(row, columns):
 
 def assert_pg_table_matches(tc, server, db, ns, table, where=None):
     """The Iceberg table `ns.table` of the test's warehouse holds exactly the server's rows of
-    `table` (those matching `where`), through icebird and DuckDB, both applying delete files."""
+    `table` (those matching `where`; of every database when `db` is a list: several sources
+    merged into one table), through icebird and DuckDB, both applying delete files."""
     loc = tc.catalog_tables().get((ns, table))
     tc.assertIsNotNone(loc, f"{table} is not in the catalog: {tc.catalog_tables()}")
     seen = tc.inspect(loc)
     tc.assertEqual(seen["problems"], [], f"readers found problems in {table}")
     fields = seen["schema"]["fields"]
     cols = ", ".join(pg_expr(f["name"], f["type"]) for f in fields)
-    rows = server.query_json(
-        "SET intervalstyle = iso_8601; SET datestyle = ISO; "
-        f"SELECT COALESCE(json_agg(json_build_array({cols})), '[]') FROM {quote(table)}" +
-        (f" WHERE {where}" if where else ""), db=db)
+    rows = []
+    for one in db if isinstance(db, list) else [db]:
+        rows += server.query_json(
+            "SET intervalstyle = iso_8601; SET datestyle = ISO; "
+            f"SELECT COALESCE(json_agg(json_build_array({cols})), '[]') FROM {quote(table)}" +
+            (f" WHERE {where}" if where else ""), db=one)
     duck = [[canon(f["type"], v, "duckdb") for f, v in zip(fields, r)] for r in rows]
     bird = [[canon(f["type"], v, "icebird") for f, v in zip(fields, r)] for r in rows]
     dec = [i for i, f in enumerate(fields)

@@ -86,8 +86,8 @@ class FerryTestCase(unittest.TestCase):
         with open(self.pipeline, "w", encoding="utf-8") as f:
             f.write(text)
 
-    def source(self):
-        return sqlite3.connect(self.db_path)
+    def source(self, path=None):
+        return sqlite3.connect(path or self.db_path)
 
     # ---- running ferry ----
     def ferry(self, *args, env=None, check=True, timeout=600):
@@ -120,16 +120,22 @@ class FerryTestCase(unittest.TestCase):
             self.fail(f"iceberg_inspect failed: {p.stderr}")
         return json.loads(p.stdout)
 
-    def assert_table_equals_source(self, namespace, table, source_table=None, warehouse="warehouse"):
-        """The Iceberg table holds exactly the source table's rows: same multiset, through both
-        icebird (the whole Iceberg read path) and DuckDB (every data file)."""
+    def assert_table_equals_source(self, namespace, table, source_table=None, warehouse="warehouse",
+                                   source_paths=None):
+        """The Iceberg table holds exactly the source table's rows (of every database in
+        `source_paths`, when several sources merge into it): same multiset, through both icebird
+        (the whole Iceberg read path) and DuckDB (every data file)."""
         source_table = source_table or table
         loc = self.catalog_tables(warehouse).get((namespace, table))
         self.assertIsNotNone(loc, f"table {namespace}.{table} is not in the catalog")
         seen = self.inspect(loc)
         self.assertEqual(seen["problems"], [], f"readers found problems in {table}")
         fields = seen["schema"]["fields"]
-        expected_duck, expected_bird = self.source_rows(source_table, fields)
+        expected_duck, expected_bird = [], []
+        for path in source_paths or [None]:
+            duck, bird = self.source_rows(source_table, fields, path)
+            expected_duck += duck
+            expected_bird += bird
         self.assert_same_rows(expected_duck, seen["duckdb_rows"], f"{table} via DuckDB")
         self.assert_same_rows(expected_bird, seen["icebird_rows"], f"{table} via icebird")
         return seen
@@ -145,9 +151,9 @@ class FerryTestCase(unittest.TestCase):
                f"unexpected {sum(extra.values())} e.g. {list(extra)[:3]}; extra duplicates {dups}")
         self.assertTrue(not missing and not extra, msg)
 
-    def source_rows(self, table, fields):
+    def source_rows(self, table, fields, path=None):
         """The source rows in the canonical forms iceberg_inspect.mjs uses for DuckDB and icebird."""
-        con = self.source()
+        con = self.source(path)
         cols = ", ".join('"' + f["name"].replace('"', '""') + '"' for f in fields)
         quoted = '"' + table.replace('"', '""') + '"'
         rows = con.execute(f"SELECT {cols} FROM {quoted}").fetchall()

@@ -1183,6 +1183,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
       table->edge = g.AddEdge(opts.edge_capacity);
       graph::AlignOptions ao;
       ao.exactly_once = cfg.checkpoint.exactly_once;
+      ao.keyed = table->parts.front()->keyed();
       ao.alignment_timeout_ms = cfg.checkpoint.alignment_timeout_ms;
       ao.max_concurrent = cfg.checkpoint.max_concurrent;
       ao.tolerable_failures = cfg.checkpoint.tolerable_failures;

@@ -57,7 +57,7 @@ void AlignNode::Release() {
 }
 
 bool AlignNode::Emit(bool final_checkpoint) {
-  if (!final_checkpoint &&
+  if (!final_checkpoint && !options_.keyed &&
       in_flight_.load(std::memory_order_acquire) >= std::max(1, options_.max_concurrent)) {
     // The sink is still busy with earlier checkpoints: this one is folded into the next.
     ++subsumed_total_;
@@ -111,7 +111,9 @@ Status AlignNode::Run() {
     for (size_t i = 0; i < n; ++i) {
       if (!pending_[i].empty()) any = true;
       if (ended_[i]) continue;
-      if (options_.exactly_once ? !waiting[i] : pending_[i].empty()) return false;
+      if (options_.exactly_once ? !waiting[i] : pending_[i].empty() && !options_.keyed) {
+        return false;
+      }
     }
     return any;
   };
@@ -143,9 +145,19 @@ Status AlignNode::Run() {
         ++consecutive_abandons;
         FERRY_LOG(kWarn) << name_ << ": checkpoint abandoned: " << late
                          << " did not reach a checkpoint within alignment_timeout ("
-                         << options_.alignment_timeout_ms
-                         << " ms); the sources held back go on, and the next checkpoint covers "
-                            "this one";
+                         << options_.alignment_timeout_ms << " ms); "
+                         << (options_.keyed
+                                 ? "the others commit alone (what the late sources sent is "
+                                   "applied again after a crash, to the same result)"
+                                 : "the sources held back go on, and the next checkpoint covers "
+                                   "this one");
+        if (options_.keyed) {
+          // The barriers that arrived go out alone: nothing of an input's next barrier may join
+          // the data of its last one.
+          if (!Emit(/*final_checkpoint=*/false)) {
+            return finish(Status::Cancelled(name_ + ": stopped"));
+          }
+        }
         if (consecutive_abandons > options_.tolerable_failures) {
           return finish(Status::Unavailable(
               name_ + ": " + std::to_string(consecutive_abandons) +

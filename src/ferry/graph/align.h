@@ -20,6 +20,15 @@
 //   unacknowledged downstream (Acknowledge) is subsumed by the next one the same way. The last
 //   one, when every input has ended, always goes out.
 //
+// keyed: the output applies changes by key (CDC, incremental windows), and a key's two changes
+// must never meet in one commit (an Iceberg equality delete does not reach rows of its own
+// snapshot). So no input brings the data of two of its barriers into one checkpoint:
+// - exactly_once: an abandoned alignment (alignment_timeout) goes out with the barriers that did
+//   arrive; the late inputs' data in it is replayed after a crash, which changes nothing for
+//   upserts and deletes by key. Checkpoints are never subsumed (max_concurrent does not apply:
+//   they queue for the sink).
+// - at_least_once: every barrier goes out at once, as a checkpoint of its input alone.
+//
 // Messages keep their order per input; each carries its input's index in Message::origin. A
 // combined barrier is Barrier{seq, "aligned", {"inputs": [[position, ...], ...]}} (one list per
 // input, in input order; a list is empty for an input that sent no barrier since the last one).
@@ -39,6 +48,7 @@ namespace ferry::graph {
 
 struct AlignOptions {
   bool exactly_once = true;
+  bool keyed = false;
   int64_t alignment_timeout_ms = 0;  // 0: wait without limit
   int max_concurrent = 1;
   int tolerable_failures = 10;

@@ -371,5 +371,83 @@ TEST(AlignNodeTest, AnInputClosedBeforeItsEndCancels) {
   EXPECT_EQ(status.code(), StatusCode::kCancelled);
 }
 
+// Changes by key: a source's two checkpoints never meet in one commit.
+TEST(AlignNodeTest, KeyedCheckpointsAreNeverFoldedTogether) {
+  AlignOptions o;
+  o.keyed = true;
+  Harness h(2, o);
+  // Not acknowledged (the harness acknowledges when it reads a barrier): both still go out.
+  h.Barrier(0, 1);
+  h.Barrier(1, 1);
+  h.Barrier(0, 2);
+  h.Barrier(1, 2);
+  h.End(0);
+  h.End(1);
+  auto all = h.Drain();
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(Positions(all[0].inputs[0]), std::vector<int64_t>{1});
+  EXPECT_EQ(Positions(all[1].inputs[0]), std::vector<int64_t>{2});
+  EXPECT_EQ(h.node().subsumed(), 0);
+  EXPECT_TRUE(h.Finish().ok());
+}
+
+TEST(AlignNodeTest, KeyedAtLeastOnceCommitsEachBarrierAlone) {
+  AlignOptions o;
+  o.keyed = true;
+  o.exactly_once = false;
+  Harness h(2, o);
+  h.Row(1, 100);  // B's data before its barrier
+  h.Row(0, 1);
+  h.Barrier(0, 1);
+  std::vector<Out> seen;
+  while (seen.empty() || seen.back().kind != Out::kBarrier) {
+    auto m = h.Next();
+    ASSERT_TRUE(m);
+    seen.push_back(*m);
+  }
+  // A's barrier went out without waiting for B's.
+  ASSERT_EQ(seen.back().kind, Out::kBarrier);
+  EXPECT_EQ(Positions(seen.back().inputs[0]), std::vector<int64_t>{1});
+  EXPECT_TRUE(seen.back().inputs[1].empty());
+  h.Barrier(1, 5);
+  auto b = h.Next();
+  while (b && b->kind == Out::kRow) b = h.Next();  // B's row may come after A's barrier
+  ASSERT_TRUE(b);
+  ASSERT_EQ(b->kind, Out::kBarrier);
+  EXPECT_TRUE(b->inputs[0].empty());
+  EXPECT_EQ(Positions(b->inputs[1]), std::vector<int64_t>{5});
+  h.End(0);
+  h.End(1);
+  h.Drain();
+  EXPECT_TRUE(h.Finish().ok());
+}
+
+TEST(AlignNodeTest, KeyedAlignmentTimeoutCommitsTheArrivedBarriersAlone) {
+  AlignOptions o;
+  o.keyed = true;
+  o.alignment_timeout_ms = 100;
+  Harness h(2, o);
+  h.Row(1, 100);
+  h.Barrier(0, 1);
+  h.Row(0, 2);  // after A's barrier: must not join A's first checkpoint
+  std::vector<Out> seen;
+  while (true) {
+    auto m = h.Next();
+    ASSERT_TRUE(m);
+    seen.push_back(*m);
+    if (m->kind == Out::kBarrier) break;
+  }
+  EXPECT_EQ(Positions(seen.back().inputs[0]), std::vector<int64_t>{1});
+  EXPECT_TRUE(seen.back().inputs[1].empty());
+  for (const auto& o : seen) EXPECT_NE(o.value, 2) << "row 2 passed A's barrier";
+  EXPECT_EQ(h.node().abandoned(), 1);
+  h.End(0);
+  h.End(1);
+  auto rest = h.Drain();
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.front().value, 2);
+  EXPECT_TRUE(h.Finish().ok());
+}
+
 }  // namespace
 }  // namespace ferry::graph
