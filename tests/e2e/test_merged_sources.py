@@ -8,7 +8,9 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -253,6 +255,38 @@ COMMIT;
             slot = SERVER.psql("SELECT confirmed_flush_lsn - '0/0'::pg_lsn FROM "
                                f"pg_replication_slots WHERE database = '{db}'", db=db).strip()
             self.assertEqual(int(slot), positions[ns], db)
+
+    def test_following_two_databases_while_one_is_quiet(self):
+        # `ferry sync` without --once: east changes, west is quiet. East's checkpoints wait for
+        # west's barrier, which west takes when asked (at its next keepalive); every change of
+        # east lands, and SIGTERM ends the sync cleanly.
+        self.configure(extra=", interval: 5s")
+        self.sync()
+        env = dict(os.environ)
+        env.update(self.env)
+        proc = subprocess.Popen([ferrytest.FERRY, "sync", "-c", self.pipeline], cwd=self.dir,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            for i in range(3):
+                SERVER.psql(f"UPDATE orders SET note = 'follow {i}' WHERE id <= 600", db=self.east)
+                deadline = time.monotonic() + 60
+                while True:
+                    seen = self.inspect(self.catalog_tables()[("merged", "orders")])
+                    cols = [f["name"] for f in seen["schema"]["fields"]]
+                    k, n = cols.index("id"), cols.index("note")
+                    notes = {r[n] for r in seen["duckdb_rows"] if int(r[k]) <= 600}
+                    if notes == {f"follow {i}"}:
+                        break
+                    self.assertLess(time.monotonic(), deadline,
+                                    f"round {i} did not land in 60 s: {sorted(notes)[:5]}")
+                    time.sleep(0.5)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=120)
+        self.assertEqual(proc.returncode, 0, err)
+        self.change()
+        self.sync()
+        self.verify()
 
     def test_at_least_once_changes_still_converge(self):
         # Without alignment a restart may apply some changes twice; upserts and deletes by key
