@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ferrytest  # noqa: E402
 import pgserver  # noqa: E402
 from test_postgres_to_iceberg import assert_pg_table_matches  # noqa: E402
+from test_to_sqlite import Crashing  # noqa: E402
 
 SQLITE_PIPELINE = """
 name: merged
@@ -89,8 +90,8 @@ def create_sqlite(path, region, base, rows, extra_table=False):
     con.close()
 
 
-class MergedSqliteTest(ferrytest.FerryTestCase):
-    """Two SQLite databases loaded (full refresh) into one table, chunks of different sizes."""
+class TwoSqliteSources:
+    """Two SQLite databases with a table of the same shape, disjoint keys."""
 
     def setUp(self):
         super().setUp()
@@ -98,16 +99,6 @@ class MergedSqliteTest(ferrytest.FerryTestCase):
         self.west = os.path.join(self.dir, "west.db")
         create_sqlite(self.east, "east", 0, 4000, extra_table=True)
         create_sqlite(self.west, "west", 1000000, 2500)
-
-    def configure(self, warehouse="warehouse"):
-        self.warehouse = warehouse
-        self.write_pipeline(SQLITE_PIPELINE.format(warehouse=warehouse))
-
-    def verify(self):
-        self.assert_table_equals_source("lake", "items", warehouse=self.warehouse,
-                                        source_paths=[self.east, self.west])
-        self.assert_table_equals_source("lake", "East Only", warehouse=self.warehouse,
-                                        source_paths=[self.east])
 
     def change_sources(self, round_):
         for path, base in ((self.east, 0), (self.west, 1000000)):
@@ -119,6 +110,20 @@ class MergedSqliteTest(ferrytest.FerryTestCase):
                              for i in range(300)])
             con.commit()
             con.close()
+
+
+class MergedSqliteTest(TwoSqliteSources, ferrytest.FerryTestCase):
+    """Two SQLite databases loaded (full refresh) into one table, chunks of different sizes."""
+
+    def configure(self, warehouse="warehouse"):
+        self.warehouse = warehouse
+        self.write_pipeline(SQLITE_PIPELINE.format(warehouse=warehouse))
+
+    def verify(self):
+        self.assert_table_equals_source("lake", "items", warehouse=self.warehouse,
+                                        source_paths=[self.east, self.west])
+        self.assert_table_equals_source("lake", "East Only", warehouse=self.warehouse,
+                                        source_paths=[self.east])
 
     def test_merged_load_is_exact_and_state_names_each_source(self):
         self.configure()
@@ -173,6 +178,48 @@ class MergedSqliteTest(ferrytest.FerryTestCase):
                       "against 5", p.stderr)
         self.assertEqual(self.catalog_tables() if os.path.exists(
             os.path.join(self.dir, "warehouse", "catalog.db")) else {}, {})
+
+
+SQLITE_CDC_TO_SQLITE = """
+name: merged
+sources:
+  - {name: east, type: sqlite, path: ./east.db, mode: cdc, chunk_rows: 1500}
+  - {name: west, type: sqlite, path: ./west.db, mode: cdc, chunk_rows: 1100}
+destination: {type: sqlite, path: ./replica.db}
+state: ./state.json
+"""
+
+
+class MergedSqliteCdcToSqliteTest(TwoSqliteSources, Crashing, ferrytest.FerryTestCase):
+    """Two SQLite databases, CDC through their own change tables, into a SQLite destination read
+    back with Python's sqlite3: changes of both are applied once each, through crashes."""
+
+    def sync(self, **kw):
+        return self.ferry("sync", "-c", self.pipeline, "--once", **kw)
+
+    def assert_matches(self):
+        for table, paths in (("items", [self.east, self.west]), ("East Only", [self.east])):
+            q = f'SELECT * FROM "{table}"'
+            src = []
+            for path in paths:
+                con = self.source(path)
+                src += con.execute(q).fetchall()
+                con.close()
+            self.assert_same(src, self.replica(q), table)
+
+    def test_changes_of_both_sources_survive_every_fault_point(self):
+        self.write_pipeline(SQLITE_CDC_TO_SQLITE)
+        self.crash("graph.aligning", 2)  # inside the backfill
+        self.sync()
+        self.assert_matches()
+        for n, point in enumerate(["graph.aligning", "sink.data_written", "sink.before_commit",
+                                   "sink.after_commit", "state.after_write"]):
+            with self.subTest(point=point):
+                self.change_sources(2 * n + 1)
+                self.crash(point)
+                self.change_sources(2 * n + 2)
+                self.sync()
+                self.assert_matches()
 
 
 class MergedPostgresCdcTest(ferrytest.FerryTestCase):
