@@ -1248,6 +1248,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
       }
     };
     for (TableTask* table : shared) connect(g, table, confirm, &feeds);
+    for (const auto& s : sources) s->checkpoint_wanted.store(false);  // asked during the loads
     for (const auto& s : sources) {
       auto it = feeds.find(s.get());
       if (it == feeds.end()) continue;
