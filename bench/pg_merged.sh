@@ -11,7 +11,8 @@
 # bench alone (one source), then east and west merged into one table (exactly_once: aligned
 # chunk by chunk; at_least_once: not aligned), into a fresh local warehouse each time. Then the
 # same number of updates go to bench, or half to each of east and west, and `ferry sync --once`
-# (cdc_only) applies them. Each merged run is printed as a fraction of the one-source run's
+# (cdc_only; aligned, and not) applies them. Each pipeline has its own slot, so every update is
+# decoded by the slots of its database only (the others skip its WAL). Each merged run is printed as a fraction of the one-source run's
 # speed (1.00: alignment costs nothing), with ferry's peak RSS.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
