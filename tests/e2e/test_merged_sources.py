@@ -176,6 +176,9 @@ class MergedSqliteTest(TwoSqliteSources, ferrytest.FerryTestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("merges east:items and west:items, whose columns differ: 4 columns "
                       "against 5", p.stderr)
+        c = self.ferry("check", "-c", self.pipeline, check=False)
+        self.assertNotEqual(c.returncode, 0)
+        self.assertIn("whose columns differ", c.stderr)
         self.assertEqual(self.catalog_tables() if os.path.exists(
             os.path.join(self.dir, "warehouse", "catalog.db")) else {}, {})
 

@@ -146,8 +146,8 @@ int CmdCheck(const Args& a) {
   std::printf("streams:      %zu\n", r.streams.size());
   for (size_t i = 0; i < r.streams.size(); ++i) {
     const auto& s2 = r.streams[i];
-    std::printf("  %-28s -> %-32s full_refresh, %zu columns, key %s, split by %s\n",
-                s2.name.c_str(), r.tables[i].c_str(), s2.columns.size(),
+    std::printf("  %-28s -> %-32s %s, %zu columns, key %s, split by %s\n", s2.name.c_str(),
+                r.tables[i].c_str(), r.modes[i].c_str(), s2.columns.size(),
                 s2.primary_key.empty() ? "(none)" : [&] {
                   std::string k;
                   for (const auto& c : s2.primary_key) k += (k.empty() ? "" : ",") + c;

@@ -924,6 +924,33 @@ Status InSource(const config::SourceConfig& sc, const Status& s) {
   return sc.name.empty() ? s : s.WithContext("source " + sc.name);
 }
 
+// Two streams that map to one destination table must come from different sources (several
+// sources merged into it) and have the same mode, columns and key.
+Status CheckSameTable(const std::string& table, const config::SourceConfig& sa,
+                      const source::StreamInfo& a, const config::SourceConfig& sb,
+                      const source::StreamInfo& b) {
+  const std::string la = Label(sa, a.name), lb = Label(sb, b.name);
+  if (&sa == &sb) {
+    return Status::InvalidArgument("streams " + la + " and " + lb + " both map to table " + table +
+                                   "; list only one of them");
+  }
+  const config::SyncMode ma = StreamSettings(sa, a.name).mode;
+  const config::SyncMode mb = StreamSettings(sb, b.name).mode;
+  if (ma != mb) {
+    return Status::InvalidArgument("table " + table + " merges " + la + " (" +
+                                   std::string(config::SyncModeName(ma)) + ") and " + lb + " (" +
+                                   std::string(config::SyncModeName(mb)) +
+                                   "); the streams of a merged table need the same mode");
+  }
+  std::string diff = SchemaDifference(a.ToSchema(), b.ToSchema());
+  if (!diff.empty()) {
+    return Status::InvalidArgument("table " + table + " merges " + la + " and " + lb +
+                                   ", whose columns differ: " + diff +
+                                   "; the merged streams need the same columns and key");
+  }
+  return Status::OK();
+}
+
 // Opens every source of the pipeline and selects the streams it syncs (key overrides applied).
 // `prepare_capture`: change capture is installed for cdc streams (before any snapshot point, so
 // that no later change is missed).
@@ -1044,6 +1071,9 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
                              : "; tables fed by several sources: at-least-once (checkpoint.mode "
                                "at_least_once: a restart may apply some rows twice)";
   }
+  // The first stream of each destination table, to check the others merged into it against.
+  std::map<std::string, std::pair<const config::SourceConfig*, const source::StreamInfo*>>
+      first_of_table;
   for (const auto& s : sources) {
     const std::string described = s->src->Describe();
     report->source += (report->source.empty() ? "" : "; ") +
@@ -1056,7 +1086,14 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
       // A marker that cannot be read would stop the sync: report it now.
       auto m = (*dst)->ReadMarker(info.name);
       if (!m.ok()) return m.status();
-      report->tables.push_back((*dst)->TableName(info.name));
+      const std::string table = (*dst)->TableName(info.name);
+      auto first = first_of_table.emplace(table, std::make_pair(s->cfg, &info));
+      if (!first.second) {
+        FERRY_RETURN_IF_ERROR(CheckSameTable(table, *first.first->second.first,
+                                             *first.first->second.second, *s->cfg, info));
+      }
+      report->tables.push_back(table);
+      report->modes.push_back(std::string(config::SyncModeName(sc.mode)));
       source::StreamInfo shown = info;
       shown.name = Label(*s->cfg, info.name);
       report->streams.push_back(std::move(shown));
@@ -1116,24 +1153,8 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
         table->merged = cfg.merged();
       }
       for (StreamTask* other : table->parts) {
-        if (other->source == t->source) {
-          return Status::InvalidArgument("streams " + other->label + " and " + t->label +
-                                         " both map to table " + table->table +
-                                         "; list only one of them");
-        }
-        if (other->settings.mode != t->settings.mode) {
-          return Status::InvalidArgument(
-              "table " + table->table + " merges " + other->label + " (" +
-              std::string(config::SyncModeName(other->settings.mode)) + ") and " + t->label + " (" +
-              std::string(config::SyncModeName(t->settings.mode)) +
-              "); the streams of a merged table need the same mode");
-        }
-        std::string diff = SchemaDifference(other->info.ToSchema(), t->info.ToSchema());
-        if (!diff.empty()) {
-          return Status::InvalidArgument("table " + table->table + " merges " + other->label +
-                                         " and " + t->label + ", whose columns differ: " + diff +
-                                         "; the merged streams need the same columns and key");
-        }
+        FERRY_RETURN_IF_ERROR(CheckSameTable(table->table, *other->source->cfg, other->info,
+                                             *t->source->cfg, t->info));
       }
       table->parts.push_back(t.get());
       tasks.push_back(std::move(t));

@@ -58,6 +58,7 @@ struct CheckReport {
   std::string guarantee;
   std::vector<source::StreamInfo> streams;
   std::vector<std::string> tables;  // destination table per stream
+  std::vector<std::string> modes;   // sync mode per stream
 };
 Status RunCheck(config::PipelineConfig& cfg, CheckReport* report);
 
