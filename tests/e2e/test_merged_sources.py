@@ -166,6 +166,32 @@ class MergedSqliteTest(TwoSqliteSources, ferrytest.FerryTestCase):
                     self.sync()
                     self.verify()
 
+    def test_incremental_windows_of_two_sources_one_of_them_quiet(self):
+        # Each source has its own window; a commit carries the windows of the sources that had
+        # one, and keeps the others' entries in the marker as they were.
+        self.write_pipeline(INCREMENTAL_PIPELINE)
+        self.warehouse = "warehouse"
+        self.sync()
+        self.verify_items()
+        for n, point in enumerate(["sink.after_commit", "state.after_write", "sink.before_commit"]):
+            with self.subTest(point=point):
+                con = self.source(self.east)  # only east has new rows
+                con.executemany("INSERT INTO items VALUES (?, ?, ?, ?)",
+                                [(700000 + n * 1000 + i, "late", i, None) for i in range(200)])
+                con.commit()
+                con.close()
+                p = self.sync(env={"FERRY_FAULT": point}, check=False)
+                self.assertEqual(p.returncode, -signal.SIGKILL, f"{point}: {p.stderr}")
+                self.sync()
+                self.verify_items()
+        seen = self.inspect(self.catalog_tables()[("lake", "items")])
+        marker = json.loads(seen["properties"]["ferry.marker.merged"])
+        self.assertEqual(marker["sources"]["west"]["mode"], "incremental", marker)
+        self.assertEqual(marker["sources"]["east"]["mode"], "incremental", marker)
+
+    def verify_items(self):
+        self.assert_table_equals_source("lake", "items", source_paths=[self.east, self.west])
+
     def test_sources_whose_tables_differ_are_refused_with_the_difference(self):
         con = self.source(self.west)
         con.execute("ALTER TABLE items ADD COLUMN extra INTEGER")
@@ -182,6 +208,21 @@ class MergedSqliteTest(TwoSqliteSources, ferrytest.FerryTestCase):
         self.assertEqual(self.catalog_tables() if os.path.exists(
             os.path.join(self.dir, "warehouse", "catalog.db")) else {}, {})
 
+
+INCREMENTAL_PIPELINE = """
+name: merged
+sources:
+  - name: east
+    type: sqlite
+    path: ./east.db
+    streams: [{name: items, mode: incremental, cursor: id}]
+  - name: west
+    type: sqlite
+    path: ./west.db
+    streams: [{name: items, mode: incremental, cursor: id}]
+destination: {type: iceberg, warehouse: ./warehouse, namespace: lake}
+state: ./state.json
+"""
 
 SQLITE_CDC_TO_SQLITE = """
 name: merged
