@@ -11,27 +11,20 @@ from postgres_bench import TABLE, bench_server, measure
 def pipeline(d, name, server, dbs, mode, checkpoint):
     """A pipeline reading table t of each database in `dbs` (one source, or several merged)."""
     os.makedirs(d, exist_ok=True)
-    sources = []
-    for db in dbs:
-        sources.append(f"""  - name: {db}
-    type: postgres
-    dsn: "{server.dsn(db)}"
-    streams:
-      - name: t
-        mode: {mode}
-        chunk_rows: 500000
-""")
+
+    def source(db, indent):
+        return (f"""type: postgres
+dsn: "{server.dsn(db)}"
+streams:
+  - name: t
+    mode: {mode}
+    chunk_rows: 500000
+""").replace("\n", "\n" + indent).rstrip() + "\n"
+
     if len(dbs) == 1:
-        body = f"""source:
-  type: postgres
-  dsn: "{server.dsn(dbs[0])}"
-  streams:
-    - name: t
-      mode: {mode}
-      chunk_rows: 500000
-"""
+        body = "source:\n  " + source(dbs[0], "  ")
     else:
-        body = "sources:\n" + "".join(sources)
+        body = "sources:\n" + "".join(f"  - name: {db}\n    " + source(db, "    ") for db in dbs)
     with open(os.path.join(d, "pipeline.yaml"), "w") as f:
         f.write(f"""name: {name}
 {body}destination: {{type: iceberg, warehouse: ./warehouse, namespace: bench, compression: zstd}}

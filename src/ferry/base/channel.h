@@ -56,11 +56,7 @@ class Channel {
     std::unique_lock<std::mutex> lock(mu_);
     not_empty_.wait(lock, [&] { return closed_ || !items_.empty(); });
     if (items_.empty()) return std::nullopt;
-    T item = std::move(items_.front().first);
-    weight_ -= items_.front().second;
-    items_.pop_front();
-    not_full_.notify_all();  // a light item may fit where a heavy one did not
-    return item;
+    return Pop();
   }
 
   enum class ReceiveResult { kReceived, kTimedOut, kClosed };
@@ -72,10 +68,7 @@ class Channel {
       return ReceiveResult::kTimedOut;
     }
     if (items_.empty()) return ReceiveResult::kClosed;
-    out->emplace(std::move(items_.front().first));
-    weight_ -= items_.front().second;
-    items_.pop_front();
-    not_full_.notify_all();
+    out->emplace(Pop());
     return ReceiveResult::kReceived;
   }
 
@@ -93,6 +86,13 @@ class Channel {
   bool HasRoom(size_t w) const {  // mu_ held
     if (items_.empty()) return true;
     return items_.size() < capacity_ && (!weigh_ || weight_ + w <= weight_limit_);
+  }
+  T Pop() {  // mu_ held, items_ not empty
+    T item = std::move(items_.front().first);
+    weight_ -= items_.front().second;
+    items_.pop_front();
+    not_full_.notify_all();  // a light item may fit where a heavy one did not
+    return item;
   }
   void Push(T item, size_t w) {  // mu_ held
     items_.emplace_back(std::move(item), w);

@@ -74,4 +74,25 @@ Status ApplyKeyOverride(const config::StreamConfig& sc, source::StreamInfo* info
   return Status::OK();
 }
 
+std::string SourceLabel(const config::SourceConfig& cfg, const std::string& stream) {
+  return cfg.name.empty() ? stream : cfg.name + ":" + stream;
+}
+
+Status InSource(const config::SourceConfig& cfg, const Status& s) {
+  return cfg.name.empty() ? s : s.WithContext("source " + cfg.name);
+}
+
+Result<OpenedSource> OpenSelected(config::SourceConfig& cfg, bool require_syncable) {
+  OpenedSource out;
+  auto src = source::OpenSource(cfg);
+  if (!src.ok()) return InSource(cfg, src.status());
+  out.src = std::move(*src);
+  auto all = out.src->Discover();
+  if (!all.ok()) return InSource(cfg, all.status());
+  auto streams = SelectStreams(cfg, std::move(*all), require_syncable);
+  if (!streams.ok()) return InSource(cfg, streams.status());
+  out.streams = std::move(*streams);
+  return out;
+}
+
 }  // namespace ferry::engine

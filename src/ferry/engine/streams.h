@@ -2,6 +2,7 @@
 // verify, so that every command sees the same streams.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,5 +25,19 @@ config::StreamConfig StreamSettings(const config::SourceConfig& cfg, const std::
 
 // A stream's `primary_key` setting replaces the key the source declares.
 Status ApplyKeyOverride(const config::StreamConfig& sc, source::StreamInfo* info);
+
+// A stream's name in messages and reports: prefixed by its source's name when the pipeline has
+// several sources ("east:orders").
+std::string SourceLabel(const config::SourceConfig& cfg, const std::string& stream);
+
+// `s` with the source's name as context when the pipeline has several sources.
+Status InSource(const config::SourceConfig& cfg, const Status& s);
+
+// One source of the pipeline, open, with the streams it syncs (SelectStreams).
+struct OpenedSource {
+  std::unique_ptr<source::Source> src;
+  std::vector<source::StreamInfo> streams;
+};
+Result<OpenedSource> OpenSelected(config::SourceConfig& cfg, bool require_syncable = true);
 
 }  // namespace ferry::engine

@@ -911,17 +911,9 @@ std::string SchemaDifference(const Schema& a, const Schema& b) {
   return "";
 }
 
-std::string Label(const config::SourceConfig& sc, const std::string& stream) {
-  return sc.name.empty() ? stream : sc.name + ":" + stream;
-}
-
 // The state file keys a stream by namespace and name; a named source's streams are kept apart.
 std::string StateNamespace(const config::SourceConfig& sc, const source::StreamInfo& info) {
   return sc.name.empty() ? info.ns : sc.name + "/" + info.ns;
-}
-
-Status InSource(const config::SourceConfig& sc, const Status& s) {
-  return sc.name.empty() ? s : s.WithContext("source " + sc.name);
 }
 
 // Two streams that map to one destination table must come from different sources (several
@@ -929,7 +921,7 @@ Status InSource(const config::SourceConfig& sc, const Status& s) {
 Status CheckSameTable(const std::string& table, const config::SourceConfig& sa,
                       const source::StreamInfo& a, const config::SourceConfig& sb,
                       const source::StreamInfo& b) {
-  const std::string la = Label(sa, a.name), lb = Label(sb, b.name);
+  const std::string la = SourceLabel(sa, a.name), lb = SourceLabel(sb, b.name);
   if (&sa == &sb) {
     return Status::InvalidArgument("streams " + la + " and " + lb + " both map to table " + table +
                                    "; list only one of them");
@@ -960,14 +952,9 @@ Result<std::vector<std::unique_ptr<SourceRun>>> OpenSources(config::PipelineConf
   for (config::SourceConfig& sc : cfg.sources) {
     auto run = std::make_unique<SourceRun>();
     run->cfg = &sc;
-    auto src = source::OpenSource(sc);
-    if (!src.ok()) return InSource(sc, src.status());
-    run->src = std::move(*src);
-    auto all = run->src->Discover();
-    if (!all.ok()) return InSource(sc, all.status());
-    auto streams = SelectStreams(sc, std::move(*all));
-    if (!streams.ok()) return InSource(sc, streams.status());
-    run->streams = std::move(*streams);
+    FERRY_ASSIGN_OR_RETURN(OpenedSource opened, OpenSelected(sc));
+    run->src = std::move(opened.src);
+    run->streams = std::move(opened.streams);
     for (auto& info : run->streams) {
       config::StreamConfig settings = StreamSettings(sc, info.name);
       FERRY_RETURN_IF_ERROR(InSource(sc, ApplyKeyOverride(settings, &info)));
@@ -1011,7 +998,7 @@ Result<std::vector<source::StreamInfo>> RunDiscover(config::PipelineConfig& cfg)
     auto streams = (*src)->Discover();
     if (!streams.ok()) return InSource(sc, streams.status());
     for (auto& info : *streams) {
-      info.name = Label(sc, info.name);
+      info.name = SourceLabel(sc, info.name);
       out.push_back(std::move(info));
     }
   }
@@ -1026,7 +1013,7 @@ Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport
   for (const auto& s : sources) {
     for (const auto& info : s->streams) {
       StreamStateReport r;
-      r.stream = Label(*s->cfg, info.name);
+      r.stream = SourceLabel(*s->cfg, info.name);
       r.table = (*dst)->TableName(info.name);
       config::StreamConfig sc = StreamSettings(*s->cfg, info.name);
       r.mode = std::string(config::SyncModeName(sc.mode));
@@ -1095,7 +1082,7 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
       report->tables.push_back(table);
       report->modes.push_back(std::string(config::SyncModeName(sc.mode)));
       source::StreamInfo shown = info;
-      shown.name = Label(*s->cfg, info.name);
+      shown.name = SourceLabel(*s->cfg, info.name);
       report->streams.push_back(std::move(shown));
     }
   }
@@ -1139,7 +1126,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
       t->info = info;
       t->source = s.get();
       t->settings = StreamSettings(*s->cfg, info.name);
-      t->label = Label(*s->cfg, info.name);
+      t->label = SourceLabel(*s->cfg, info.name);
       t->state_ns = StateNamespace(*s->cfg, info);
       t->report = &report->streams[tasks.size()];
       t->report->stream = t->label;

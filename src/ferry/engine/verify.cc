@@ -362,10 +362,8 @@ struct VerifiedPart {
   source::Source* src = nullptr;
   source::StreamInfo info;
   config::StreamConfig settings;
-  std::string source_name;  // "" with one source
-  std::string Label() const {
-    return source_name.empty() ? info.name : source_name + ":" + info.name;
-  }
+  const config::SourceConfig* cfg = nullptr;
+  std::string Label() const { return SourceLabel(*cfg, info.name); }
 };
 
 // A row captured in the second pass, to name its key and its values.
@@ -654,12 +652,12 @@ class Verifier {
     if (p.src->SharedChangeLog()) return "";
     auto table_marker = dst_->ReadMarker(p.info.name);
     if (!table_marker.ok()) return "";
-    auto marker = Result<Json>(PartOfMarker(*table_marker, p.source_name));
-    if (!marker.ok() || !marker->is_object() || marker->value("mode", "") != "cdc" ||
-        !(*marker)["position"].is_number_integer()) {
+    const Json marker = PartOfMarker(*table_marker, p.cfg->name);
+    if (!marker.is_object() || marker.value("mode", "") != "cdc" ||
+        !marker["position"].is_number_integer()) {
       return "";
     }
-    const int64_t applied = (*marker)["position"].get<int64_t>();
+    const int64_t applied = marker["position"].get<int64_t>();
     auto end = p.src->ChangeLogEnd(p.info);
     if (!end.ok()) return "";
     if (*end > applied) {
@@ -689,26 +687,18 @@ Status RunVerify(config::PipelineConfig& cfg, const VerifyOptions& options,
   std::map<std::string, std::vector<VerifiedPart>> tables;
   std::set<std::string> found;
   for (config::SourceConfig& sc : cfg.sources) {
-    auto in_source = [&](const Status& s) {
-      return sc.name.empty() ? s : s.WithContext("source " + sc.name);
-    };
-    auto src = source::OpenSource(sc);
-    if (!src.ok()) return in_source(src.status());
-    auto all = (*src)->Discover();
-    if (!all.ok()) return in_source(all.status());
-    auto streams = SelectStreams(sc, std::move(*all), /*require_syncable=*/false);
-    if (!streams.ok()) return in_source(streams.status());
-    for (auto& info : *streams) {
+    FERRY_ASSIGN_OR_RETURN(OpenedSource opened, OpenSelected(sc, /*require_syncable=*/false));
+    for (auto& info : opened.streams) {
       names.push_back(info.name);
       const auto& only = options.tables;
       if (!only.empty() && std::find(only.begin(), only.end(), info.name) == only.end()) continue;
       found.insert(info.name);
       const std::string table = (*dst)->TableName(info.name);
       if (!tables.count(table)) order.push_back(table);
-      VerifiedPart part{src->get(), info, StreamSettings(sc, info.name), sc.name};
+      VerifiedPart part{opened.src.get(), info, StreamSettings(sc, info.name), &sc};
       tables[table].push_back(std::move(part));
     }
-    sources.push_back(std::move(*src));
+    sources.push_back(std::move(opened.src));
   }
   for (const auto& name : options.tables) {
     if (found.count(name)) continue;

@@ -28,7 +28,10 @@ struct Out {
 // Two (or more) inputs into one AlignNode; the test feeds the inputs and reads the output.
 class Harness {
  public:
-  explicit Harness(size_t inputs, AlignOptions options) : schema_(OneColumn()) {
+  // `acknowledge`: Next() acknowledges every combined barrier it reads, as a sink that has
+  // committed it; false leaves them in progress.
+  explicit Harness(size_t inputs, AlignOptions options, bool acknowledge = true)
+      : schema_(OneColumn()), acknowledge_(acknowledge) {
     for (size_t i = 0; i < inputs; ++i) inputs_.push_back(std::make_shared<Edge>(4));
     output_ = std::make_shared<Edge>(4);
     if (options.input_names.empty()) {
@@ -53,6 +56,7 @@ class Harness {
         Message::MakeBarrier({CheckpointId(position), "s", Json{{"position", position}}})));
   }
   void End(size_t input) { ASSERT_TRUE(inputs_[input]->Send(Message::End())); }
+  void Close(size_t input) { inputs_[input]->Close(); }
 
   // The next output message, or nullopt after `wait` without one.
   std::optional<Out> Next(std::chrono::milliseconds wait = std::chrono::seconds(10)) {
@@ -66,7 +70,7 @@ class Harness {
     } else if (m->kind == Message::Kind::kBarrier) {
       o.kind = Out::kBarrier;
       o.inputs = m->barrier.position["inputs"];
-      node_->Acknowledge();
+      if (acknowledge_) node_->Acknowledge();
     }
     return o;
   }
@@ -87,6 +91,7 @@ class Harness {
 
  private:
   std::shared_ptr<Schema> schema_;
+  bool acknowledge_;
   std::vector<std::shared_ptr<Edge>> inputs_;
   std::shared_ptr<Edge> output_;
   std::unique_ptr<AlignNode> node_;
@@ -303,40 +308,26 @@ TEST(AlignNodeTest, RequestsABarrierFromTheInputsThatHaveNotReachedOne) {
 // With the sink still committing the previous checkpoint, a newly aligned one is folded into
 // the next; the last one, at the end, always goes out.
 TEST(AlignNodeTest, MaxConcurrentSubsumesCheckpointsWhileOneIsInProgress) {
-  auto edge_a = std::make_shared<Edge>(8), edge_b = std::make_shared<Edge>(8);
-  auto out = std::make_shared<Edge>(16);
-  AlignNode node("align", {edge_a, edge_b}, out, AlignOptions{});
-  Status status;
-  std::thread runner([&] { status = node.Run(); });
-  auto barrier = [](int64_t p) {
-    return Message::MakeBarrier({CheckpointId(p), "s", Json{{"position", p}}});
-  };
-  edge_a->Send(barrier(1));
-  edge_b->Send(barrier(1));
-  std::optional<Message> m;
-  ASSERT_EQ(out->ReceiveFor(std::chrono::seconds(10), &m), Edge::ReceiveResult::kReceived);
-  ASSERT_EQ(m->kind, Message::Kind::kBarrier);
-  // Not acknowledged: the next alignment is subsumed.
-  edge_a->Send(barrier(2));
-  edge_b->Send(barrier(2));
-  edge_a->Send(barrier(3));
-  edge_b->Send(barrier(3));
-  edge_a->Send(Message::End());
-  edge_b->Send(Message::End());
-  std::vector<Message> rest;
-  while (true) {
-    std::optional<Message> r;
-    ASSERT_EQ(out->ReceiveFor(std::chrono::seconds(10), &r), Edge::ReceiveResult::kReceived);
-    rest.push_back(std::move(*r));
-    if (rest.back().kind == Message::Kind::kEnd) break;
+  Harness h(2, AlignOptions{}, /*acknowledge=*/false);
+  h.Barrier(0, 1);
+  h.Barrier(1, 1);
+  auto first = h.Next();
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->kind, Out::kBarrier);
+  // Not acknowledged: the next alignments are subsumed.
+  for (int64_t p : {2, 3}) {
+    h.Barrier(0, p);
+    h.Barrier(1, p);
   }
-  runner.join();
-  EXPECT_TRUE(status.ok());
+  h.End(0);
+  h.End(1);
+  auto rest = h.Drain();
+  EXPECT_TRUE(h.Finish().ok());
   ASSERT_EQ(rest.size(), 2u);
-  ASSERT_EQ(rest[0].kind, Message::Kind::kBarrier);
-  EXPECT_EQ(Positions(rest[0].barrier.position["inputs"][0]), (std::vector<int64_t>{2, 3}));
-  EXPECT_EQ(Positions(rest[0].barrier.position["inputs"][1]), (std::vector<int64_t>{2, 3}));
-  EXPECT_EQ(node.subsumed(), 2);
+  ASSERT_EQ(rest[0].kind, Out::kBarrier);
+  EXPECT_EQ(Positions(rest[0].inputs[0]), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(Positions(rest[0].inputs[1]), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(h.node().subsumed(), 2);
 }
 
 TEST(AlignNodeTest, AnInputThatEndsEarlyLeavesTheOthersToAlignAlone) {
@@ -360,15 +351,10 @@ TEST(AlignNodeTest, AnInputThatEndsEarlyLeavesTheOthersToAlignAlone) {
 }
 
 TEST(AlignNodeTest, AnInputClosedBeforeItsEndCancels) {
-  auto a = std::make_shared<Edge>(4), b = std::make_shared<Edge>(4);
-  auto out = std::make_shared<Edge>(4);
-  AlignNode node("align", {a, b}, out, AlignOptions{});
-  Status status;
-  std::thread runner([&] { status = node.Run(); });
-  a->Send(Message::MakeBarrier({CheckpointId(1), "s", Json{{"position", 1}}}));
-  b->Close();
-  runner.join();
-  EXPECT_EQ(status.code(), StatusCode::kCancelled);
+  Harness h(2, AlignOptions{});
+  h.Barrier(0, 1);
+  h.Close(1);
+  EXPECT_EQ(h.Finish().code(), StatusCode::kCancelled);
 }
 
 // Changes by key: a source's two checkpoints never meet in one commit.
