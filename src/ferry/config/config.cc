@@ -263,8 +263,8 @@ class Parser {
   }
 
   Status ParseStream(const YAML::Node& s, StreamConfig* sc) {
-    static const std::vector<std::string> kKeys = {"name", "mode", "chunk_rows", "cursor",
-                                                   "primary_key"};
+    static const std::vector<std::string> kKeys = {"name",   "mode",     "chunk_rows",
+                                                   "cursor", "tie_rows", "primary_key"};
     for (auto it = s.begin(); it != s.end(); ++it) {
       std::string key = it->first.as<std::string>();
       if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
@@ -287,6 +287,16 @@ class Parser {
     if (s["cursor"]) {
       FERRY_ASSIGN_OR_RETURN(std::string c, Scalar(s["cursor"], "cursor"));
       sc->cursor = c;
+    }
+    if (s["tie_rows"]) {
+      FERRY_ASSIGN_OR_RETURN(sc->tie_rows, PositiveInt(s["tie_rows"], "tie_rows"));
+      if (sc->tie_rows > kMaxTieRows) {
+        return Status::InvalidArgument(
+            At(file_, LineOf(s["tie_rows"])) + ": tie_rows is at most " +
+            std::to_string(kMaxTieRows) +
+            " (the fingerprints travel in every marker and state write; past it ferry keeps a "
+            "digest of the rows instead)");
+      }
     }
     if (YAML::Node pk = s["primary_key"]) {
       if (pk.IsScalar()) {

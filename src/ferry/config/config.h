@@ -66,11 +66,16 @@ class Options {
   std::map<std::string, Value> values_;
 };
 
+inline constexpr int64_t kMaxTieRows = 100000;
+
 struct StreamConfig {
   std::string name;  // as the source names it: "orders", "public.orders"
   SyncMode mode = SyncMode::kFullRefresh;
   int64_t chunk_rows = 100000;        // full refresh: rows per chunk (a chunk commits on its own)
   std::optional<std::string> cursor;  // incremental: the cursor column
+  // Incremental: rows committed at the last cursor value remembered one by one (beyond it, only
+  // their digest: see engine/window.h).
+  int64_t tie_rows = 2000;
   std::vector<std::string> primary_key;  // overrides the source's key when set
   int line = 0;
 };

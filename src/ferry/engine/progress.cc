@@ -184,20 +184,27 @@ Result<Decision> DecideFullRefresh(const Json& state, const Json& marker) {
 Json IncrementalProgress::ToJson() const {
   Json j{{"mode", "incremental"}, {"stream", stream}, {"cursor_column", cursor_column},
          {"cursor", cursor},      {"window", window}, {"from", from}};
+  if (ties) j["ties"] = ties->ToJson();
   if (landed) j["landed"] = true;
   return j;
 }
 
 Result<IncrementalProgress> IncrementalProgress::FromJson(const Json& j,
                                                           const std::string& origin) {
+  auto cursor_value = [](const Json& v) { return v.is_null() || v.is_number() || v.is_string(); };
   if (!j.is_object() || j.value("mode", "") != "incremental" || !j.contains("cursor_column") ||
-      !j["cursor_column"].is_string() || !j.contains("cursor")) {
+      !j["cursor_column"].is_string() || !j.contains("cursor") || !cursor_value(j["cursor"]) ||
+      (j.contains("from") && !cursor_value(j["from"]))) {
     return Status::Corruption(origin + " is not a valid incremental progress record");
   }
   IncrementalProgress p;
   p.stream = j.value("stream", "");
   p.cursor_column = j["cursor_column"];
   p.cursor = j["cursor"];
+  if (j.contains("ties") && !j["ties"].is_null()) {
+    FERRY_ASSIGN_OR_RETURN(CursorTies t, CursorTies::FromJson(j["ties"], origin));
+    p.ties = std::move(t);
+  }
   p.window = j.value("window", "");
   p.from = j.contains("from") ? j["from"] : Json(nullptr);
   p.landed = j.value("landed", false);
@@ -222,6 +229,7 @@ Result<IncrementalDecision> DecideIncremental(const std::string& stream, const s
           "run a full_refresh of the stream to start over");
     }
     d.start.cursor = st.cursor;
+    d.start.ties = st.ties;
     d.start.landed = st.landed;
     if (st.landed && marker.is_null()) {
       return Status::Corruption(
@@ -237,9 +245,10 @@ Result<IncrementalDecision> DecideIncremental(const std::string& stream, const s
     FERRY_ASSIGN_OR_RETURN(IncrementalProgress mk,
                            IncrementalProgress::FromJson(marker, "the table's marker"));
     if (mk.cursor_column == cursor &&
-        mk.window == IncrementalProgress::WindowId(stream, d.start.cursor)) {
+        mk.window == IncrementalProgress::WindowId(stream, d.start.cursor, d.start.ties)) {
       // The window starting at the state's cursor committed; the state write was lost.
       d.start.cursor = mk.cursor;
+      d.start.ties = mk.ties;
       d.start.window = mk.window;
       d.start.from = mk.from;
       d.start.landed = true;
@@ -251,7 +260,8 @@ Result<IncrementalDecision> DecideIncremental(const std::string& stream, const s
   }
   d.explanation = d.start.cursor.is_null()
                       ? "no cursor yet: reading every row up to the current maximum"
-                      : "reading rows after " + d.start.cursor.dump();
+                      : "reading rows from " + d.start.cursor.dump() +
+                            " on (the rows at it not yet committed, then those above it)";
   return d;
 }
 

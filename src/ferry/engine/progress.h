@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ferry/base/status.h"
+#include "ferry/engine/window.h"
 #include "ferry/source/source.h"
 
 namespace ferry::engine {
@@ -68,21 +69,26 @@ struct Decision {
 // Corrupt contents are an error, never guessed around.
 Result<Decision> DecideFullRefresh(const Json& state, const Json& marker);
 
-// Progress of an incremental stream. A window reads rows with from < cursor <= to, where `to`
-// is the cursor's maximum captured before reading; its id is derived from the stream and its
-// starting cursor only, so a restart recognises a window that already landed.
+// Progress of an incremental stream (engine/window.h says how a window reads). A window starts at
+// the last committed value `from` (its ties re-read) and ends at the largest value above it, or
+// at `from` again; its id is derived from the stream, `from` and the digest of the ties committed
+// at `from` only, so a restart recognises a window that already landed.
 struct IncrementalProgress {
   std::string stream;
   std::string cursor_column;
-  Json cursor;         // state: the end of the last committed window (null: nothing yet)
+  Json cursor;  // state: the end of the last committed window (null: nothing yet)
+  // The rows committed at `cursor`; nullopt when not known (a record of an older ferry): the next
+  // window then writes every row at `cursor` again.
+  std::optional<CursorTies> ties;
   std::string window;  // marker: the id of the window this commit completed
   Json from;           // marker: where that window started
   // Rows of the stream's were committed into its table (so the table has a marker): a table
   // without one then was dropped or emptied, not merely never written.
   bool landed = false;
 
-  static std::string WindowId(const std::string& stream, const Json& from) {
-    return stream + "@" + from.dump();
+  static std::string WindowId(const std::string& stream, const Json& from,
+                              const std::optional<CursorTies>& ties) {
+    return stream + "@" + from.dump() + (ties ? "#" + ties->Digest() : "");
   }
   Json ToJson() const;
   static Result<IncrementalProgress> FromJson(const Json& j, const std::string& origin);

@@ -156,7 +156,7 @@ IncrementalProgress Window(const Json& from, const Json& to) {
   p.cursor_column = "updated_at";
   p.from = from;
   p.cursor = to;
-  p.window = IncrementalProgress::WindowId("items", from);
+  p.window = IncrementalProgress::WindowId("items", from, std::nullopt);
   return p;
 }
 

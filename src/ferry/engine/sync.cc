@@ -11,6 +11,7 @@
 #include "ferry/base/log.h"
 #include "ferry/engine/progress.h"
 #include "ferry/engine/streams.h"
+#include "ferry/engine/window.h"
 #include "ferry/graph/align.h"
 #include "ferry/graph/ordered_reads.h"
 #include "ferry/sink/sink.h"
@@ -80,7 +81,8 @@ struct StreamTask {
   std::shared_ptr<sink::SinkStream> out;  // shared by the parts of a merged table
   Json marker;                   // its marker as the table holds it (its part, in a merged table's)
   FullRefreshProgress progress;  // full refresh
-  IncrementalProgress window;    // incremental: the window this sync reads (from, cursor = to)
+  IncrementalProgress window;    // incremental: the window this sync reads (its id and start)
+  WindowBounds bounds;           // incremental: what it reads (engine/window.h)
   CdcProgress changes;           // cdc after the backfill: the changes this sync applies
   bool cdc_backfill = false;     // cdc stream whose full refresh is new or in flight
   bool shared_log = false;       // cdc stream read from the source's shared change log
@@ -204,20 +206,27 @@ class SourceNode : public graph::Node {
     }
   }
 
-  // One incremental window: the rows, then a barrier carrying the window's end.
+  // One incremental window: the rows, then a barrier carrying the window's end and the rows
+  // that tie at it. A window that found nothing new sends no barrier: nothing is committed.
   Status RunWindow(StreamTask* t) {
-    if (!t->window.cursor.is_null()) {
-      Status s = src_->ReadCursorRange(t->info, t->window.cursor_column, t->window.from,
-                                       t->window.cursor, t->out->schema(), opts_.batch_rows,
-                                       [&](Batch& b) { return Forward(t, b); });
-      if (!s.ok()) {
+    if (!t->bounds.empty()) {
+      auto read = ReadWindow(src_, t->info, t->window.cursor_column, t->bounds, t->out->schema(),
+                             opts_.batch_rows, static_cast<size_t>(t->settings.tie_rows),
+                             [&](Batch& b) { return Forward(t, b, false); });
+      if (!read.ok()) {
         if (opts_.stop && opts_.stop->requested()) return Status::Cancelled("stop requested");
-        return s;
+        return read.status();
       }
-      graph::Barrier barrier{graph::CheckpointId(0), t->info.name,
-                             Json{{"window", t->window.window}, {"cursor", t->window.cursor}}};
-      if (!t->edge->Send(graph::Message::MakeBarrier(std::move(barrier)))) {
-        return Status::Cancelled("sink stopped");
+      if (read->rows == 0 && t->bounds.upper.is_null()) {
+        t->report->action = "incremental: nothing new";
+      } else {
+        graph::Barrier barrier{graph::CheckpointId(0), t->info.name,
+                               Json{{"window", t->window.window},
+                                    {"cursor", read->end},
+                                    {"ties", read->ties.ToJson()}}};
+        if (!t->edge->Send(graph::Message::MakeBarrier(std::move(barrier)))) {
+          return Status::Cancelled("sink stopped");
+        }
       }
     }
     if (!t->edge->Send(graph::Message::End())) return Status::Cancelled("sink stopped");
@@ -513,8 +522,13 @@ class SinkNode : public graph::Node {
     std::vector<std::string> windows;
     for (size_t i = 0; i < parts(); ++i) markers[i] = part(i).marker;
     for (size_t i : in) {
-      if (lands) part(i).window.landed = true;
-      markers[i] = part(i).window.ToJson();
+      IncrementalProgress& w = part(i).window;
+      const Json& end = at[i].back();
+      w.cursor = end["cursor"];
+      FERRY_ASSIGN_OR_RETURN(CursorTies ties, CursorTies::FromJson(end["ties"], "a window's end"));
+      w.ties = std::move(ties);
+      if (lands) w.landed = true;
+      markers[i] = w.ToJson();
       windows.push_back(part(i).window.window);
     }
     auto landed = [&](const Json& m) {
@@ -705,20 +719,19 @@ Status PlanWindow(StreamTask* t, const Json& state, Recorder* recorder) {
   if (d->state_behind) {
     FERRY_RETURN_IF_ERROR(recorder->Record(t->state_ns, t->info.name, d->start.ToJson()));
   }
-  FERRY_ASSIGN_OR_RETURN(Json upper, src->MaxCursor(t->info, cursor));
-  IncrementalProgress w = d->start;
+  IncrementalProgress& w = t->window;
+  w = d->start;
   w.from = d->start.cursor;
-  w.window = IncrementalProgress::WindowId(t->info.name, w.from);
-  // Nothing new: no window (null cursor) and nothing to commit.
-  // Numbers compare as numbers. Text cursors (numerics, timestamps, strings) are ordered by the
-  // source, not by their spelling ("1000.5" < "29.99" as text): any other maximum opens a window,
-  // and the source's own comparison in the read decides which rows it holds.
-  bool nothing = upper.is_null() ||
-                 (!w.from.is_null() &&
-                  (w.from.is_number() && upper.is_number() ? !(w.from < upper) : w.from == upper));
-  w.cursor = nothing ? Json(nullptr) : upper;
-  t->window = w;
-  t->report->action = nothing ? "incremental: nothing new" : "incremental up to " + upper.dump();
+  w.window = IncrementalProgress::WindowId(t->info.name, w.from, d->start.ties);
+  FERRY_ASSIGN_OR_RETURN(Json upper, src->MaxCursor(t->info, cursor, w.from));
+  t->bounds = WindowBounds{w.from, d->start.ties, upper};
+  if (t->bounds.empty()) {
+    t->report->action = "incremental: nothing new";
+  } else if (upper.is_null()) {
+    t->report->action = "incremental: rows at " + w.from.dump();
+  } else {
+    t->report->action = "incremental up to " + upper.dump();
+  }
   return Status::OK();
 }
 

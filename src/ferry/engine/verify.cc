@@ -20,87 +20,6 @@
 namespace ferry::engine {
 namespace {
 
-// What a value is, whatever its physical type: values of two kinds never compare equal.
-enum class ValueKind : uint8_t {
-  kBoolean = 1,
-  kInteger,
-  kFloat,
-  kDecimal,
-  kDate,
-  kTime,
-  kTimestamp,
-  kTimestampTz,
-  kBytes,
-  kUuid,
-  kList,
-  kOther,
-};
-
-ValueKind KindOf(const DataType& t) {
-  switch (t.kind()) {
-    case TypeKind::kBoolean:
-      return ValueKind::kBoolean;
-    case TypeKind::kInt32:
-    case TypeKind::kInt64:
-      return ValueKind::kInteger;
-    case TypeKind::kFloat32:
-    case TypeKind::kFloat64:
-      return ValueKind::kFloat;
-    case TypeKind::kDecimal:
-      return ValueKind::kDecimal;
-    case TypeKind::kDate:
-      return ValueKind::kDate;
-    case TypeKind::kTime:
-      return ValueKind::kTime;
-    case TypeKind::kTimestamp:
-      return ValueKind::kTimestamp;
-    case TypeKind::kTimestampTz:
-      return ValueKind::kTimestampTz;
-    case TypeKind::kString:
-    case TypeKind::kBinary:
-      return ValueKind::kBytes;
-    case TypeKind::kUuid:
-      return ValueKind::kUuid;
-    case TypeKind::kList:
-      return KindOf(t.list().type) == ValueKind::kOther ? ValueKind::kOther : ValueKind::kList;
-    default:
-      return ValueKind::kOther;
-  }
-}
-
-// Two columns compare when their values are of one kind (for lists: their elements too).
-bool SameKind(const DataType& a, const DataType& b) {
-  if (KindOf(a) != KindOf(b)) return false;
-  return !a.is_list() || KindOf(a.list().type) == KindOf(b.list().type);
-}
-
-template <typename T>
-T FixedAt(const Column& col, size_t row) {
-  T v;
-  std::memcpy(&v, col.fixed_data() + row * sizeof(T), sizeof(T));
-  return v;
-}
-
-template <typename T>
-void Put(std::string* out, T v) {
-  out->append(reinterpret_cast<const char*>(&v), sizeof(T));
-}
-
-uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-
-// A bijective 64-bit mixer (xor-shift-multiply rounds).
-uint64_t Mix(uint64_t x) {
-  x ^= x >> 31;
-  x *= 0x7fb5d329728ea185ULL;
-  x ^= x >> 27;
-  x *= 0x81dadef4bc2dd44dULL;
-  x ^= x >> 33;
-  return x;
-}
-
-constexpr uint64_t kKeySeed = 0x6b65792d66657272ULL;
-constexpr uint64_t kRowSeed = 0x726f772d66657272ULL;
-
 std::string Quote(std::string_view s) {
   std::string out = "'";
   for (char c : s) {
@@ -136,97 +55,6 @@ std::string Shorten(std::string s) {
 
 }  // namespace
 
-// ---- canonical values ----
-
-void AppendCanonicalValue(const Column& col, size_t row, std::string* out) {
-  if (!col.IsValid(row)) {
-    out->push_back('\0');
-    return;
-  }
-  const ValueKind kind = KindOf(col.type());
-  out->push_back(static_cast<char>(kind));
-  switch (col.type().kind()) {
-    case TypeKind::kBoolean:
-      out->push_back(FixedAt<uint8_t>(col, row) != 0 ? '\1' : '\0');
-      return;
-    case TypeKind::kInt32:
-      Put<int64_t>(out, FixedAt<int32_t>(col, row));
-      return;
-    case TypeKind::kInt64:
-    case TypeKind::kTime:
-    case TypeKind::kTimestamp:
-    case TypeKind::kTimestampTz:
-      Put<int64_t>(out, FixedAt<int64_t>(col, row));
-      return;
-    case TypeKind::kFloat32:
-    case TypeKind::kFloat64: {
-      const double d = col.type().kind() == TypeKind::kFloat32
-                           ? static_cast<double>(FixedAt<float>(col, row))
-                           : FixedAt<double>(col, row);
-      uint64_t bits;
-      if (std::isnan(d)) {
-        bits = 0x7ff8000000000000ULL;  // every NaN alike
-      } else {
-        std::memcpy(&bits, &d, sizeof bits);  // -0.0 stays apart from 0.0
-      }
-      Put<uint64_t>(out, bits);
-      return;
-    }
-    case TypeKind::kDecimal: {
-      // By value: trailing zeros of the unscaled integer are dropped with the scale.
-      int128_t v = FixedAt<int128_t>(col, row);
-      int scale = col.type().scale();
-      if (v == 0) scale = 0;
-      while (scale > 0 && v % 10 == 0) {
-        v /= 10;
-        --scale;
-      }
-      Put<int128_t>(out, v);
-      Put<int8_t>(out, static_cast<int8_t>(scale));
-      return;
-    }
-    case TypeKind::kDate:
-      Put<int32_t>(out, FixedAt<int32_t>(col, row));
-      return;
-    case TypeKind::kUuid:
-      out->append(reinterpret_cast<const char*>(col.fixed_data()) + row * 16, 16);
-      return;
-    case TypeKind::kString:
-    case TypeKind::kBinary: {
-      std::string_view v = col.GetBytes(row);
-      Put<uint64_t>(out, v.size());
-      out->append(v);
-      return;
-    }
-    case TypeKind::kList: {
-      // The element count, then each element (NULL elements included) in order.
-      auto [first, end] = col.ListRange(row);
-      Put<uint64_t>(out, end - first);
-      for (size_t i = first; i < end; ++i) AppendCanonicalValue(col.list_child(), i, out);
-      return;
-    }
-    default:
-      // A kind this encoding does not know (the verifier leaves such columns out): only its kind.
-      return;
-  }
-}
-
-uint64_t Hash64(std::string_view bytes, uint64_t seed) {
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  const size_t n = bytes.size();
-  uint64_t h = Mix(seed ^ (static_cast<uint64_t>(n) * 0x9e3779b97f4a7c15ULL));
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = Rotl(h ^ Mix(w), 29) * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL;
-  }
-  uint64_t tail = 0;
-  if (n > i) std::memcpy(&tail, p + i, n - i);
-  h = Rotl(h ^ Mix(tail ^ (static_cast<uint64_t>(n - i) << 56)), 29) * 0x9e3779b97f4a7c15ULL;
-  return Mix(h);
-}
-
 std::string DisplayValue(const Column& col, size_t row) {
   if (!col.IsValid(row)) return "NULL";
   char buf[64];
@@ -240,23 +68,23 @@ std::string DisplayValue(const Column& col, size_t row) {
       return out + "]";
     }
     case TypeKind::kBoolean:
-      return FixedAt<uint8_t>(col, row) != 0 ? "true" : "false";
+      return col.ValueAt<uint8_t>(row) != 0 ? "true" : "false";
     case TypeKind::kInt32:
-      return std::to_string(FixedAt<int32_t>(col, row));
+      return std::to_string(col.ValueAt<int32_t>(row));
     case TypeKind::kInt64:
-      return std::to_string(FixedAt<int64_t>(col, row));
+      return std::to_string(col.ValueAt<int64_t>(row));
     case TypeKind::kFloat32:
-      std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(FixedAt<float>(col, row)));
+      std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(col.ValueAt<float>(row)));
       return buf;
     case TypeKind::kFloat64:
-      std::snprintf(buf, sizeof buf, "%.17g", FixedAt<double>(col, row));
+      std::snprintf(buf, sizeof buf, "%.17g", col.ValueAt<double>(row));
       return buf;
     case TypeKind::kDecimal:
-      return FormatDecimal(FixedAt<int128_t>(col, row), col.type().scale());
+      return FormatDecimal(col.ValueAt<int128_t>(row), col.type().scale());
     case TypeKind::kDate:
-      return FormatDate(FixedAt<int32_t>(col, row));
+      return FormatDate(col.ValueAt<int32_t>(row));
     case TypeKind::kTime: {
-      const int64_t us = FixedAt<int64_t>(col, row);
+      const int64_t us = col.ValueAt<int64_t>(row);
       std::snprintf(
           buf, sizeof buf, "%02lld:%02lld:%02lld.%06lld", static_cast<long long>(us / 3600000000LL),
           static_cast<long long>(us / 60000000LL % 60), static_cast<long long>(us / 1000000LL % 60),
@@ -264,9 +92,9 @@ std::string DisplayValue(const Column& col, size_t row) {
       return buf;
     }
     case TypeKind::kTimestamp:
-      return FormatTimestamp(FixedAt<int64_t>(col, row));
+      return FormatTimestamp(col.ValueAt<int64_t>(row));
     case TypeKind::kTimestampTz:
-      return FormatTimestamp(FixedAt<int64_t>(col, row)) + "+00";
+      return FormatTimestamp(col.ValueAt<int64_t>(row)) + "+00";
     case TypeKind::kString:
       return Shorten(Quote(col.GetBytes(row)));
     case TypeKind::kBinary:
@@ -281,23 +109,6 @@ std::string DisplayValue(const Column& col, size_t row) {
       break;
   }
   return "(" + col.type().ToIceberg() + ")";
-}
-
-// ---- fingerprints ----
-
-Fingerprint RowFingerprinter::Of(const Batch& batch, size_t row) {
-  Fingerprint f;
-  scratch_.clear();
-  for (size_t c : columns_) AppendCanonicalValue(batch.column(c), row, &scratch_);
-  f.row = Hash64(scratch_, kRowSeed);
-  if (key_.empty()) {
-    f.key = f.row;
-    return f;
-  }
-  scratch_.clear();
-  for (size_t c : key_) AppendCanonicalValue(batch.column(c), row, &scratch_);
-  f.key = Hash64(scratch_, kKeySeed);
-  return f;
 }
 
 FingerprintDiff CompareFingerprints(std::vector<Fingerprint>* source,

@@ -4,7 +4,7 @@
 // PlanChunks), the destination as a reader of main's head sees it (lake::TableScan: live data
 // files, equality and position deletes applied). Each row becomes a fingerprint: a 64-bit hash of
 // its key (the stream's primary key, or the stream's `primary_key` setting) and a 64-bit hash of
-// the canonical encoding of every column both sides have (see AppendCanonicalValue). Tables
+// the canonical encoding of every column both sides have (types/fingerprint.h). Tables
 // without a key are compared as multisets of rows (the key is the row). The two sides'
 // fingerprints are sorted and merged: a key only in the source is "missing in destination", only
 // in the destination "extra in destination", on both with other values "different values". When
@@ -30,45 +30,12 @@
 #include "ferry/base/status.h"
 #include "ferry/config/config.h"
 #include "ferry/types/batch.h"
+#include "ferry/types/fingerprint.h"
 
 namespace ferry::engine {
 
-// ---- canonical values and fingerprints (exposed for tests) ----
-
-// Appends the canonical encoding of row `row` of `col` to *out. Values that mean the same compare
-// equal whatever the physical type on each side: int and long as 64-bit integers; float and double
-// as the double's bits, with every NaN the same and -0.0 apart from 0.0 (as stored); decimals by
-// value (1.50 at scale 2 = 1.5 at scale 1); dates as days; time and timestamps as microseconds
-// (timestamp and timestamptz apart); strings and binaries as their bytes; uuids as 16 bytes.
-// NULL is distinct from every value, the empty string included. Values of different kinds never
-// compare equal. A kind it does not know (lists) is encoded as its kind alone; the verifier leaves
-// such columns out of the comparison and says so in the table's notes.
-void AppendCanonicalValue(const Column& col, size_t row, std::string* out);
-
-// A 64-bit hash of `bytes`.
-uint64_t Hash64(std::string_view bytes, uint64_t seed);
-
 // A value as a person reads it in a report: 42, 'text', 2024-06-01 05:00:00, NULL, x'00ff'.
 std::string DisplayValue(const Column& col, size_t row);
-
-struct Fingerprint {
-  uint64_t key = 0;  // hash of the key columns (keyless tables: = row)
-  uint64_t row = 0;  // hash of every compared column
-};
-
-// Fingerprints of a batch's rows: `columns` are the batch positions of the compared columns (in
-// the order both sides use), `key` the batch positions of the key columns (empty: keyless).
-class RowFingerprinter {
- public:
-  RowFingerprinter(std::vector<size_t> columns, std::vector<size_t> key)
-      : columns_(std::move(columns)), key_(std::move(key)) {}
-  Fingerprint Of(const Batch& batch, size_t row);
-
- private:
-  std::vector<size_t> columns_;
-  std::vector<size_t> key_;
-  std::string scratch_;
-};
 
 enum class DiffKind { kMissing, kExtra, kDifferent };
 

@@ -53,13 +53,14 @@ Result<std::string> Source::StalePlan(const StreamInfo&, const ChunkPlan&) { ret
 
 Result<std::unique_ptr<Source>> Source::OpenSnapshotReader() { return std::unique_ptr<Source>(); }
 
-Result<nlohmann::json> Source::MaxCursor(const StreamInfo& stream, const std::string&) {
+Result<nlohmann::json> Source::MaxCursor(const StreamInfo& stream, const std::string&,
+                                         const nlohmann::json&) {
   return Status::InvalidArgument("stream " + stream.name +
                                  ": this source does not offer incremental mode; use full_refresh");
 }
 
-Status Source::ReadCursorRange(const StreamInfo& stream, const std::string&, const nlohmann::json&,
-                               const nlohmann::json&, std::shared_ptr<const Schema>, size_t,
+Status Source::ReadCursorRange(const StreamInfo& stream, const std::string&, const CursorRange&,
+                               std::shared_ptr<const Schema>, size_t,
                                const std::function<bool(Batch&)>&) {
   return Status::InvalidArgument("stream " + stream.name +
                                  ": this source does not offer incremental mode; use full_refresh");

@@ -81,6 +81,18 @@ struct ChunkPlan {
   Chunk At(int64_t i) const;
 };
 
+// Rows of an incremental window by their cursor value c: lower < c (lower <= c when
+// lower_closed) and c < upper (c <= upper when upper_closed); a null bound is open. A row whose
+// cursor is NULL is in no range.
+struct CursorRange {
+  nlohmann::json lower;
+  bool lower_closed = false;
+  nlohmann::json upper;
+  bool upper_closed = true;
+  // [v, v]: the rows whose cursor equals v.
+  static CursorRange At(const nlohmann::json& v) { return {v, true, v, true}; }
+};
+
 class Source {
  public:
   virtual ~Source() = default;
@@ -103,15 +115,16 @@ class Source {
   virtual Status ReadChunk(const StreamInfo& stream, const Chunk& chunk,
                            std::shared_ptr<const Schema> schema, size_t batch_rows,
                            const std::function<bool(Batch&)>& emit) = 0;
-  // Incremental mode. The cursor column's current maximum (a JSON number or string), or null
-  // when no row has a cursor value. Sources without incremental support say so.
-  virtual Result<nlohmann::json> MaxCursor(const StreamInfo& stream, const std::string& cursor);
-  // Rows whose cursor value c satisfies lower < c <= upper (a null lower: from the start),
-  // as batches on `schema`.
+  // Incremental mode (see engine/window.h for how a window uses these). The largest value of the
+  // cursor column above `above` (every value when `above` is null), as a JSON number or string,
+  // or null when no row's cursor is above it: "above" as the window's reads compare (the column's
+  // own order and collation). Sources without incremental support say so.
+  virtual Result<nlohmann::json> MaxCursor(const StreamInfo& stream, const std::string& cursor,
+                                           const nlohmann::json& above);
+  // The rows whose cursor value lies in `range`, as batches on `schema`.
   virtual Status ReadCursorRange(const StreamInfo& stream, const std::string& cursor,
-                                 const nlohmann::json& lower, const nlohmann::json& upper,
-                                 std::shared_ptr<const Schema> schema, size_t batch_rows,
-                                 const std::function<bool(Batch&)>& emit);
+                                 const CursorRange& range, std::shared_ptr<const Schema> schema,
+                                 size_t batch_rows, const std::function<bool(Batch&)>& emit);
   // CDC with one change log per stream (SQLite: change tables filled by triggers ferry installs).
   // Positions are per stream, increasing. Sources without such logs say so.
   //

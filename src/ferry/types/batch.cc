@@ -68,6 +68,27 @@ void Column::AppendBytes(std::string_view v) {
   ++size_;
 }
 
+void Column::AppendRowOf(const Column& src, size_t row) {
+  if (!src.IsValid(row)) {
+    AppendNull();
+    return;
+  }
+  if (width_ > 0) {
+    const size_t at = fixed_.size();
+    fixed_.resize(at + static_cast<size_t>(width_));
+    std::memcpy(fixed_.data() + at, src.fixed_.data() + row * static_cast<size_t>(width_),
+                static_cast<size_t>(width_));
+    validity_.push_back(1);
+    ++size_;
+  } else if (child_) {
+    auto [first, end] = src.ListRange(row);
+    for (size_t i = first; i < end; ++i) child_->AppendRowOf(*src.child_, i);
+    AppendListEnd();
+  } else {
+    AppendBytes(src.GetBytes(row));
+  }
+}
+
 void Column::Clear() {
   size_ = 0;
   null_count_ = 0;

@@ -51,6 +51,8 @@ class Column {
   void AppendDecimal(int128_t unscaled) { AppendFixed(unscaled); }
   void AppendUuid(const uint8_t bytes[16]);
   void AppendBytes(std::string_view v);
+  // Appends row `row` of `src`, a column of the same type (list elements included).
+  void AppendRowOf(const Column& src, size_t row);
   // Lists: ends the row whose elements were appended to list_child() since the last row.
   void AppendListEnd() {
     offsets_.push_back(static_cast<uint32_t>(child_->size()));
@@ -72,6 +74,13 @@ class Column {
     return reinterpret_cast<const T*>(fixed_.data());
   }
   const uint8_t* fixed_data() const { return fixed_.data(); }
+  // Row `row` of the fixed-width buffer (any alignment); T must match FixedWidth().
+  template <typename T>
+  T ValueAt(size_t row) const {
+    T v;
+    std::memcpy(&v, fixed_.data() + row * sizeof(T), sizeof(T));
+    return v;
+  }
   std::string_view GetBytes(size_t row) const {
     return std::string_view(bytes_.data() + offsets_[row], offsets_[row + 1] - offsets_[row]);
   }

@@ -376,7 +376,8 @@ class PostgresSource final : public Source {
     return CopyInto(*rel, sql, std::move(fields), std::move(schema), batch_rows, emit);
   }
 
-  Result<nlohmann::json> MaxCursor(const StreamInfo& stream, const std::string& cursor) override {
+  Result<nlohmann::json> MaxCursor(const StreamInfo& stream, const std::string& cursor,
+                                   const nlohmann::json& above) override {
     if (!stream.error.empty()) return Status::NotSupported(stream.error);
     FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
     FERRY_ASSIGN_OR_RETURN(CursorColumn cc, CheckCursor(stream, *rel, cursor));
@@ -385,10 +386,14 @@ class PostgresSource final : public Source {
     // order the window's `>` and `<=` use (same operator class, same collation). The text cast
     // is outside: an ORDER BY naming an output column would sort the text.
     const std::string c = QuoteIdent(cursor);
+    std::string where = c + " IS NOT NULL";
+    if (!above.is_null()) {
+      FERRY_ASSIGN_OR_RETURN(std::string lo, CursorLiteral(*rel, cursor, cc, above));
+      where += " AND " + c + " > " + lo;
+    }
     FERRY_ASSIGN_OR_RETURN(
-        auto r,
-        conn_->Query("SELECT m::text FROM (SELECT " + c + " AS m FROM " + From(*rel) + " WHERE " +
-                     c + " IS NOT NULL ORDER BY " + c + " DESC LIMIT 1) AS top"));
+        auto r, conn_->Query("SELECT m::text FROM (SELECT " + c + " AS m FROM " + From(*rel) +
+                             " WHERE " + where + " ORDER BY " + c + " DESC LIMIT 1) AS top"));
     if (r.rows() == 0 || r.IsNull(0, 0)) return nlohmann::json(nullptr);
     std::string text = r.Text(0, 0);
     if (cc.support.kind == pg::CursorSupport::Kind::kInteger) {
@@ -414,21 +419,22 @@ class PostgresSource final : public Source {
   }
 
   Status ReadCursorRange(const StreamInfo& stream, const std::string& cursor,
-                         const nlohmann::json& lower, const nlohmann::json& upper,
-                         std::shared_ptr<const Schema> schema, size_t batch_rows,
-                         const std::function<bool(Batch&)>& emit) override {
+                         const CursorRange& range, std::shared_ptr<const Schema> schema,
+                         size_t batch_rows, const std::function<bool(Batch&)>& emit) override {
     FERRY_ASSIGN_OR_RETURN(const Relation* rel, Readable(stream, *schema, "ReadCursorRange"));
     FERRY_ASSIGN_OR_RETURN(CursorColumn cc, CheckCursor(stream, *rel, cursor));
-    if (upper.is_null()) return Status::Internal("ReadCursorRange without an upper bound");
-    FERRY_ASSIGN_OR_RETURN(std::string hi, CursorLiteral(*rel, cursor, cc, upper));
     std::vector<CopyField> fields;
     std::string sql = "COPY (SELECT " + SelectList(*rel, stream, &fields);
     const std::string c = QuoteIdent(cursor);
-    // A row whose cursor is NULL satisfies neither comparison: it is never read.
-    sql += " FROM " + From(*rel) + " WHERE " + c + " <= " + hi;
-    if (!lower.is_null()) {
-      FERRY_ASSIGN_OR_RETURN(std::string lo, CursorLiteral(*rel, cursor, cc, lower));
-      sql += " AND " + c + " > " + lo;
+    // A row whose cursor is NULL satisfies no comparison: it is never read.
+    sql += " FROM " + From(*rel) + " WHERE " + c + " IS NOT NULL";
+    if (!range.lower.is_null()) {
+      FERRY_ASSIGN_OR_RETURN(std::string lo, CursorLiteral(*rel, cursor, cc, range.lower));
+      sql += " AND " + c + (range.lower_closed ? " >= " : " > ") + lo;
+    }
+    if (!range.upper.is_null()) {
+      FERRY_ASSIGN_OR_RETURN(std::string hi, CursorLiteral(*rel, cursor, cc, range.upper));
+      sql += " AND " + c + (range.upper_closed ? " <= " : " < ") + hi;
     }
     sql += " ORDER BY " + c + ") TO STDOUT (FORMAT binary)";
     return CopyInto(*rel, sql, std::move(fields), std::move(schema), batch_rows, emit);

@@ -101,10 +101,15 @@ class SqliteSource final : public Source {
     return EmitRows(stream, st, std::move(schema), batch_rows, !key.expr.empty(), emit);
   }
 
-  Result<nlohmann::json> MaxCursor(const StreamInfo& stream, const std::string& cursor) override {
+  Result<nlohmann::json> MaxCursor(const StreamInfo& stream, const std::string& cursor,
+                                   const nlohmann::json& above) override {
     FERRY_RETURN_IF_ERROR(CheckCursor(stream, cursor));
-    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare("SELECT max(" + QuoteIdentifier(cursor) +
-                                                 ") FROM main." + QuoteIdentifier(stream.name)));
+    // The same comparison as the window's reads (the column's affinity and collation).
+    std::string sql =
+        "SELECT max(" + QuoteIdentifier(cursor) + ") FROM main." + QuoteIdentifier(stream.name);
+    if (!above.is_null()) sql += " WHERE " + QuoteIdentifier(cursor) + " > ?1";
+    FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
+    if (!above.is_null()) BindCursor(st, 1, above);
     FERRY_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row || st.IsNull(0)) return nlohmann::json(nullptr);
     switch (st.ColumnType(0)) {
@@ -121,31 +126,34 @@ class SqliteSource final : public Source {
   }
 
   Status ReadCursorRange(const StreamInfo& stream, const std::string& cursor,
-                         const nlohmann::json& lower, const nlohmann::json& upper,
-                         std::shared_ptr<const Schema> schema, size_t batch_rows,
-                         const std::function<bool(Batch&)>& emit) override {
+                         const CursorRange& range, std::shared_ptr<const Schema> schema,
+                         size_t batch_rows, const std::function<bool(Batch&)>& emit) override {
     FERRY_RETURN_IF_ERROR(CheckCursor(stream, cursor));
-    std::string c = QuoteIdentifier(cursor);
+    const std::string c = QuoteIdentifier(cursor);
     std::string sql = "SELECT ";
     for (size_t i = 0; i < stream.columns.size(); ++i) {
       sql += (i ? ", " : "") + QuoteIdentifier(stream.columns[i].name);
     }
-    sql += ", NULL FROM main." + QuoteIdentifier(stream.name) + " WHERE " + c + " <= ?2";
-    if (!lower.is_null()) sql += " AND " + c + " > ?1";
+    // A NULL cursor satisfies no comparison: `IS NOT NULL` keeps an unbounded range the same.
+    sql += ", NULL FROM main." + QuoteIdentifier(stream.name) + " WHERE " + c + " IS NOT NULL";
+    if (!range.lower.is_null()) sql += " AND " + c + (range.lower_closed ? " >= ?1" : " > ?1");
+    if (!range.upper.is_null()) sql += " AND " + c + (range.upper_closed ? " <= ?2" : " < ?2");
     sql += " ORDER BY " + c;
     FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
-    auto bind = [&](int idx, const nlohmann::json& v) {
-      if (v.is_number_integer()) {
-        st.Bind(idx, v.get<int64_t>());
-      } else if (v.is_number()) {
-        sqlite3_bind_double(st.raw(), idx, v.get<double>());
-      } else {
-        st.Bind(idx, std::string_view(v.get_ref<const std::string&>()));
-      }
-    };
-    if (!lower.is_null()) bind(1, lower);
-    bind(2, upper);
+    if (!range.lower.is_null()) BindCursor(st, 1, range.lower);
+    if (!range.upper.is_null()) BindCursor(st, 2, range.upper);
     return EmitRows(stream, st, std::move(schema), batch_rows, /*has_key=*/false, emit);
+  }
+
+  // A cursor value from MaxCursor (kept in the state file and the marker) as a parameter.
+  static void BindCursor(ferry::sqlite::Statement& st, int idx, const nlohmann::json& v) {
+    if (v.is_number_integer()) {
+      st.Bind(idx, v.get<int64_t>());
+    } else if (v.is_number()) {
+      sqlite3_bind_double(st.raw(), idx, v.get<double>());
+    } else {
+      st.Bind(idx, std::string_view(v.get_ref<const std::string&>()));
+    }
   }
 
   // ---- CDC through change tables -------------------------------------------------------------
