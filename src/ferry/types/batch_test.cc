@@ -36,6 +36,49 @@ TEST(BatchTest, FixedAndVariableColumnsKeepRowsAligned) {
   EXPECT_TRUE(b.column(2).values<int128_t>()[1] == 0);  // NULL slots are zeroed
 }
 
+TEST(BatchTest, AppendRowOfCopiesValuesNullsAndListElements) {
+  Batch b(MakeSchema());
+  for (int i = 0; i < 3; ++i) {
+    b.column(0).AppendInt64(i);
+    if (i == 1) {
+      b.column(1).AppendNull();
+    } else {
+      b.column(1).AppendBytes("row " + std::to_string(i));
+    }
+    b.column(2).AppendDecimal(i * 100);
+  }
+  Batch copy(MakeSchema());
+  for (size_t c = 0; c < 3; ++c) {
+    copy.column(c).AppendRowOf(b.column(c), 2);
+    copy.column(c).AppendRowOf(b.column(c), 1);
+  }
+  ASSERT_EQ(copy.num_rows(), 2u);
+  EXPECT_EQ(copy.column(0).ValueAt<int64_t>(0), 2);
+  EXPECT_EQ(copy.column(1).GetBytes(0), "row 2");
+  EXPECT_TRUE(copy.column(2).ValueAt<int128_t>(0) == 200);
+  EXPECT_FALSE(copy.column(1).IsValid(1));
+  EXPECT_EQ(copy.column(1).null_count(), 1u);
+
+  Column list(DataType::List(DataType::String(), false, 2));
+  list.list_child().AppendBytes("a");
+  list.list_child().AppendNull();
+  list.AppendListEnd();
+  list.AppendNull();
+  list.list_child().AppendBytes("b");
+  list.AppendListEnd();
+  Column out(list.type());
+  out.AppendRowOf(list, 2);
+  out.AppendRowOf(list, 1);
+  out.AppendRowOf(list, 0);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out.ListRange(0), std::make_pair(size_t{0}, size_t{1}));
+  EXPECT_EQ(out.list_child().GetBytes(0), "b");
+  EXPECT_FALSE(out.IsValid(1));
+  EXPECT_EQ(out.ListRange(2), std::make_pair(size_t{1}, size_t{3}));
+  EXPECT_EQ(out.list_child().GetBytes(1), "a");
+  EXPECT_FALSE(out.list_child().IsValid(2));
+}
+
 TEST(BatchTest, ClearKeepsCapacityForReuse) {
   Batch b(MakeSchema());
   for (int i = 0; i < 1000; ++i) {
