@@ -35,6 +35,16 @@ destination: {type: iceberg, warehouse: ./warehouse, namespace: lake}
 state: ./state.json
 """
 
+INCREMENTAL = """
+name: inc
+source:
+  type: sqlite
+  path: ./source.db
+  streams: [{name: items, mode: incremental, cursor: day}]
+destination: {type: iceberg, warehouse: ./warehouse, namespace: lake}
+state: ./state.json
+"""
+
 # A second pipeline writing into the same table from another database: it upserts rows the first
 # pipeline's source does not have, as a stray writer would.
 INTRUDER = """
@@ -145,6 +155,56 @@ class VerifyTest(ferrytest.FerryTestCase):
         self.sync()
         code, tables = self.verify()
         self.assertEqual(code, 0, tables)
+
+    def test_incremental_tells_rows_to_come_from_rows_no_sync_will_read(self):
+        self.write_pipeline(INCREMENTAL)
+        con = self.source()
+        con.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, day TEXT)")
+        con.executemany("INSERT INTO items VALUES (?, ?, ?)",
+                        [(i, f"item {i}", f"2024-06-{1 + i % 3:02d}") for i in range(1, 301)])
+        con.commit()
+        con.close()
+        self.ferry("sync", "-c", self.pipeline, "--once")
+        code, tables = self.verify()
+        self.assertEqual(code, 0, tables)
+
+        con = self.source()
+        # Read by the next sync: a row at the last committed day, one past it, one changed there.
+        con.execute("INSERT INTO items VALUES (1000, 'same day', '2024-06-03')")
+        con.execute("INSERT INTO items VALUES (1001, 'next day', '2024-06-04')")
+        con.execute("UPDATE items SET name = 'renamed' WHERE id = 2")  # day 2024-06-03
+        # Never read by an incremental sync: the cursor went NULL, stayed behind, moved back.
+        con.execute("UPDATE items SET day = NULL WHERE id = 4")
+        con.execute("UPDATE items SET name = 'quietly' WHERE id = 3")  # day 2024-06-01
+        con.execute("UPDATE items SET day = '2023-01-01' WHERE id = 5")
+        con.execute("DELETE FROM items WHERE id = 6")
+        con.commit()
+        con.close()
+        code, tables = self.verify()
+        self.assertEqual(code, 1)
+        items = tables["items"]
+        why = {e["key"]: e["why"] for e in items["examples"]}
+        self.assertEqual(why, {"id=1000": "the next sync reads it", "id=1001": "the next sync reads it",
+                               "id=2": "the next sync reads it",
+                               "id=4": "no incremental sync reads it",
+                               "id=3": "no incremental sync reads it",
+                               "id=5": "no incremental sync reads it", "id=6": ""}, items)
+        self.assertEqual((items["missing"], items["different"], items["extra"], items["pending"]),
+                         (2, 4, 1, 3))
+        notes = " ".join(items["notes"])
+        self.assertIn("3 of the 6 missing or different rows are read by the next sync", notes)
+        self.assertIn("3 missing or different row(s) will never be read", notes)
+        self.assertIn("1 row(s) of the table are not in the source", notes)
+
+        # After the sync only what no incremental sync can read is left, and verify says so.
+        self.ferry("sync", "-c", self.pipeline, "--once")
+        code, tables = self.verify()
+        self.assertEqual(code, 1)
+        items = tables["items"]
+        self.assertEqual({e["key"] for e in items["examples"]}, {"id=3", "id=4", "id=5", "id=6"})
+        self.assertEqual(items["pending"], 0)
+        self.assertFalse(any("read by the next sync" in n for n in items["notes"]), items["notes"])
+        self.assertTrue(any("divergence, not lag" in n for n in items["notes"]), items["notes"])
 
     def test_cdc_lag_is_told_apart_from_a_changed_destination(self):
         self.write_pipeline(CDC)

@@ -525,8 +525,10 @@ int CmdVerify(const Args& a) {
     for (const auto& t : tables) {
       nlohmann::json examples = nlohmann::json::array();
       for (const auto& e : t.examples) {
-        examples.push_back(
-            {{"kind", DiffKindText(e.kind)}, {"key", e.key}, {"columns", e.columns}});
+        examples.push_back({{"kind", DiffKindText(e.kind)},
+                            {"key", e.key},
+                            {"columns", e.columns},
+                            {"why", e.why}});
       }
       out.push_back(
           {{"stream", t.stream},
@@ -541,6 +543,7 @@ int CmdVerify(const Args& a) {
            {"missing", t.missing},
            {"extra", t.extra},
            {"different", t.different},
+           {"pending", t.pending},
            {"source_only_columns", t.source_only_columns},
            {"destination_only_columns", t.destination_only_columns},
            {"type_differences", t.type_differences},
@@ -580,6 +583,7 @@ int CmdVerify(const Args& a) {
         for (const auto& c : e.columns) cols += (cols.empty() ? "" : "; ") + c;
         std::printf(" (columns: %s)", cols.c_str());
       }
+      if (!e.why.empty()) std::printf(" [%s]", e.why.c_str());
       std::printf("\n");
     }
     const uint64_t shown = t.examples.size();

@@ -13,6 +13,7 @@
 #include "ferry/base/log.h"
 #include "ferry/engine/progress.h"
 #include "ferry/engine/streams.h"
+#include "ferry/engine/window.h"
 #include "ferry/sink/sink.h"
 #include "ferry/source/source.h"
 #include "ferry/types/value_parse.h"
@@ -335,11 +336,27 @@ class Verifier {
     t->source_rows = src_fp.size();
     t->destination_rows = dst_fp.size();
     FingerprintDiff diff = CompareFingerprints(&src_fp, &dst_fp, options_.max_examples);
-    src_fp = {};
-    dst_fp = {};
     t->missing = diff.missing;
     t->extra = diff.extra;
     t->different = diff.different;
+    // Incremental: which differences the next window reads, and which no window can.
+    std::vector<uint64_t> pending;
+    if (sc.mode == config::SyncMode::kIncremental && sc.cursor && !diff.empty() &&
+        !src_side.key.empty()) {
+      FERRY_RETURN_IF_ERROR(PendingKeys(parts, source_schema, src_side, &pending));
+      auto unread = [&](std::vector<Fingerprint>* fps) {
+        std::erase_if(*fps, [&](const Fingerprint& f) {
+          return std::binary_search(pending.begin(), pending.end(), f.key);
+        });
+      };
+      unread(&src_fp);
+      unread(&dst_fp);
+      const FingerprintDiff rest = CompareFingerprints(&src_fp, &dst_fp, 0);
+      t->pending = (diff.missing + diff.different) - (rest.missing + rest.different);
+      t->pending_known = true;
+    }
+    src_fp = {};
+    dst_fp = {};
 
     // Second pass: name the first differing keys and the columns that differ.
     if (!diff.first.empty()) {
@@ -357,6 +374,11 @@ class Verifier {
       }
       for (const auto& [k, kind] : diff.first) {
         t->examples.push_back(Example(k, kind, names, src_rows, dst_rows));
+        if (sc.mode == config::SyncMode::kIncremental && kind != DiffKind::kExtra) {
+          t->examples.back().why = std::binary_search(pending.begin(), pending.end(), k)
+                                       ? "the next sync reads it"
+                                       : "no incremental sync reads it";
+        }
       }
       std::stable_sort(t->examples.begin(), t->examples.end(),
                        [](const VerifyExample& a, const VerifyExample& b) {
@@ -384,6 +406,41 @@ class Verifier {
             }));
       }
     }
+    return Status::OK();
+  }
+
+  // The keys of the rows the next incremental window of each part would read (the window from
+  // the table's marker: engine/window.h), sorted.
+  Status PendingKeys(const std::vector<VerifiedPart>& parts,
+                     const std::shared_ptr<const Schema>& schema, const Side& side,
+                     std::vector<uint64_t>* keys) {
+    RowFingerprinter fp(side.columns, side.key);
+    for (const VerifiedPart& p : parts) {
+      const std::string& cursor = *p.settings.cursor;
+      WindowBounds bounds;
+      FERRY_ASSIGN_OR_RETURN(Json table_marker, dst_->ReadMarker(p.info.name));
+      const Json marker = PartOfMarker(table_marker, p.cfg->name);
+      if (marker.is_object() && marker.value("mode", "") == "incremental") {
+        FERRY_ASSIGN_OR_RETURN(IncrementalProgress mk,
+                               IncrementalProgress::FromJson(marker, "the table's marker"));
+        if (mk.cursor_column == cursor) {
+          bounds.from = mk.cursor;
+          bounds.ties = mk.ties;
+        }
+      }
+      FERRY_ASSIGN_OR_RETURN(bounds.upper, p.src->MaxCursor(p.info, cursor, bounds.from));
+      if (bounds.empty()) continue;
+      FERRY_RETURN_IF_ERROR(ReadWindow(p.src, p.info, cursor, bounds, schema, options_.batch_rows,
+                                       static_cast<size_t>(p.settings.tie_rows),
+                                       [&](Batch& b) {
+                                         for (size_t r = 0; r < b.num_rows(); ++r) {
+                                           keys->push_back(fp.Of(b, r).key);
+                                         }
+                                         return true;
+                                       })
+                                .status());
+    }
+    std::sort(keys->begin(), keys->end());
     return Status::OK();
   }
 
@@ -430,11 +487,35 @@ class Verifier {
             "full refresh: the table holds the source as of its last sync; changes made since "
             "then show here until the next sync");
         break;
-      case config::SyncMode::kIncremental:
-        t->notes.push_back(
-            "incremental: rows changed since the last sync show here until the next sync, and "
-            "rows deleted in the source stay in the table (incremental reads never see deletes)");
+      case config::SyncMode::kIncremental: {
+        const uint64_t changed = t->missing + t->different;
+        if (!t->pending_known && changed > 0) {
+          t->notes.push_back(
+              "incremental: rows changed since the last sync show here until the next sync");
+        }
+        if (t->pending > 0) {
+          t->notes.push_back("incremental: " + std::to_string(t->pending) + " of the " +
+                             std::to_string(changed) +
+                             " missing or different rows are read by the next sync (their "
+                             "cursor is above the last value the table holds, or at it and the "
+                             "row not yet committed): run ferry sync --once and verify again");
+        }
+        if (t->pending_known && changed > t->pending) {
+          t->notes.push_back(
+              "incremental: " + std::to_string(changed - t->pending) +
+              " missing or different row(s) will never be read by an incremental sync: their "
+              "cursor is NULL, or was not moved forward when the row changed (or moved "
+              "backwards); this is a divergence, not lag. A full_refresh of the stream loads them; "
+              "to keep incremental mode, make every change move the cursor forward");
+        }
+        if (t->extra > 0) {
+          t->notes.push_back("incremental: " + std::to_string(t->extra) +
+                             " row(s) of the table are not in the source: deleted there, or their "
+                             "key changed (incremental reads never see deletes; use cdc to "
+                             "follow them, or full_refresh)");
+        }
         break;
+      }
       case config::SyncMode::kCdc:
       case config::SyncMode::kCdcOnly: {
         if (sc.mode == config::SyncMode::kCdcOnly) {

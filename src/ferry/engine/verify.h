@@ -18,7 +18,10 @@
 // What a difference means depends on the stream's mode: a full-refresh stream matches its source
 // as of its last sync, so a source changed since then shows the changes; CDC and incremental
 // streams show the changes not yet applied (replication lag), and incremental streams also keep
-// rows deleted in the source. The report says so per table (TableVerify::notes).
+// rows deleted in the source. The report says so per table (TableVerify::notes). For incremental
+// streams the rows the next window would read (from the table's marker, engine/window.h) are read
+// once more and told apart: differences they explain are lag; the others (a NULL cursor, a row
+// changed without moving its cursor forward) no incremental sync will ever mend.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +69,7 @@ struct VerifyExample {
   DiffKind kind = DiffKind::kMissing;
   std::string key;                   // "id=42", "(a='x', b=3)"; keyless: the row's values
   std::vector<std::string> columns;  // kDifferent: "name: source 'a', destination 'b'"
+  std::string why;                   // incremental: whether the next sync reads the row
 };
 
 struct TableVerify {
@@ -80,6 +84,10 @@ struct TableVerify {
   uint64_t missing = 0;
   uint64_t extra = 0;
   uint64_t different = 0;
+  // Incremental: of the missing and different rows, those the next sync reads (their cursor
+  // moved past what the table holds); the rest no incremental sync will read.
+  uint64_t pending = 0;
+  bool pending_known = false;  // `pending` was counted (an incremental stream with a key)
   std::vector<std::string> source_only_columns;       // not in the destination: a difference
   std::vector<std::string> destination_only_columns;  // not compared (e.g. dropped in the source)
   std::vector<std::string> type_differences;          // "price: source double, destination string"
