@@ -335,8 +335,13 @@ int CmdSync(const Args& a) {
 std::string ProgressText(const nlohmann::json& p) {
   if (p.is_null()) return "(none)";
   if (p.value("mode", "") == "incremental") {
+    std::string ties;
+    if (p.contains("ties") && p["ties"].is_object() && p["ties"].contains("rows")) {
+      ties = ", " + p["ties"]["rows"].dump() + " row(s) at it committed" +
+             (p["ties"].contains("fingerprints") ? "" : " (digest only)");
+    }
     return "cursor " + p.value("cursor_column", std::string("?")) + " = " +
-           (p.contains("cursor") ? p["cursor"].dump() : "null") + " (window " +
+           (p.contains("cursor") ? p["cursor"].dump() : "null") + ties + " (window " +
            p.value("window", std::string("")) + ")";
   }
   if (p.value("mode", "") == "full_refresh") {
