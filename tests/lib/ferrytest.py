@@ -113,6 +113,24 @@ class FerryTestCase(unittest.TestCase):
         cat.close()
         return {(ns, t): loc for ns, t, loc in rows if namespace is None or ns == namespace}
 
+    def snapshot_count(self, namespace, table, warehouse="warehouse"):
+        """How many snapshots the table's current metadata file lists (read from the JSON file
+        itself): a sync that commits nothing leaves it as it was."""
+        loc = self.catalog_tables(warehouse).get((namespace, table))
+        self.assertIsNotNone(loc, f"table {namespace}.{table} is not in the catalog")
+        with open(loc.removeprefix("file://"), encoding="utf-8") as f:
+            return len(json.load(f).get("snapshots") or [])
+
+    def stream_report(self, stdout, stream):
+        """The line of the sync's report for `stream` (a name without spaces): {"rows": rows
+        written, "action": what the sync did, "line": the line}."""
+        for line in stdout.splitlines():
+            parts = line.split()
+            if parts and parts[0] == stream and len(parts) >= 8:
+                # ... action  rows files <bytes> <unit> seconds
+                return {"rows": int(parts[-5]), "action": " ".join(parts[2:-5]), "line": line}
+        self.fail(f"no report line for stream {stream}:\n{stdout}")
+
     def inspect(self, metadata_location):
         p = subprocess.run(["node", INSPECT, metadata_location.removeprefix("file://")],
                            capture_output=True, text=True, timeout=600)
