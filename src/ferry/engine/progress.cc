@@ -72,6 +72,8 @@ Json FullRefreshProgress::ToJson() const {
   Json plan_j{{"count", plan.count}, {"step", plan.step}};
   plan_j["first"] = plan.first ? Json(*plan.first) : Json(nullptr);
   if (!plan.key.empty()) plan_j["key"] = plan.key;
+  if (!plan.bounds.empty()) plan_j["bounds"] = plan.bounds;
+  if (plan.rows > 0) plan_j["rows"] = plan.rows;
   Json j{{"mode", "full_refresh"},
          {"stream", stream},
          {"run", run},
@@ -100,12 +102,35 @@ Result<FullRefreshProgress> FullRefreshProgress::FromJson(const Json& j,
       plan["count"].get<int64_t>() < 1) {
     return bad("plan.count must be a positive integer");
   }
+  auto integer_or_absent = [&](const char* k) {
+    return !plan.contains(k) || plan[k].is_null() || plan[k].is_number_integer();
+  };
+  if (!integer_or_absent("step") || !integer_or_absent("first") || !integer_or_absent("rows") ||
+      (plan.contains("key") && !plan["key"].is_string())) {
+    return bad("plan has a value of the wrong type");
+  }
   p.plan.count = plan["count"];
   p.plan.step = plan.value("step", int64_t{0});
   p.plan.key = plan.value("key", std::string());
+  p.plan.rows = plan.contains("rows") && !plan["rows"].is_null() ? plan["rows"].get<int64_t>() : 0;
   if (plan.contains("first") && !plan["first"].is_null())
     p.plan.first = plan["first"].get<int64_t>();
-  if (p.plan.count > 1 && (!p.plan.first || p.plan.step <= 0)) return bad("plan lacks first/step");
+  if (plan.contains("bounds")) {
+    const Json& b = plan["bounds"];
+    if (!b.is_array() || b.empty() || static_cast<int64_t>(b.size()) + 1 != p.plan.count) {
+      return bad("plan.bounds must list count - 1 boundaries");
+    }
+    for (const auto& v : b) {
+      if (!v.is_number_integer()) return bad("plan.bounds holds a value that is not an integer");
+      const auto x = v.get<int64_t>();
+      if (!p.plan.bounds.empty() && x <= p.plan.bounds.back()) {
+        return bad("plan.bounds are not increasing");
+      }
+      p.plan.bounds.push_back(x);
+    }
+  } else if (p.plan.count > 1 && (!p.plan.first || p.plan.step <= 0)) {
+    return bad("plan lacks first/step");
+  }
   auto committed = IndexSet::FromJson(j.value("committed", Json::array()));
   if (!committed.ok()) return bad(committed.status().message());
   p.committed = *committed;

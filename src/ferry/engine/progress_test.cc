@@ -142,6 +142,40 @@ TEST(DecideFullRefreshTest, CorruptRecordsAreErrorsNotGuesses) {
   auto d = DecideFullRefresh(Json{{"mode", "full_refresh"}, {"run", 5}}, nullptr);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kCorruption);
+  // Values of the wrong type are refused, not thrown.
+  FullRefreshProgress p;
+  p.run = "r";
+  p.plan.count = 3;
+  p.plan.bounds = {10, 20};
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, Json>>{{"step", "x"},
+                                                 {"first", 1.5},
+                                                 {"rows", Json::array()},
+                                                 {"bounds", Json{20, 10}},
+                                                 {"bounds", Json{10}},
+                                                 {"bounds", Json{10, "20"}}}) {
+    Json j = p.ToJson();
+    j["plan"][key] = value;
+    auto bad = DecideFullRefresh(j, nullptr);
+    ASSERT_FALSE(bad.ok()) << key << " " << value.dump();
+    EXPECT_EQ(bad.status().code(), StatusCode::kCorruption);
+  }
+}
+
+TEST(FullRefreshProgressTest, APlanOfBoundariesRoundTrips) {
+  FullRefreshProgress p;
+  p.run = "r";
+  p.plan.count = 4;
+  p.plan.bounds = {-9000000000000000000, 5, 7000000000000000000};
+  p.plan.rows = 12345;
+  p.plan.key = "id";
+  auto back = FullRefreshProgress::FromJson(p.ToJson(), "test");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->plan.bounds, p.plan.bounds);
+  EXPECT_EQ(back->plan.rows, 12345);
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(back->plan.At(i).Id("t"), p.plan.At(i).Id("t"));
+  EXPECT_EQ(p.plan.At(0).Id("t"), "t[,-9000000000000000000)");
+  EXPECT_EQ(p.plan.At(3).Id("t"), "t[7000000000000000000,)");
 }
 
 }  // namespace

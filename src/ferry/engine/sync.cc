@@ -340,7 +340,8 @@ class SinkNode : public graph::Node {
         changes_recorded_(std::move(changes_recorded)),
         align_(align),
         rows_(table->parts.size(), 0),
-        written_(table->parts.size(), 0) {}
+        written_(table->parts.size(), 0),
+        empty_(table->parts.size()) {}
   std::string name() const override { return "sink " + table_->table; }
 
   Status Run() override {
@@ -439,8 +440,18 @@ class SinkNode : public graph::Node {
   }
 
   // A checkpoint of a load: the chunks each part completed, committed with the marker on the
-  // load's branch.
-  Status CommitChunks(const std::vector<std::vector<Json>>& at) {
+  // load's branch. Chunks that turned out empty cost no commit of their own: they ride on the
+  // next commit's marker, or on the publish (a crash before it reads them again, as cheaply).
+  Status CommitChunks(std::vector<std::vector<Json>> at) {
+    for (size_t i = 0; i < parts(); ++i) {
+      at[i].insert(at[i].begin(), empty_[i].begin(), empty_[i].end());
+      empty_[i].clear();
+    }
+    if (!out_->HasPending() &&
+        std::all_of(rows_.begin(), rows_.end(), [](int64_t n) { return n == 0; })) {
+      empty_ = std::move(at);
+      return Status::OK();
+    }
     std::vector<FullRefreshProgress> next(parts());
     std::vector<Json> markers(parts());
     std::vector<std::string> ids;
@@ -474,8 +485,10 @@ class SinkNode : public graph::Node {
       for (size_t i = 0; i < parts(); ++i) {
         if (at[i].empty()) continue;
         const FullRefreshProgress& p = part(i).progress;
-        FERRY_LOG(kInfo) << part(i).label << ": chunk " << p.committed.Count() << "/"
-                         << p.plan.count << " committed (" << p.rows << " rows in this load)";
+        FERRY_LOG(kInfo) << part(i).label << ": " << p.rows << " rows"
+                         << (p.plan.rows > 0 ? " of about " + std::to_string(p.plan.rows) : "")
+                         << " committed in this load (chunk " << p.committed.Count() << " of "
+                         << p.plan.count << ")";
       }
     }
     return Status::OK();
@@ -487,6 +500,7 @@ class SinkNode : public graph::Node {
     std::vector<Json> markers(parts());
     for (size_t i = 0; i < parts(); ++i) {
       done[i] = part(i).progress;
+      for (const Json& p : empty_[i]) done[i].committed.Add(p["chunk"].get<int64_t>());
       done[i].published = true;
       markers[i] = done[i].ToJson();
     }
@@ -685,8 +699,10 @@ class SinkNode : public graph::Node {
   int64_t timeout_ms_;  // checkpoint.timeout
   std::function<void()> changes_recorded_;
   graph::AlignNode* align_;
-  std::vector<int64_t> rows_;      // per part: rows since its last commit
+  std::vector<int64_t> rows_;  // per part: rows since its last commit
   std::vector<uint64_t> written_;  // per part: rows written by this sync
+  // per part: the barriers of chunks that held no row since the last commit (not yet committed)
+  std::vector<std::vector<Json>> empty_;
 };
 
 std::string ActionName(Action a) {

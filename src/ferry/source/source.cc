@@ -1,5 +1,7 @@
 #include "ferry/source/source.h"
 
+#include <algorithm>
+
 #include "ferry/source/postgres/postgres_source.h"
 #include "ferry/source/sqlite/sqlite_source.h"
 
@@ -43,10 +45,44 @@ std::string Chunk::Id(const std::string& stream) const {
 Chunk ChunkPlan::At(int64_t i) const {
   Chunk c;
   c.key = key;
+  if (!bounds.empty()) {
+    const auto n = static_cast<int64_t>(bounds.size());
+    if (i > 0) c.lo = bounds[static_cast<size_t>(std::min(i, n) - 1)];
+    if (i < n) c.hi = bounds[static_cast<size_t>(std::max<int64_t>(i, 0))];
+    return c;
+  }
   if (!first || count <= 1) return c;
   if (i > 0) c.lo = *first + i * step;
   if (i + 1 < count) c.hi = *first + (i + 1) * step;
   return c;
+}
+
+std::optional<ChunkPlan> GridPlan(int64_t lo, int64_t hi, int64_t rows, int64_t chunk_rows) {
+  chunk_rows = std::max<int64_t>(chunk_rows, 1);
+  const auto span = static_cast<unsigned __int128>(static_cast<__int128>(hi) - lo);
+  const unsigned __int128 grid = span / static_cast<unsigned __int128>(chunk_rows) + 1;
+  const auto needed = static_cast<unsigned __int128>(std::max<int64_t>(rows, 0) / chunk_rows + 1);
+  if (grid > 2 * needed + 1) return std::nullopt;
+  ChunkPlan plan;
+  plan.first = lo;
+  plan.step = chunk_rows;
+  plan.count = static_cast<int64_t>(grid);
+  plan.rows = rows;
+  return plan;
+}
+
+ChunkPlan BoundariesPlan(const std::vector<int64_t>& keys, double weight, int64_t chunk_rows) {
+  ChunkPlan plan;
+  const double every =
+      static_cast<double>(std::max<int64_t>(chunk_rows, 1)) / std::max(weight, 1e-9);
+  // The key that starts each chunk after the first: every `every`-th key of the sample.
+  for (double at = every; at < static_cast<double>(keys.size()); at += every) {
+    const int64_t k = keys[static_cast<size_t>(at)];
+    if (plan.bounds.empty() || k > plan.bounds.back()) plan.bounds.push_back(k);
+  }
+  plan.count = static_cast<int64_t>(plan.bounds.size()) + 1;
+  if (plan.count > 1) plan.first = plan.bounds.front();
+  return plan;
 }
 
 Result<std::string> Source::StalePlan(const StreamInfo&, const ChunkPlan&) { return std::string(); }

@@ -66,14 +66,21 @@ struct Chunk {
   std::string Id(const std::string& stream) const;
 };
 
-// A full refresh's chunks as a regular grid over the chunk key: chunk i covers
-// [first + i*step, first + (i+1)*step), except that chunk 0 is open below and the last chunk open
-// above. A table read whole has count 1 and no first. Deterministic: the same plan gives the same
-// chunks and ids, so it can be stored (state file, marker) and rebuilt after a crash.
+// A full refresh's chunks over the chunk key, in one of two forms:
+//   - a regular grid, where the keys are dense: chunk i covers [first + i*step, first +
+//   (i+1)*step);
+//   - boundaries taken from the data (`bounds`, strictly increasing), where the keys are sparse or
+//     skewed: chunk i covers [bounds[i-1], bounds[i]), count = bounds.size() + 1.
+// Either way chunk 0 is open below and the last chunk open above. A table read whole has count 1
+// and no first. Deterministic: the same plan gives the same chunks and ids, so it can be stored
+// (state file, marker) and rebuilt after a crash; a plan of boundaries holds one number per chunk.
 struct ChunkPlan {
   std::optional<int64_t> first;
   int64_t step = 0;
   int64_t count = 1;
+  std::vector<int64_t> bounds;
+  // The rows the source counted or estimated when planning (0: unknown), for progress lines.
+  int64_t rows = 0;
   // What the grid is over, for sources with several ways to split a table ("ctid", or a key
   // column's name); empty for a source's only way. Stored with the plan, so a resumed load reads
   // its chunks the way they were planned.
@@ -92,6 +99,17 @@ struct CursorRange {
   // [v, v]: the rows whose cursor equals v.
   static CursorRange At(const nlohmann::json& v) { return {v, true, v, true}; }
 };
+
+// The grid over integer keys lo..hi when it fits the data: `rows` rows (counted or estimated)
+// make at most twice the chunks of `chunk_rows` rows that they need (dense keys; a grid costs
+// nothing to plan). nullopt when it does not (sparse keys, far outliers, mass deletes): the
+// source then takes boundaries from the data.
+std::optional<ChunkPlan> GridPlan(int64_t lo, int64_t hi, int64_t rows, int64_t chunk_rows);
+
+// Boundaries from `keys`, a sorted sample of the chunk key in which each key stands for `weight`
+// rows: one every `chunk_rows` rows, distinct and increasing. The plan (`key`, `rows` set by the
+// caller) has bounds.size() + 1 chunks; fewer than 2 give a plan of one chunk.
+ChunkPlan BoundariesPlan(const std::vector<int64_t>& keys, double weight, int64_t chunk_rows);
 
 class Source {
  public:

@@ -1,6 +1,7 @@
 #include "ferry/source/sqlite/sqlite_source.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "ferry/base/fault.h"
@@ -68,12 +69,33 @@ class SqliteSource final : public Source {
     FERRY_ASSIGN_OR_RETURN(auto range, KeyRange(stream.name, key));
     if (!range) return ChunkPlan{};
     auto [lo, hi] = *range;
+    const std::string table = "main." + QuoteIdentifier(stream.name);
+    // count(*) walks the b-tree's pages without decoding a row.
+    FERRY_ASSIGN_OR_RETURN(auto count, db_->Prepare("SELECT count(*) FROM " + table));
+    FERRY_ASSIGN_OR_RETURN(bool counted, count.Step());
+    const int64_t rows = counted ? count.Int64(0) : 0;
+    if (auto grid = GridPlan(lo, hi, rows, chunk_rows)) return *grid;
+    // Sparse or skewed keys: a boundary every chunk_rows keys, walking the key's b-tree (the
+    // keys only, in order: one pass over them for the whole plan).
+    FERRY_ASSIGN_OR_RETURN(
+        auto next, db_->Prepare("SELECT " + key.expr + " FROM " + table + " WHERE " + key.expr +
+                                " > ?1 ORDER BY " + key.expr + " LIMIT 1 OFFSET ?2"));
     ChunkPlan plan;
-    plan.first = lo;
-    plan.step = chunk_rows;
-    // Enough chunks that the last one starts at or before the largest key seen now.
-    unsigned __int128 span = static_cast<unsigned __int128>(static_cast<__int128>(hi) - lo);
-    plan.count = static_cast<int64_t>(span / static_cast<unsigned __int128>(chunk_rows)) + 1;
+    plan.rows = rows;
+    int64_t from = lo;
+    int64_t skip = chunk_rows - 1;  // the first chunk also holds `lo`
+    for (;;) {
+      FERRY_RETURN_IF_ERROR(next.Reset());
+      next.Bind(1, from);
+      next.Bind(2, skip);
+      FERRY_ASSIGN_OR_RETURN(bool more, next.Step());
+      if (!more) break;
+      from = next.Int64(0);
+      plan.bounds.push_back(from);
+      skip = chunk_rows - 1;
+    }
+    plan.count = static_cast<int64_t>(plan.bounds.size()) + 1;
+    if (!plan.bounds.empty()) plan.first = plan.bounds.front();
     return plan;
   }
 
@@ -372,7 +394,13 @@ class SqliteSource final : public Source {
         key.expr.empty() ? "whole table (no integer key to split on)" : "ranges of " + key.expr;
     if (!key.expr.empty()) {
       FERRY_ASSIGN_OR_RETURN(auto range, KeyRange(table, key));
-      if (range) info.estimated_rows = range->second - range->first + 1;
+      if (range) {
+        // At most one row per key value (the key's span, saturated): cheap, and exact for dense
+        // keys; planning counts the rows.
+        const __int128 span = static_cast<__int128>(range->second) - range->first + 1;
+        info.estimated_rows = static_cast<int64_t>(
+            std::min<__int128>(span, std::numeric_limits<int64_t>::max()));
+      }
     }
     return info;
   }

@@ -107,6 +107,60 @@ TEST_F(SqliteSourceTest, ChunksCoverEveryRowExactlyOnce) {
   }
 }
 
+// Keys as users have them: snowflake-like random 63-bit ids, dense ids with far outliers at both
+// ends of int64, a table after deleting 99% of its rows. The plan holds about chunk_rows rows a
+// chunk (at most twice the chunks the rows need) and reads every row exactly once.
+TEST_F(SqliteSourceTest, SparseAndSkewedKeysChunkByRows) {
+  ASSERT_TRUE(db_->Exec(R"(
+    CREATE TABLE snow (id INTEGER PRIMARY KEY, v TEXT);
+    WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
+      INSERT OR IGNORE INTO snow SELECT random(), 's' FROM n;
+    CREATE TABLE outliers (id INTEGER PRIMARY KEY, v TEXT);
+    WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
+      INSERT INTO outliers SELECT i, 'o' FROM n;
+    INSERT INTO outliers VALUES (-9223372036854775808, 'min'), (-1, 'minus one'),
+      (4611686018427387904, 'two to the 62'), (9223372036854775807, 'max');
+    CREATE TABLE deleted (id INTEGER PRIMARY KEY, v TEXT);
+    WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000)
+      INSERT INTO deleted SELECT i, 'd' FROM n;
+    DELETE FROM deleted WHERE id % 100 != 0;
+  )")
+                  .ok());
+  auto src = Open();
+  auto streams = src->Discover();
+  ASSERT_TRUE(streams.ok());
+  ASSERT_TRUE(src->BeginSnapshot().ok());
+  constexpr int64_t kChunkRows = 1000;
+  for (const StreamInfo& info : *streams) {
+    SCOPED_TRACE(info.name);
+    auto plan = src->PlanChunks(info, kChunkRows);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    auto schema = std::make_shared<const Schema>(info.ToSchema());
+    std::set<int64_t> seen;
+    size_t largest = 0;
+    for (int64_t i = 0; i < plan->count; ++i) {
+      size_t rows = 0;
+      ASSERT_TRUE(src->ReadChunk(info, plan->At(i), schema, 512,
+                                 [&](Batch& b) {
+                                   rows += b.num_rows();
+                                   for (size_t r = 0; r < b.num_rows(); ++r) {
+                                     EXPECT_TRUE(
+                                         seen.insert(b.column(0).ValueAt<int64_t>(r)).second);
+                                   }
+                                   return true;
+                                 })
+                      .ok());
+      largest = std::max(largest, rows);
+    }
+    const auto total = static_cast<int64_t>(seen.size());
+    EXPECT_EQ(plan->rows, total);
+    EXPECT_LE(plan->count, 2 * (total / kChunkRows + 1)) << "rows " << total;
+    EXPECT_GE(plan->count, total / kChunkRows);
+    EXPECT_LE(largest, static_cast<size_t>(2 * kChunkRows));
+  }
+  ASSERT_TRUE(src->EndSnapshot().ok());
+}
+
 TEST_F(SqliteSourceTest, ABadValueNamesTableColumnRowAndFix) {
   ASSERT_TRUE(db_->Exec("CREATE TABLE t (a INTEGER, d DATETIME); INSERT INTO t VALUES (1, "
                         "'2024-01-01 00:00:00'), (2, 1700000000)")
