@@ -699,7 +699,7 @@ class SinkNode : public graph::Node {
   int64_t timeout_ms_;  // checkpoint.timeout
   std::function<void()> changes_recorded_;
   graph::AlignNode* align_;
-  std::vector<int64_t> rows_;  // per part: rows since its last commit
+  std::vector<int64_t> rows_;      // per part: rows since its last commit
   std::vector<uint64_t> written_;  // per part: rows written by this sync
   // per part: the barriers of chunks that held no row since the last commit (not yet committed)
   std::vector<std::vector<Json>> empty_;

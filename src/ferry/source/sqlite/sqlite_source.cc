@@ -398,8 +398,8 @@ class SqliteSource final : public Source {
         // At most one row per key value (the key's span, saturated): cheap, and exact for dense
         // keys; planning counts the rows.
         const __int128 span = static_cast<__int128>(range->second) - range->first + 1;
-        info.estimated_rows = static_cast<int64_t>(
-            std::min<__int128>(span, std::numeric_limits<int64_t>::max()));
+        info.estimated_rows =
+            static_cast<int64_t>(std::min<__int128>(span, std::numeric_limits<int64_t>::max()));
       }
     }
     return info;
