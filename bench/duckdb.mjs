@@ -12,6 +12,9 @@
 //       hashes) so that both sides provably wrote the same logical table.
 //   node duckdb.mjs count <glob>
 //       Rows, sum(id) and distinct ids of the Parquet files matching glob (a sync's data files).
+//   node duckdb.mjs rewrite <glob> <out.parquet>
+//       DuckDB's own file of the same rows: COPY (SELECT * FROM read_parquet(glob)) TO out,
+//       zstd, one thread; prints its bytes, to compare a sync's files with.
 //
 // Row i = 1..rows, h = i * 2654435761 mod 2^32, as in bench/parquet_write.cc.
 import { createRequire } from 'node:module';
@@ -80,8 +83,15 @@ async function main() {
                                      count(*) FILTER (WHERE note IS NULL) AS null_notes
                               FROM read_parquet(${sqlString(args[0])})`);
     console.log(JSON.stringify(r));
+  } else if (cmd === 'rewrite') {
+    await con.run(`COPY (SELECT * FROM read_parquet(${sqlString(args[0])})) TO ${sqlString(args[1])}
+                   (FORMAT parquet, COMPRESSION zstd)`);
+    const [r] = await rowsOf(`SELECT count(*) AS n FROM read_parquet(${sqlString(args[1])})`);
+    const { statSync } = await import('node:fs');
+    console.log(JSON.stringify({ rows: Number(r.n), bytes: statSync(args[1]).size }));
   } else {
-    throw new Error('usage: duckdb.mjs write <rows> <out> [generate|table] | check <a> <b> | count <glob>');
+    throw new Error('usage: duckdb.mjs write <rows> <out> [generate|table] | check <a> <b> | ' +
+                    'count <glob> | rewrite <glob> <out>');
   }
 }
 

@@ -804,7 +804,13 @@ Result<bool> ApplyLoad(StreamTask* t, const Decision& d, const std::string& new_
     FullRefreshProgress p;
     p.stream = t->info.name;
     p.run = new_run;
+    const Clock::time_point planning = Clock::now();
     FERRY_ASSIGN_OR_RETURN(p.plan, src->PlanChunks(t->info, t->settings.chunk_rows));
+    FERRY_LOG(kInfo) << t->label << ": planned " << p.plan.count << " chunk(s)"
+                     << (p.plan.rows > 0 ? " of about " + std::to_string(p.plan.rows) + " rows"
+                                         : "")
+                     << (p.plan.bounds.empty() ? "" : ", boundaries from the data") << " in "
+                     << std::chrono::duration<double>(Clock::now() - planning).count() << " s";
     if (t->cdc_backfill) {
       // Changes after this point are applied once the load is published.
       FERRY_ASSIGN_OR_RETURN(int64_t start, src->ChangeLogEnd(t->info));
