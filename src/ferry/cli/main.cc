@@ -29,6 +29,7 @@
 #include "ferry/config/config.h"
 #include "ferry/engine/sync.h"
 #include "ferry/engine/verify.h"
+#include "ferry/graph/graph.h"
 #include "ferry/lake/maintain.h"
 #include "ferry/sink/iceberg/iceberg_sink.h"
 #include "ferry/state/state.h"
@@ -712,4 +713,16 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace ferry::cli
 
-int main(int argc, char** argv) { return ferry::cli::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // Nothing ends the process unexplained: work that throws fails with what it was doing.
+  int code = 1;
+  ferry::Status s = ferry::graph::RunCatching("ferry", [&] {
+    code = ferry::cli::Main(argc, argv);
+    return ferry::Status::OK();
+  });
+  if (!s.ok()) {
+    std::fprintf(stderr, "ferry: error: %s\n", s.message().c_str());
+    return 1;
+  }
+  return code;
+}

@@ -805,7 +805,10 @@ Result<bool> ApplyLoad(StreamTask* t, const Decision& d, const std::string& new_
     p.stream = t->info.name;
     p.run = new_run;
     const Clock::time_point planning = Clock::now();
-    FERRY_ASSIGN_OR_RETURN(p.plan, src->PlanChunks(t->info, t->settings.chunk_rows));
+    FERRY_RETURN_IF_ERROR(graph::RunCatching("planning the chunks of " + t->label, [&]() -> Status {
+      FERRY_ASSIGN_OR_RETURN(p.plan, src->PlanChunks(t->info, t->settings.chunk_rows));
+      return Status::OK();
+    }));
     FERRY_LOG(kInfo) << t->label << ": planned " << p.plan.count << " chunk(s)"
                      << (p.plan.rows > 0 ? " of about " + std::to_string(p.plan.rows) + " rows"
                                          : "")

@@ -81,6 +81,10 @@ class StopFlag {
   std::atomic<bool> stop_{false};
 };
 
+// Runs `fn`, turning an exception (an allocation that failed, a library's throw) into an error
+// that names `what` was being done, instead of ending the process.
+Status RunCatching(const std::string& what, const std::function<Status()>& fn);
+
 class Graph {
  public:
   std::shared_ptr<Edge> AddEdge(size_t capacity);

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <new>
+#include <stdexcept>
+
 namespace ferry::graph {
 namespace {
 
@@ -70,6 +73,28 @@ TEST(GraphTest, AFailingNodeCancelsTheOthersAndItsErrorIsReturned) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kIOError);
   EXPECT_EQ(s.message(), "source broke");
+}
+
+// A node that throws (an allocation that failed) ends the graph with an error naming the node,
+// not the process.
+class Thrower : public Node {
+ public:
+  std::string name() const override { return "sink t"; }
+  Status Run() override { throw std::bad_alloc(); }
+};
+
+TEST(GraphTest, ANodeThatThrowsFailsTheGraphWithItsName) {
+  Graph g;
+  auto e = g.AddEdge(2);
+  g.AddNode(std::make_unique<Producer>(e, 100, false));
+  g.AddNode(std::make_unique<Thrower>());
+  g.AddNode(std::make_unique<Consumer>(e));
+  Status s = g.Run();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("sink t: out of memory"), std::string::npos) << s.message();
+  Status other = RunCatching("planning the chunks of t",
+                             []() -> Status { throw std::length_error("vector too long"); });
+  EXPECT_EQ(other.message(), "planning the chunks of t: unexpected error: vector too long");
 }
 
 }  // namespace
