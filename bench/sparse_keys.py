@@ -18,10 +18,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
-from postgres_bench import bench_server, measure  # noqa: E402
+from postgres_bench import bench_server  # noqa: E402
 
 P = 9223372036854775783  # the largest prime below 2^63
 M = 6364136223846793005  # coprime with P: i -> i * M mod P is one-to-one on 1..P-1
@@ -79,6 +80,19 @@ state: ./state.json
     return d
 
 
+def measure(argv, cwd, env, log):
+    """Runs argv under /usr/bin/time, its stdout and stderr into `log`: (wall s, peak RSS kB)."""
+    rss_file = os.path.join(cwd, "rss")
+    with open(log, "w") as f:
+        t0 = time.monotonic()
+        p = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file, *argv], cwd=cwd, env=env,
+                           stdout=f, stderr=subprocess.STDOUT)
+        wall = time.monotonic() - t0
+    if p.returncode != 0:
+        sys.exit(f"failed: {' '.join(argv)}\n{open(log).read()[-3000:]}")
+    return wall, int(open(rss_file).read().split()[-1])
+
+
 def run(ferry, d, env, table, repeat):
     """Fresh full refreshes of one table: (wall seconds, peak RSS kB, planning s, chunks) each."""
     out = []
@@ -87,8 +101,7 @@ def run(ferry, d, env, table, repeat):
         if os.path.exists(os.path.join(d, "state.json")):
             os.unlink(os.path.join(d, "state.json"))
         log = os.path.join(d, "sync.log")
-        with open(log, "w") as f:
-            wall, rss = measure([ferry, "sync", "-c", "pipeline.yaml"], cwd=d, env=env, stdout=f)
+        wall, rss = measure([ferry, "sync", "-c", "pipeline.yaml"], d, env, log)
         text = open(log).read()
         planned = re.search(r"planned (\d+) chunk\(s\).* in ([0-9.e-]+) s", text)
         out.append((wall, rss, float(planned.group(2)) if planned else None,
