@@ -305,6 +305,18 @@ class SqliteSource final : public Source {
       if (!more.ok()) return more.status().WithContext("reading changes of " + stream.name);
       if (!*more) break;
       const bool del = st.Int64(0) == 2;
+      const std::string* null_key = nullptr;
+      for (int c = 0; c < ncols && !null_key; ++c) {
+        if (is_key[static_cast<size_t>(c)] && st.IsNull(c + 1)) {
+          null_key = &stream.columns[static_cast<size_t>(c)].name;
+        }
+      }
+      if (null_key) {
+        // A row whose key is NULL never landed (it was refused): its delete removes nothing.
+        if (del) continue;
+        return NullKey(stream, *null_key,
+                       "change " + std::to_string(st.Int64(ncols + 1)) + " of the change table");
+      }
       Batch& b = del ? deletes : upserts;
       for (int c = 0; c < ncols; ++c) {
         Column& col = b.column(static_cast<size_t>(c));
@@ -368,13 +380,12 @@ class SqliteSource final : public Source {
     }
     std::sort(pk.begin(), pk.end());
     for (auto& [pos, name] : pk) info.primary_key.push_back(name);
-    // An INTEGER PRIMARY KEY is the rowid: never NULL.
-    if (!without_rowid && pk.size() == 1) {
-      for (auto& c : info.columns) {
-        if (c.pk_position == 1 && (c.source_type == "INTEGER" || c.source_type == "integer")) {
-          c.nullable = false;
-        }
-      }
+    // Key columns are NOT NULL here, whatever the declaration says. An INTEGER PRIMARY KEY is the
+    // rowid, and WITHOUT ROWID tables enforce NOT NULL on their key; any other PRIMARY KEY of a
+    // rowid table may hold NULL (a quirk SQLite keeps for old files), yet a key must name its row
+    // in the destination. A row whose key is NULL is refused when read, naming the row and the fix.
+    for (auto& c : info.columns) {
+      if (c.pk_position > 0) c.nullable = false;
     }
     for (const auto& c : info.columns) {
       switch (c.type.kind()) {
@@ -421,6 +432,12 @@ class SqliteSource final : public Source {
       if (!*more) break;
       ++row_number;
       for (int c = 0; c < ncols; ++c) {
+        const ColumnInfo& info = stream.columns[static_cast<size_t>(c)];
+        if (info.pk_position > 0 && st.IsNull(c)) {
+          return NullKey(stream, info.name,
+                         has_key ? "the row with rowid " + std::to_string(st.Int64(ncols))
+                                 : "row " + std::to_string(row_number) + " read");
+        }
         Status s = AppendValue(st, c, &batch.column(static_cast<size_t>(c)));
         if (!s.ok()) {
           std::string where = has_key ? "rowid " + std::to_string(st.Int64(ncols))
@@ -438,6 +455,17 @@ class SqliteSource final : public Source {
     }
     if (batch.num_rows() > 0 && !emit(batch)) return Status::Cancelled("sync stopped");
     return Status::OK();
+  }
+
+  static Status NullKey(const StreamInfo& stream, const std::string& column,
+                        const std::string& where) {
+    return Status::InvalidArgument(
+        "table " + stream.name + ", " + where + ": key column " + column +
+        " is NULL. SQLite lets a PRIMARY KEY other than INTEGER PRIMARY KEY hold NULL, but ferry "
+        "places every row by its key; give the row a key (UPDATE " +
+        QuoteIdentifier(stream.name) + " SET " + QuoteIdentifier(column) + " = ... WHERE " +
+        QuoteIdentifier(column) +
+        " IS NULL), or set the stream's primary_key to columns that are never NULL");
   }
 
   Status CheckCursor(const StreamInfo& stream, const std::string& cursor) {
