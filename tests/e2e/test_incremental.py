@@ -107,6 +107,38 @@ class IncrementalTest(ferrytest.FerryTestCase):
                          ["id", "name", "price", "updated_at", "note"])
         self.assertFalse(seen["schema"]["fields"][4]["required"])
 
+    def test_a_timestamptz_cursor_compares_instants_not_text(self):
+        # Text with mixed offsets: '10:00:00+02:00' is 08:00Z, so a later '09:00:00Z' sorts below
+        # it as text. Compared as instants, it is read; so is a tie spelled another way.
+        con = self.source()
+        con.execute("CREATE TABLE ev (id INTEGER PRIMARY KEY, at TIMESTAMPTZ NOT NULL, v TEXT)")
+        con.executemany("INSERT INTO ev VALUES (?, ?, ?)",
+                        [(1, "2024-01-01T07:00:00Z", "a"), (2, "2024-01-01T10:00:00+02:00", "b")])
+        con.commit()
+        con.close()
+        self.write_pipeline(PIPELINE.replace("name: items", "name: ev").replace(
+            "cursor: updated_at", "cursor: at"))
+        self.sync()
+        self.assert_table_equals_source("lake", "ev")
+        con = self.source()
+        con.executemany("INSERT INTO ev VALUES (?, ?, ?)",
+                        [(3, "2024-01-01T09:00:00Z", "after, as text before"),
+                         (4, "2024-01-01 08:00:00.000+00:00", "the same instant"),
+                         (5, "2024-01-01T13:30:00+05:30", "08:00Z again")])
+        con.commit()
+        con.close()
+        out = self.sync()
+        self.assertEqual(self.stream_report(out.stdout, "ev")["rows"], 3, out.stdout)
+        self.assert_table_equals_source("lake", "ev")
+        # A value that is no time stops the sync, naming it, instead of never being read.
+        con = self.source()
+        con.execute("INSERT INTO ev VALUES (6, 'yesterday', 'bad')")
+        con.commit()
+        con.close()
+        p = self.sync(check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("cursor value 'yesterday' is not a timestamp", p.stderr)
+
     def test_a_table_without_key_is_refused_before_reading(self):
         con = self.source()
         con.execute("CREATE TABLE nokey (v TEXT, at INTEGER)")

@@ -187,11 +187,13 @@ EPOCH = datetime.date(1970, 1, 1)
 
 
 def micros_of(text):
+    """Microseconds since the epoch of ISO text; a zone offset ('Z', '+02:00') is applied."""
     text = text.replace("T", " ")
     if len(text) == 10:
         text += " 00:00:00"
-    fmt = "%Y-%m-%d %H:%M:%S.%f" if "." in text else "%Y-%m-%d %H:%M:%S"
-    dt = datetime.datetime.strptime(text, fmt)
+    dt = datetime.datetime.fromisoformat(text)
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(datetime.timezone.utc).replace(tzinfo=None)
     delta = dt - datetime.datetime(1970, 1, 1)
     return delta.days * 86400000000 + delta.seconds * 1000000 + delta.microseconds
 

@@ -9,6 +9,7 @@
 #include "ferry/base/log.h"
 #include "ferry/source/sqlite/convert.h"
 #include "ferry/sqlite/sqlite.h"
+#include "ferry/types/value_parse.h"
 
 namespace ferry::source {
 namespace {
@@ -18,6 +19,45 @@ using ferry::sqlite::QuoteIdentifier;
 using sqlite_src::AppendValue;
 using sqlite_src::MapDeclaredType;
 
+// The instants whose text form has a four-digit year, so that their text order is their order.
+const int64_t kInstantMin = DaysFromCivil(0, 1, 1) * 86400000000LL;
+const int64_t kInstantEnd = DaysFromCivil(10000, 1, 1) * 86400000000LL;
+
+// ferry_instant(text): a timestamp's text as "YYYY-MM-DD HH:MM:SS.ffffff" in UTC (the zone offset
+// applied), so that text order is time order: "2024-01-01T10:00:00+02:00" (08:00Z) sorts before
+// "2024-01-01 09:00:00Z" as it should, and "T" and " " separators compare alike. The same parser
+// as the column's values; text it cannot read (or a value that is not text) fails the statement
+// with the value named, rather than being left out of every window. Registered on the source's
+// connection for incremental cursors of timestamp columns.
+void InstantFunction(sqlite3_context* ctx, int, sqlite3_value** argv) {
+  const int type = sqlite3_value_type(argv[0]);
+  if (type == SQLITE_NULL) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  std::string why;
+  if (type == SQLITE_TEXT) {
+    std::string_view text(reinterpret_cast<const char*>(sqlite3_value_text(argv[0])),
+                          static_cast<size_t>(sqlite3_value_bytes(argv[0])));
+    const bool zone = sqlite3_user_data(ctx) != nullptr;
+    auto v = ParseTimestamp(text, zone);
+    if (v.ok() && *v >= kInstantMin && *v < kInstantEnd) {
+      const std::string out = FormatTimestamp(*v);
+      sqlite3_result_text(ctx, out.data(), static_cast<int>(out.size()), SQLITE_TRANSIENT);
+      return;
+    }
+    why = "cursor value '" + std::string(text.substr(0, 100)) + "' is not a timestamp ferry can " +
+          "order (" +
+          (v.ok() ? std::string("outside the years 0000 to 9999") : v.status().message()) +
+          "); correct it, or set it NULL, in the source";
+  } else {
+    why =
+        "cursor column holds a number where ISO-8601 text is expected; store the time as text "
+        "(YYYY-MM-DD HH:MM:SS), or declare the column INTEGER if it holds epoch numbers";
+  }
+  sqlite3_result_error(ctx, why.data(), static_cast<int>(why.size()));
+}
+
 // How a table is split: by a key column (rowid or an integer primary key), or not at all.
 struct ChunkKey {
   std::string expr;  // quoted column or rowid alias; empty when the table is read whole
@@ -26,7 +66,15 @@ struct ChunkKey {
 class SqliteSource final : public Source {
  public:
   SqliteSource(std::unique_ptr<Database> db, std::string path)
-      : db_(std::move(db)), path_(std::move(path)) {}
+      : db_(std::move(db)), path_(std::move(path)) {
+    static int zone = 1;
+    for (auto [name, data] : {std::pair<const char*, void*>{"ferry_instant_tz", &zone},
+                              std::pair<const char*, void*>{"ferry_instant", nullptr}}) {
+      sqlite3_create_function(db_->raw(), name, 1,
+                              SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_DIRECTONLY, data,
+                              InstantFunction, nullptr, nullptr);
+    }
+  }
 
   Result<std::vector<StreamInfo>> Discover() override {
     FERRY_ASSIGN_OR_RETURN(
@@ -126,10 +174,17 @@ class SqliteSource final : public Source {
   Result<nlohmann::json> MaxCursor(const StreamInfo& stream, const std::string& cursor,
                                    const nlohmann::json& above) override {
     FERRY_RETURN_IF_ERROR(CheckCursor(stream, cursor));
-    // The same comparison as the window's reads (the column's affinity and collation).
-    std::string sql =
-        "SELECT max(" + QuoteIdentifier(cursor) + ") FROM main." + QuoteIdentifier(stream.name);
-    if (!above.is_null()) sql += " WHERE " + QuoteIdentifier(cursor) + " > ?1";
+    auto max = MaxOf(stream, cursor, above);
+    if (!max.ok()) return max.status().WithContext("table " + stream.name + ", cursor " + cursor);
+    return max;
+  }
+
+  Result<nlohmann::json> MaxOf(const StreamInfo& stream, const std::string& cursor,
+                               const nlohmann::json& above) {
+    // The same comparison as the window's reads.
+    const std::string c = CursorExpr(stream, cursor, QuoteIdentifier(cursor));
+    std::string sql = "SELECT max(" + c + ") FROM main." + QuoteIdentifier(stream.name);
+    if (!above.is_null()) sql += " WHERE " + c + " > " + CursorExpr(stream, cursor, "?1");
     FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
     if (!above.is_null()) BindCursor(st, 1, above);
     FERRY_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -151,20 +206,36 @@ class SqliteSource final : public Source {
                          const CursorRange& range, std::shared_ptr<const Schema> schema,
                          size_t batch_rows, const std::function<bool(Batch&)>& emit) override {
     FERRY_RETURN_IF_ERROR(CheckCursor(stream, cursor));
-    const std::string c = QuoteIdentifier(cursor);
+    const std::string c = CursorExpr(stream, cursor, QuoteIdentifier(cursor));
     std::string sql = "SELECT ";
     for (size_t i = 0; i < stream.columns.size(); ++i) {
       sql += (i ? ", " : "") + QuoteIdentifier(stream.columns[i].name);
     }
     // A NULL cursor satisfies no comparison: `IS NOT NULL` keeps an unbounded range the same.
     sql += ", NULL FROM main." + QuoteIdentifier(stream.name) + " WHERE " + c + " IS NOT NULL";
-    if (!range.lower.is_null()) sql += " AND " + c + (range.lower_closed ? " >= ?1" : " > ?1");
-    if (!range.upper.is_null()) sql += " AND " + c + (range.upper_closed ? " <= ?2" : " < ?2");
+    if (!range.lower.is_null()) {
+      sql += " AND " + c + (range.lower_closed ? " >= " : " > ") + CursorExpr(stream, cursor, "?1");
+    }
+    if (!range.upper.is_null()) {
+      sql += " AND " + c + (range.upper_closed ? " <= " : " < ") + CursorExpr(stream, cursor, "?2");
+    }
     sql += " ORDER BY " + c;
     FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
     if (!range.lower.is_null()) BindCursor(st, 1, range.lower);
     if (!range.upper.is_null()) BindCursor(st, 2, range.upper);
     return EmitRows(stream, st, std::move(schema), batch_rows, /*has_key=*/false, emit);
+  }
+
+  // How a cursor column is compared: timestamps as instants (ferry_instant), every other column
+  // as SQLite compares it (its affinity and collation). `operand` is the column or a parameter.
+  static std::string CursorExpr(const StreamInfo& stream, const std::string& cursor,
+                                const std::string& operand) {
+    for (const auto& c : stream.columns) {
+      if (c.name != cursor) continue;
+      if (c.type.kind() == TypeKind::kTimestampTz) return "ferry_instant_tz(" + operand + ")";
+      if (c.type.kind() == TypeKind::kTimestamp) return "ferry_instant(" + operand + ")";
+    }
+    return operand;
   }
 
   // A cursor value from MaxCursor (kept in the state file and the marker) as a parameter.
