@@ -202,6 +202,53 @@ class SqliteCdcTest(ferrytest.FerryTestCase):
         self.sync()
         tables()
 
+    def test_replace_displacing_rows_through_unique_columns(self):
+        # INSERT OR REPLACE on a UNIQUE column deletes the row that held the value without firing
+        # the DELETE trigger (the writer's recursive_triggers is off, as by default).
+        con = self.source()
+        con.execute("CREATE TABLE ua (id INTEGER PRIMARY KEY, email TEXT UNIQUE, v TEXT)")
+        con.execute("CREATE TABLE wr (k TEXT PRIMARY KEY, code INTEGER, v TEXT, UNIQUE (code, v)) "
+                    "WITHOUT ROWID")
+        con.executemany("INSERT INTO ua VALUES (?, ?, ?)",
+                        [(i, f"user{i}@example.com", f"v{i}") for i in range(1, 301)])
+        con.executemany("INSERT INTO wr VALUES (?, ?, ?)",
+                        [(f"k{i}", i % 50, f"s{i // 50}") for i in range(300)])
+        con.commit()
+        con.close()
+        self.write_pipeline(PIPELINE.replace("  mode: cdc\n", "  mode: cdc\n  streams: [ua, wr]\n"))
+
+        def tables():
+            self.assert_table_equals_source("lake", "ua")
+            self.assert_table_equals_source("lake", "wr")
+
+        self.sync()
+        tables()
+        for r, point in enumerate(("sink.before_commit", "sink.after_commit", "state.after_write",
+                                   None)):
+            with self.subTest(point=point):
+                con = self.source()
+                base = 1000 * (r + 1)
+                # Rows 1+r, 11+r, ... lose their email to new rows: those rows are deleted.
+                con.executemany("INSERT OR REPLACE INTO ua VALUES (?, ?, 'took it')",
+                                [(base + i, f"user{i}@example.com") for i in range(1 + r, 301, 10)])
+                # IGNORE keeps the old row: nothing may be deleted for it.
+                con.execute("INSERT OR IGNORE INTO ua VALUES (?, 'user5@example.com', 'no')",
+                            (base + 999,))
+                # An update taking another row's email deletes that row.
+                con.execute("UPDATE OR REPLACE ua SET email = 'user4@example.com' WHERE id = ?",
+                            (base + 1 + r,))
+                con.execute("REPLACE INTO wr VALUES (?, ?, ?)", (f"new{r}", r, "s0"))
+                con.execute("INSERT INTO ua VALUES (?, ?, 'insert')", (base + 998, f"plain{r}"))
+                con.commit()
+                con.close()
+                if point:
+                    p = self.sync(env={"FERRY_FAULT": point}, check=False)
+                    self.assertEqual(p.returncode, -signal.SIGKILL, f"{point}: {p.stderr}")
+                self.sync()
+                tables()
+        check = self.ferry("verify", "-c", self.pipeline)
+        self.assertIn("2 of 2 tables match", check.stdout)
+
     def test_kill_during_backfill_while_the_source_changes(self):
         p = self.sync(env={"FERRY_FAULT": "sink.after_commit:2"}, check=False)
         self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr)

@@ -253,7 +253,8 @@ class SqliteSource final : public Source {
   // For a table T ferry installs "_ferry_cdc_T" (an AUTOINCREMENT sequence, the operation, and a
   // copy of T's columns without types, so values keep exactly what T stored) and three triggers
   // that record every insert, update and delete in it. An update that changes the key records a
-  // delete of the old key first.
+  // delete of the old key first. Rows a REPLACE displaces through other unique indexes are
+  // recorded by two more (DisplaceTriggers).
 
   Status PrepareChangeCapture(const StreamInfo& stream) override {
     if (stream.primary_key.empty()) {
@@ -304,9 +305,9 @@ class SqliteSource final : public Source {
         "); END;"
         "CREATE TRIGGER IF NOT EXISTS main." +
         QuoteIdentifier(trig + "_delete") + " AFTER DELETE ON " + t + " BEGIN INSERT INTO " + ct +
-        " (_ferry_op" + key_cols + ") VALUES (2" + old_keys +
-        "); END;"
-        "COMMIT;";
+        " (_ferry_op" + key_cols + ") VALUES (2" + old_keys + "); END;";
+    FERRY_ASSIGN_OR_RETURN(std::string displace, DisplaceTriggers(*rw, stream));
+    ddl += displace + "COMMIT;";
     Status s = rw->Exec(ddl);
     if (!s.ok()) {
       (void)rw->Exec("ROLLBACK");
@@ -330,11 +331,116 @@ class SqliteSource final : public Source {
       return Status::InvalidArgument("table " + stream.name +
                                      " changed its columns since change capture was installed; "
                                      "drop the table " +
-                                     ChangeTable(stream) +
-                                     " and its three triggers, then run a full "
+                                     ChangeTable(stream) + " and the triggers named _ferry_cdc_" +
+                                     stream.name +
+                                     "_*, then run a full "
                                      "refresh of the stream (mode cdc does one first)");
     }
     return Status::OK();
+  }
+
+  // INSERT OR REPLACE (and UPDATE OR REPLACE, REPLACE INTO, ON CONFLICT REPLACE) deletes the rows
+  // whose UNIQUE values the new row takes, without firing the DELETE trigger unless the writer's
+  // connection has recursive_triggers on, which ferry does not control. So a BEFORE INSERT and a
+  // BEFORE UPDATE trigger record, for each UNIQUE index other than the capture key, the keys of
+  // the rows that hold the new row's values there, as "maybe displaced" (op 3): the statement may
+  // still fail or IGNORE the row, so ReadChanges looks such a key up in the table (in the same
+  // snapshot as the change log) and applies what it finds — the row as it is, or its delete. The
+  // triggers follow the table's indexes: made again (in the same transaction) when they changed.
+  // Returns the DDL to run; unique indexes on expressions cannot be matched and are logged.
+  Result<std::string> DisplaceTriggers(Database& rw, const StreamInfo& stream) {
+    std::vector<std::vector<std::string>> uniques;
+    FERRY_ASSIGN_OR_RETURN(auto idx, rw.Prepare("SELECT name FROM pragma_index_list(?1, 'main') "
+                                                "WHERE \"unique\" = 1 ORDER BY name"));
+    idx.Bind(1, stream.name);
+    std::vector<std::string> names;
+    for (;;) {
+      FERRY_ASSIGN_OR_RETURN(bool row, idx.Step());
+      if (!row) break;
+      names.emplace_back(idx.Text(0));
+    }
+    for (const auto& name : names) {
+      FERRY_ASSIGN_OR_RETURN(auto cols, rw.Prepare("SELECT cid, name FROM pragma_index_xinfo(?1, "
+                                                   "'main') WHERE key = 1 ORDER BY seqno"));
+      cols.Bind(1, name);
+      std::vector<std::string> u;
+      bool expression = false;
+      for (;;) {
+        FERRY_ASSIGN_OR_RETURN(bool row, cols.Step());
+        if (!row) break;
+        if (cols.Int64(0) < 0) expression = true;
+        if (!cols.IsNull(1)) u.emplace_back(cols.Text(1));
+      }
+      if (expression) {
+        FERRY_LOG(kWarn) << "table " << stream.name << ": unique index " << name
+                         << " is on an expression; a REPLACE that displaces a row through it is "
+                            "not seen (docs/limits.md)";
+        continue;
+      }
+      uniques.push_back(std::move(u));
+    }
+    // A rowid alias (INTEGER PRIMARY KEY) is unique without an index of its own.
+    if (!without_rowid_[stream.name]) {
+      FERRY_ASSIGN_OR_RETURN(auto pk, rw.Prepare("SELECT name, type FROM pragma_table_info(?1, "
+                                                 "'main') WHERE pk > 0"));
+      pk.Bind(1, stream.name);
+      std::vector<std::pair<std::string, std::string>> declared;
+      for (;;) {
+        FERRY_ASSIGN_OR_RETURN(bool row, pk.Step());
+        if (!row) break;
+        declared.emplace_back(pk.Text(0), pk.Text(1));
+      }
+      if (declared.size() == 1) {
+        std::string type = declared[0].second;
+        std::transform(type.begin(), type.end(), type.begin(), ::toupper);
+        if (type == "INTEGER") uniques.push_back({declared[0].first});
+      }
+    }
+    std::vector<std::string> key = stream.primary_key;
+    std::sort(key.begin(), key.end());
+    const std::string t = QuoteIdentifier(stream.name);
+    const std::string ct = QuoteIdentifier(ChangeTable(stream));
+    std::string key_cols, same_key;
+    for (const auto& k : stream.primary_key) {
+      const std::string q = QuoteIdentifier(k);
+      key_cols += ", " + q;
+      same_key += std::string(same_key.empty() ? "" : " AND ") + q + " IS NEW." + q;
+    }
+    std::string body;
+    for (auto& u : uniques) {
+      std::vector<std::string> sorted = u;
+      std::sort(sorted.begin(), sorted.end());
+      if (sorted == key) continue;  // the capture key itself: its insert records the new row
+      std::string match;
+      for (const auto& c : u) {
+        const std::string q = QuoteIdentifier(c);
+        match += std::string(match.empty() ? "" : " AND ") + q + " = NEW." + q;
+      }
+      body += " INSERT INTO " + ct + " (_ferry_op" + key_cols + ") SELECT 3" + key_cols +
+              " FROM main." + t + " WHERE " + match + " AND NOT (" + same_key + ");";
+    }
+    const std::string trig = "_ferry_cdc_" + stream.name;
+    std::string ddl;
+    for (const char* event : {"INSERT", "UPDATE"}) {
+      std::string lower = event;
+      std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+      const std::string name = trig + "_displace_" + lower;
+      const std::string create = "CREATE TRIGGER " + QuoteIdentifier(name) + " BEFORE " + event +
+                                 " ON " + t + " BEGIN" + body + " END";
+      // Made again only when the indexes changed (SQLite keeps the text as written).
+      FERRY_ASSIGN_OR_RETURN(auto have, rw.Prepare("SELECT sql FROM main.sqlite_schema WHERE "
+                                                   "type = 'trigger' AND name = ?1"));
+      have.Bind(1, name);
+      FERRY_ASSIGN_OR_RETURN(bool exists, have.Step());
+      const std::string current = exists && !have.IsNull(0) ? std::string(have.Text(0)) : "";
+      if (body.empty()) {
+        if (exists) ddl += "DROP TRIGGER main." + QuoteIdentifier(name) + ";";
+      } else if (current != create) {
+        if (exists) ddl += "DROP TRIGGER main." + QuoteIdentifier(name) + ";";
+        ddl += create + ";";
+      }
+    }
+    return ddl;
   }
 
   Result<int64_t> ChangeLogEnd(const StreamInfo& stream) override {
@@ -352,18 +458,30 @@ class SqliteSource final : public Source {
   Status ReadChanges(const StreamInfo& stream, int64_t from, int64_t to,
                      std::shared_ptr<const Schema> schema, size_t batch_rows,
                      const std::function<bool(Batch&, bool deletes)>& emit) override {
-    std::string cols, keys;
-    for (const auto& c : stream.columns) cols += ", " + QuoteIdentifier(c.name);
-    for (const auto& k : stream.primary_key)
-      keys += (keys.empty() ? "" : ", ") + QuoteIdentifier(k);
+    std::string keys, join;
+    for (const auto& k : stream.primary_key) {
+      const std::string q = QuoteIdentifier(k);
+      keys += (keys.empty() ? "" : ", ") + q;
+      join += " AND t." + q + " = l." + q;
+    }
+    // A key whose last change is "maybe displaced" (op 3, see DisplaceTriggers) is looked up in
+    // the table, read in the same snapshot: found, its row as it is; gone, its delete.
+    const std::string found =
+        "(l._ferry_op = 3 AND t." + QuoteIdentifier(stream.primary_key.front()) + " IS NOT NULL)";
+    std::string cols;
+    for (const auto& c : stream.columns) {
+      const std::string q = QuoteIdentifier(c.name);
+      cols += ", CASE WHEN " + found + " THEN t." + q + " ELSE l." + q + " END";
+    }
     // The last change of each key in the window: earlier ones are superseded.
-    std::string sql =
-        "SELECT _ferry_op" + cols +
-        ", _ferry_seq FROM (SELECT *, row_number() OVER "
-        "(PARTITION BY " +
-        keys + " ORDER BY _ferry_seq DESC) AS _ferry_rn FROM main." +
-        QuoteIdentifier(ChangeTable(stream)) +
-        " WHERE _ferry_seq > ?1 AND _ferry_seq <= ?2) WHERE _ferry_rn = 1 ORDER BY _ferry_seq";
+    std::string sql = "SELECT CASE WHEN l._ferry_op = 3 THEN CASE WHEN " + found +
+                      " THEN 1 ELSE 2 END ELSE l._ferry_op END" + cols +
+                      ", l._ferry_seq FROM (SELECT *, row_number() OVER (PARTITION BY " + keys +
+                      " ORDER BY _ferry_seq DESC) AS _ferry_rn FROM main." +
+                      QuoteIdentifier(ChangeTable(stream)) +
+                      " WHERE _ferry_seq > ?1 AND _ferry_seq <= ?2) AS l LEFT JOIN main." +
+                      QuoteIdentifier(stream.name) + " AS t ON l._ferry_op = 3" + join +
+                      " WHERE l._ferry_rn = 1 ORDER BY l._ferry_seq";
     FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
     st.Bind(1, from).Bind(2, to);
     std::vector<bool> is_key;
