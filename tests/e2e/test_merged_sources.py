@@ -151,7 +151,7 @@ class MergedSqliteTest(TwoSqliteSources, ferrytest.FerryTestCase):
         self.assertIn("extra in destination: id=1000007", v.stdout)
 
     def test_killed_at_every_point_a_merged_load_resumes_exactly(self):
-        points = ["graph.aligning:3", "source.mid_chunk:2", "sink.data_written:4",
+        points = ["graph.aligning:3", "source.mid_chunk:2", "sink.data_written:3",
                   "sink.after_commit:3", "state.after_write:5", "sink.before_publish",
                   "sink.after_publish"]
         for n, point in enumerate(points):

@@ -7,6 +7,7 @@ killed at the fault points must resume and land every row once. SQLite and Postg
 import json
 import os
 import random
+import shutil
 import signal
 import sys
 import unittest
@@ -142,6 +143,65 @@ state: ./state.json
             con.commit()
             con.close()
         self.crash_rounds(change, self.check_all)
+
+
+class FileSizeTest(ferrytest.FerryTestCase):
+    """Without chunk_rows, a load's chunks commit together until the files reach the destination's
+    target_file_size: few files of the size lake engines want, not one per chunk."""
+    PIPELINE = """
+name: files
+source:
+  type: sqlite
+  path: ./source.db
+destination: {type: iceberg, warehouse: ./warehouse, namespace: lake@TARGET@}
+state: ./state.json
+"""
+
+    def setUp(self):
+        super().setUp()
+        con = self.source()
+        con.execute("CREATE TABLE big (id INTEGER PRIMARY KEY, note TEXT, n INTEGER)")
+        con.execute("WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 350000)"
+                    " INSERT INTO big SELECT i * 7, printf('note %d %x', i, i * 2654435761), i % 1000"
+                    " FROM s")
+        con.commit()
+        con.close()
+
+    def live_files(self):
+        """The table's live data files, as the independent readers list them, after checking the
+        rows against the source."""
+        seen = self.assert_table_equals_source("lake", "big")
+        return [f for f in seen["data_files"] if f["content"] == 0]
+
+    def test_chunks_share_files_up_to_the_target_size(self):
+        self.write_pipeline(self.PIPELINE.replace("@TARGET@", ""))
+        self.sync()
+        self.assertEqual(self.plan()["count"], 4)  # 350,000 rows in chunks of 100,000
+        self.assertEqual(len(self.live_files()), 1)
+        # A smaller target: files of about that size, still not one per chunk boundary.
+        shutil.rmtree(os.path.join(self.dir, "warehouse"))
+        os.unlink(os.path.join(self.dir, "state.json"))
+        self.write_pipeline(self.PIPELINE.replace("@TARGET@", ", target_file_size: 1MB"))
+        self.sync()
+        sizes = sorted(f["file_size_in_bytes"] for f in self.live_files())
+        self.assertGreater(len(sizes), 2)
+        # Between half and all of the target, but for the load's last file.
+        self.assertTrue(all(400_000 < s < 1_100_000 for s in sizes[1:]), sizes)
+
+    def test_a_crash_reads_again_the_chunks_waiting_for_their_commit(self):
+        self.write_pipeline(self.PIPELINE.replace("@TARGET@", ""))
+        # In the third chunk: the first two were read, but not committed yet.
+        p = self.sync(env={"FERRY_FAULT": "source.mid_chunk:250"}, check=False)
+        self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr)
+        self.assertEqual(self.plan().get("committed"), [])
+        again = self.sync()
+        self.assertEqual(self.stream_report(again.stdout, "big")["rows"], 350000)
+        self.assertEqual(len(self.live_files()), 1)  # the killed run's file is not referenced
+
+    def plan(self):
+        with open(os.path.join(self.dir, "state.json"), encoding="utf-8") as f:
+            entry = json.load(f)["streams"][0]["state"]
+        return dict(entry["plan"], committed=entry["committed"])
 
 
 class PostgresSparseKeysTest(SparseKeys, ferrytest.FerryTestCase):

@@ -213,6 +213,7 @@ class Parser {
     if (n["chunk_rows"]) {
       FERRY_ASSIGN_OR_RETURN(src->chunk_rows,
                              PositiveInt(n["chunk_rows"], section + ".chunk_rows"));
+      src->chunk_rows_set = true;
     }
     if (n["readers"]) {
       FERRY_ASSIGN_OR_RETURN(int64_t readers, PositiveInt(n["readers"], section + ".readers"));
@@ -237,6 +238,7 @@ class Parser {
         StreamConfig sc;
         sc.mode = src->mode;
         sc.chunk_rows = src->chunk_rows;
+        sc.chunk_rows_set = src->chunk_rows_set;
         sc.line = LineOf(s);
         if (s.IsScalar()) {
           FERRY_ASSIGN_OR_RETURN(sc.name, Scalar(s, "stream name"));
@@ -283,6 +285,7 @@ class Parser {
     }
     if (s["chunk_rows"]) {
       FERRY_ASSIGN_OR_RETURN(sc->chunk_rows, PositiveInt(s["chunk_rows"], "chunk_rows"));
+      sc->chunk_rows_set = true;
     }
     if (s["cursor"]) {
       FERRY_ASSIGN_OR_RETURN(std::string c, Scalar(s["cursor"], "cursor"));

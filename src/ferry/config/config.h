@@ -71,7 +71,11 @@ inline constexpr int64_t kMaxTieRows = 100000;
 struct StreamConfig {
   std::string name;  // as the source names it: "orders", "public.orders"
   SyncMode mode = SyncMode::kFullRefresh;
-  int64_t chunk_rows = 100000;        // full refresh: rows per chunk (a chunk commits on its own)
+  int64_t chunk_rows = 100000;  // full refresh: rows per chunk (the unit of reading and resuming)
+  // chunk_rows was set (here or on the source): then every chunk commits on its own; otherwise
+  // a file-based destination commits a load's chunks together until their files reach its
+  // target size (SinkStream::LoadCommitBytes).
+  bool chunk_rows_set = false;
   std::optional<std::string> cursor;  // incremental: the cursor column
   // Incremental: rows committed at the last cursor value remembered one by one (beyond it, only
   // their digest: see engine/window.h).
@@ -90,6 +94,7 @@ struct SourceConfig {
   std::string type;  // "sqlite", "postgres", ...
   SyncMode mode = SyncMode::kFullRefresh;
   int64_t chunk_rows = 100000;
+  bool chunk_rows_set = false;
   // Full refresh: connections reading a table's chunks at once, all in one snapshot (sources
   // that cannot share a snapshot read with one). Default: the machine's cores, at most 4.
   int readers = DefaultReaders();

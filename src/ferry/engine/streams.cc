@@ -53,6 +53,7 @@ config::StreamConfig StreamSettings(const config::SourceConfig& cfg, const std::
   sc.name = stream;
   sc.mode = cfg.mode;
   sc.chunk_rows = cfg.chunk_rows;
+  sc.chunk_rows_set = cfg.chunk_rows_set;
   return sc;
 }
 

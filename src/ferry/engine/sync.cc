@@ -341,7 +341,7 @@ class SinkNode : public graph::Node {
         align_(align),
         rows_(table->parts.size(), 0),
         written_(table->parts.size(), 0),
-        empty_(table->parts.size()) {}
+        waiting_(table->parts.size()) {}
   std::string name() const override { return "sink " + table_->table; }
 
   Status Run() override {
@@ -393,6 +393,10 @@ class SinkNode : public graph::Node {
             Finish();
             return Status::OK();
           }
+          // Chunks still waiting for their commit are committed before the publish.
+          if (out_->HasPending()) {
+            FERRY_RETURN_IF_ERROR(CommitChunks(std::vector<std::vector<Json>>(parts()), true));
+          }
           return Publish();
       }
     }
@@ -440,16 +444,22 @@ class SinkNode : public graph::Node {
   }
 
   // A checkpoint of a load: the chunks each part completed, committed with the marker on the
-  // load's branch. Chunks that turned out empty cost no commit of their own: they ride on the
-  // next commit's marker, or on the publish (a crash before it reads them again, as cheaply).
-  Status CommitChunks(std::vector<std::vector<Json>> at) {
+  // load's branch. A chunk's commit waits (its barrier kept in `waiting_`) while its chunk held no
+  // row, or while the destination's files are smaller than readers want
+  // (SinkStream::LoadCommitDue, unless chunk_rows is set): it rides on the next commit's marker,
+  // or on the publish. A crash before then reads those chunks again.
+  Status CommitChunks(std::vector<std::vector<Json>> at, bool force = false) {
     for (size_t i = 0; i < parts(); ++i) {
-      at[i].insert(at[i].begin(), empty_[i].begin(), empty_[i].end());
-      empty_[i].clear();
+      at[i].insert(at[i].begin(), waiting_[i].begin(), waiting_[i].end());
+      waiting_[i].clear();
     }
-    if (!out_->HasPending() &&
-        std::all_of(rows_.begin(), rows_.end(), [](int64_t n) { return n == 0; })) {
-      empty_ = std::move(at);
+    const bool empty = !out_->HasPending() &&
+                       std::all_of(rows_.begin(), rows_.end(), [](int64_t n) { return n == 0; });
+    const bool per_chunk =
+        std::any_of(table_->parts.begin(), table_->parts.end(),
+                    [](const StreamTask* t) { return t->settings.chunk_rows_set; });
+    if (empty || (!force && !per_chunk && !out_->LoadCommitDue())) {
+      waiting_ = std::move(at);
       return Status::OK();
     }
     std::vector<FullRefreshProgress> next(parts());
@@ -472,10 +482,14 @@ class SinkNode : public graph::Node {
       }
       return true;
     };
+    // Many chunks in one commit: the first and the last name them.
+    const std::string chunks = ids.size() <= 4 ? Join(ids)
+                                               : ids.front() + ",...," + ids.back() + " (" +
+                                                     std::to_string(ids.size()) + " chunks)";
     std::map<std::string, std::string> summary = {
-        {"ferry.pipeline", pipeline_}, {"ferry.run", run()}, {"ferry.chunk", Join(ids)}};
+        {"ferry.pipeline", pipeline_}, {"ferry.run", run()}, {"ferry.chunk", chunks}};
     auto r = Timed([&] { return out_->Commit(run(), TableMarker(markers), summary, landed); });
-    if (!r.ok()) return r.status().WithContext("committing " + Join(ids));
+    if (!r.ok()) return r.status().WithContext("committing " + chunks);
     for (size_t i = 0; i < parts(); ++i) {
       part(i).progress = next[i];
       rows_[i] = 0;
@@ -500,7 +514,7 @@ class SinkNode : public graph::Node {
     std::vector<Json> markers(parts());
     for (size_t i = 0; i < parts(); ++i) {
       done[i] = part(i).progress;
-      for (const Json& p : empty_[i]) done[i].committed.Add(p["chunk"].get<int64_t>());
+      for (const Json& p : waiting_[i]) done[i].committed.Add(p["chunk"].get<int64_t>());
       done[i].published = true;
       markers[i] = done[i].ToJson();
     }
@@ -701,8 +715,8 @@ class SinkNode : public graph::Node {
   graph::AlignNode* align_;
   std::vector<int64_t> rows_;      // per part: rows since its last commit
   std::vector<uint64_t> written_;  // per part: rows written by this sync
-  // per part: the barriers of chunks that held no row since the last commit (not yet committed)
-  std::vector<std::vector<Json>> empty_;
+  // per part: the barriers of chunks not committed yet (see CommitChunks)
+  std::vector<std::vector<Json>> waiting_;
 };
 
 std::string ActionName(Action a) {

@@ -72,6 +72,11 @@ class SinkStream {
   // Rows written since the last commit.
   virtual uint64_t pending_rows() const = 0;
   virtual bool HasPending() const = 0;
+  // Loads: whether a commit now would leave files of the size readers want. A commit closes the
+  // files written since the last one, so destinations that write files say no while their open
+  // file is small: the engine then commits a load's chunks together (unless the stream's
+  // chunk_rows is set). Destinations without files: always (every chunk commits on its own).
+  virtual bool LoadCommitDue() const { return true; }
   // Whether a commit of the marker alone is cheap (a row update, not a new table version): then
   // the marker follows every checkpoint even for a table without changes in it, and a lost state
   // file is rebuilt from markers that are all current.

@@ -241,6 +241,10 @@ uint64_t IcebergStream::pending_rows() const {
   return n;
 }
 
+bool IcebergStream::LoadCommitDue() const {
+  return !writer_ || writer_->EstimatedSize() >= sink_->options().target_file_bytes / 2;
+}
+
 Status IcebergStream::CloseOpenFile() {
   if (!writer_) return Status::OK();
   auto metrics = writer_->Close();

@@ -93,6 +93,9 @@ class IcebergStream : public SinkStream {
   // the equality-delete file of the next commit.
   Status WriteDeleteKeys(const Batch& batch) override;
   uint64_t pending_rows() const override;
+  // Once the open file holds half the target size (target_file_size): the files of a load are
+  // then between half and all of it, and a crash reads again at most 1.5 times it.
+  bool LoadCommitDue() const override;
   // Rows or deletes written since the last commit.
   bool HasPending() const override {
     return writer_ || delete_writer_ || !pending_.empty() || !pending_deletes_.empty();
