@@ -89,6 +89,11 @@ Result<Source::SharedRead> Source::ReadSharedChanges(
   return Status::Internal("ReadSharedChanges on a source without a shared change log");
 }
 void Source::ConfirmSharedLog(int64_t) {}
+Result<Source::PendingChanges> Source::SharedLogPending(const StreamInfo&, int64_t) {
+  PendingChanges p;
+  p.detail = "the source cannot look into its change log";
+  return p;
+}
 
 Status Source::AcknowledgeSharedLog(int64_t) {
   return Status::Internal("AcknowledgeSharedLog on a source without a shared change log");

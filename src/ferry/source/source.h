@@ -209,6 +209,18 @@ class Source {
   // restart positions move on during a long read, so the server keeps less WAL and a later read
   // decodes less of it again). By default nothing is done until AcknowledgeSharedLog.
   virtual void ConfirmSharedLog(int64_t position);
+  // For verify: whether the shared log holds changes of `stream`'s table committed after
+  // `position` (what its destination table holds), which a sync would still apply. Read without
+  // consuming anything; it may take a while when much of the log is unread. kNone only when
+  // certain: nothing of the table's after `position` (or nothing at all) is in the log.
+  struct PendingChanges {
+    enum class Kind { kNone, kSome, kUnknown };
+    Kind kind = Kind::kUnknown;
+    int64_t log_end = 0;  // how far the log reaches, as looked at
+    std::string detail;   // what was looked at, or why it is not known
+  };
+  virtual Result<PendingChanges> SharedLogPending(const StreamInfo& stream, int64_t position);
+
   // CDC on a shared log: where in the log the snapshot of BeginSnapshot stands (every
   // transaction it sees committed before it); 0 when not known.
   virtual int64_t SnapshotLogPosition() const { return 0; }

@@ -75,7 +75,8 @@ struct CdcOptions {
   bool ignore_truncate = false;
 };
 
-constexpr size_t kLookupKeys = 500;  // keys per TOAST lookup query
+constexpr size_t kLookupKeys = 500;      // keys per TOAST lookup query
+constexpr size_t kPeekChanges = 200000;  // log messages verify looks through, at most
 // Replication messages received ahead of the decoder, at most (see StartReader).
 constexpr size_t kReadAheadBytes = size_t{64} << 20;
 
@@ -725,6 +726,100 @@ class PostgresSource final : public Source {
     }
     StopReader();
     if (!result.ok()) return result;
+    return out;
+  }
+
+  // Looks into the slot without consuming it (pg_logical_slot_peek_binary_changes, read through
+  // a cursor, up to kPeekChanges messages) for a change of the stream's table (a relation of its
+  // name) committed at or after `position`.
+  Result<PendingChanges> SharedLogPending(const StreamInfo& stream, int64_t position) override {
+    FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
+    FERRY_RETURN_IF_ERROR(OpenLookup());
+    PendingChanges out;
+    FERRY_ASSIGN_OR_RETURN(pg::Lsn end, LogEnd(lookup_.get()));
+    out.log_end = static_cast<int64_t>(end);
+    const pg::Lsn at = static_cast<pg::Lsn>(position);
+    if (end <= at) {
+      out.kind = PendingChanges::Kind::kNone;
+      out.detail = "nothing was written to the log after it";
+      return out;
+    }
+    FERRY_ASSIGN_OR_RETURN(auto slot, SlotRow());
+    if (slot.rows() == 0) {
+      out.detail = "replication slot " + cdc_.slot + " does not exist";
+      return out;
+    }
+    FERRY_ASSIGN_OR_RETURN(pg::Lsn confirmed, pg::ParseLsn(slot.Text(0, 2)));
+    if (confirmed > at) {
+      out.detail =
+          "replication slot " + cdc_.slot + " starts past it, at " + pg::FormatLsn(confirmed);
+      return out;
+    }
+    // Decoding reads flushed WAL only, and with synchronous_commit off the last commits are
+    // flushed a moment later (wal_writer_delay): wait for the flush to reach `end`.
+    for (int waited_ms = 0;; waited_ms += 100) {
+      FERRY_ASSIGN_OR_RETURN(auto f, lookup_->Query("SELECT pg_is_in_recovery() OR "
+                                                    "pg_current_wal_flush_lsn() >= $1::pg_lsn",
+                                                    {pg::FormatLsn(end)}));
+      if (f.Bool(0, 0)) break;
+      if (waited_ms >= 5000) {
+        out.detail = "the server has not flushed its log up to " + pg::FormatLsn(end);
+        return out;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    auto unknown = [&](const Status& s) {
+      out.detail = "the log could not be looked into: " + s.message();
+      (void)lookup_->Exec("ROLLBACK");
+      return out;
+    };
+    FERRY_ASSIGN_OR_RETURN(std::string slot_lit, lookup_->Literal(cdc_.slot));
+    FERRY_ASSIGN_OR_RETURN(std::string pub_lit, lookup_->Literal("\"" + cdc_.publication + "\""));
+    Status s = lookup_->Exec("BEGIN READ ONLY");
+    if (s.ok()) {
+      s = lookup_->Exec(
+          "DECLARE ferry_peek NO SCROLL CURSOR FOR SELECT data FROM "
+          "pg_logical_slot_peek_binary_changes(" +
+          slot_lit + ", '" + pg::FormatLsn(end) + "'::pg_lsn, " + std::to_string(kPeekChanges) +
+          ", 'proto_version', '1', 'publication_names', " + pub_lit + ")");
+    }
+    if (!s.ok()) return unknown(s);
+    std::set<uint32_t> relids;  // relations of the table's name
+    pg::Lsn commit = 0;         // of the transaction being read
+    size_t seen = 0;
+    pg::PgOutputMessage m;
+    for (;;) {
+      auto rows = lookup_->QueryBinary("FETCH 1000 FROM ferry_peek", {});
+      if (!rows.ok()) return unknown(rows.status());
+      if (rows->rows() == 0) break;
+      for (int i = 0; i < rows->rows(); ++i, ++seen) {
+        if (!pg::ParsePgOutput(rows->Bytes(i, 0), &m).ok()) continue;
+        bool hit = false;
+        if (m.type == 'R' && m.nspname == rel->schema && m.relname == rel->table) {
+          relids.insert(m.relid);
+        } else if (m.type == 'B') {
+          commit = m.lsn;
+        } else if (m.type == 'I' || m.type == 'U' || m.type == 'D') {
+          hit = relids.count(m.relid) > 0;
+        } else if (m.type == 'T') {
+          for (uint32_t r : m.truncated) hit = hit || relids.count(r) > 0;
+        }
+        // A transaction whose commit record starts before the position is in the table.
+        if (hit && commit >= at) {
+          (void)lookup_->Exec("ROLLBACK");
+          out.kind = PendingChanges::Kind::kSome;
+          out.detail = "a change of it committed at " + pg::FormatLsn(commit);
+          return out;
+        }
+      }
+    }
+    FERRY_RETURN_IF_ERROR(lookup_->Exec("COMMIT"));
+    if (seen >= kPeekChanges) {
+      out.detail = "more than " + std::to_string(kPeekChanges) + " changes are in the log";
+      return out;
+    }
+    out.kind = PendingChanges::Kind::kNone;
+    out.detail = "none of the log's changes up to " + pg::FormatLsn(end) + " is of it";
     return out;
   }
 
