@@ -245,7 +245,11 @@ if (out.data_files.length > 0) {
 function boundValue(type, buf) {
   const b = Buffer.from(buf);
   if (type === 'int' || type === 'date') return String(b.readInt32LE(0));
+  // A file written before its column was promoted (int -> long, float -> double) keeps bounds of
+  // the older type: 4 bytes, read as Java Iceberg's Conversions reads them.
+  if (type === 'long' && b.length === 4) return String(b.readInt32LE(0));
   if (type === 'long' || type === 'timestamp' || type === 'timestamptz' || type === 'time') return b.readBigInt64LE(0).toString();
+  if (type === 'double' && b.length === 4) return doubleBits(b.readFloatLE(0));
   if (type === 'double') return doubleBits(b.readDoubleLE(0));
   if (type === 'float') return doubleBits(b.readFloatLE(0));
   if (type === 'boolean') return b[0] ? 'true' : 'false';

@@ -82,6 +82,8 @@ Json FullRefreshProgress::ToJson() const {
          {"rows", rows},
          {"published", published}};
   if (cdc_start) j["cdc_start"] = *cdc_start;
+  if (!table_id.empty()) j["table_id"] = table_id;
+  if (table_since > 0) j["table_since"] = table_since;
   return j;
 }
 
@@ -139,6 +141,14 @@ Result<FullRefreshProgress> FullRefreshProgress::FromJson(const Json& j,
   if (j.contains("cdc_start")) {
     if (!j["cdc_start"].is_number_integer()) return bad("cdc_start is not an integer");
     p.cdc_start = j["cdc_start"].get<int64_t>();
+  }
+  if (j.contains("table_id")) {
+    if (!j["table_id"].is_string()) return bad("table_id is not a string");
+    p.table_id = j["table_id"].get<std::string>();
+  }
+  if (j.contains("table_since")) {
+    if (!j["table_since"].is_number_integer()) return bad("table_since is not an integer");
+    p.table_since = j["table_since"].get<int64_t>();
   }
   return p;
 }
@@ -293,6 +303,8 @@ Result<IncrementalDecision> DecideIncremental(const std::string& stream, const s
 Json CdcProgress::ToJson() const {
   Json j{{"mode", "cdc"}, {"stream", stream}, {"position", position}, {"from", from}};
   if (landed) j["landed"] = true;
+  if (!table_id.empty()) j["table_id"] = table_id;
+  if (table_since > position) j["table_since"] = table_since;
   return j;
 }
 
@@ -314,12 +326,40 @@ Result<int64_t> CdcPosition(const Json& j, const std::string& origin) {
   }
   return int64_t{-1};
 }
+
+// Where a record's rows of its table were read (0: it does not say).
+int64_t TableSinceOf(const Json& j) {
+  if (!j.is_object() || !j.contains("table_since") || !j["table_since"].is_number_integer()) {
+    return 0;
+  }
+  return j["table_since"].get<int64_t>();
+}
+
+// The table a record's changes are of (empty: it does not say).
+Result<std::string> TableIdOf(const Json& j, const std::string& origin) {
+  if (!j.is_object() || !j.contains("table_id")) return std::string();
+  if (!j["table_id"].is_string()) {
+    return Status::Corruption(origin + " has a table_id that is not a string");
+  }
+  return j["table_id"].get<std::string>();
+}
 }  // namespace
 
-Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfilled) {
+Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfilled,
+                              const std::string& table_id) {
   CdcDecision d;
   FERRY_ASSIGN_OR_RETURN(int64_t ps, CdcPosition(state, "the state file's entry"));
   FERRY_ASSIGN_OR_RETURN(int64_t pm, CdcPosition(marker, "the table's marker"));
+  FERRY_ASSIGN_OR_RETURN(std::string ts, TableIdOf(state, "the state file's entry"));
+  FERRY_ASSIGN_OR_RETURN(std::string tm, TableIdOf(marker, "the table's marker"));
+  if (ps < 0 && pm >= 0 && !tm.empty() && !table_id.empty() && tm != table_id) {
+    // The table holds another table's rows and nothing says to go on with them: start over.
+    d.backfill = true;
+    FERRY_ASSIGN_OR_RETURN(d.full, DecideFullRefresh(Json(nullptr), Json(nullptr)));
+    d.explanation = "backfill: the table holds the rows of a source table dropped since (table " +
+                    tm + ", the source's is " + table_id + " now): a new load replaces them";
+    return d;
+  }
   const bool landed = state.is_object() && state.value("landed", false);
   if ((backfilled || landed) && ps >= 0 && marker.is_null()) {
     return Status::Corruption(
@@ -336,6 +376,10 @@ Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfi
   if (ps >= 0 || pm >= 0) {
     d.position = std::max(ps, pm);
     d.state_behind = pm > ps;
+    const Json& proof = pm > ps || ts.empty() ? marker : state;
+    d.table_id = pm > ps || ts.empty() ? tm : ts;
+    if (d.table_id.empty()) d.table_id = ts;
+    d.table_since = TableSinceOf(proof);
     d.explanation = d.state_behind
                         ? "the table already holds changes up to " + std::to_string(pm) +
                               " (the state had " + std::to_string(ps) +
@@ -353,6 +397,8 @@ Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfi
     }
     d.backfill = false;
     d.position = *d.full.progress.cdc_start;
+    d.table_id = d.full.progress.table_id;
+    d.table_since = d.full.progress.table_since;
     d.state_behind = true;
     d.explanation =
         "the backfill was published but the state missed it: state repaired, "

@@ -45,6 +45,12 @@ struct FullRefreshProgress {
   // CDC backfill: the change-log position of the snapshot the load started from; changes after
   // it are applied once the load is published.
   std::optional<int64_t> cdc_start;
+  // The source's id of the table the load reads (StreamInfo::table_id; empty when the source has
+  // none): a load is never resumed on another table, nor a backfill's changes taken from one.
+  std::string table_id;
+  // CDC backfill: where in the change log the load's first snapshot stands
+  // (Source::SnapshotLogPosition); 0 when not known.
+  int64_t table_since = 0;
 
   bool AllCommitted() const { return committed.Count() >= plan.count; }
 
@@ -113,13 +119,21 @@ struct CdcProgress {
   // Something of the stream's was committed into its table (so the table has a marker): a
   // table without one then was dropped or emptied, not merely never written.
   bool landed = false;
+  // The source's id of the table whose changes are in the table (StreamInfo::table_id), empty
+  // when not known (the source has none, or the record is older).
+  std::string table_id;
+  // Where the table's rows of `table_id` were read (its backfill's SnapshotLogPosition); kept in
+  // the record while `position` is below it (SharedStream::table_since).
+  int64_t table_since = 0;
   Json ToJson() const;
 };
 
 struct CdcDecision {
-  bool backfill = false;  // true: a full refresh first (new or resumed), see `full`
-  Decision full;          // the backfill's decision
-  int64_t position = 0;   // !backfill: apply changes after this position
+  bool backfill = false;    // true: a full refresh first (new or resumed), see `full`
+  Decision full;            // the backfill's decision
+  int64_t position = 0;     // !backfill: apply changes after this position
+  std::string table_id;     // !backfill: whose changes the table holds (empty: not known)
+  int64_t table_since = 0;  // !backfill: where those rows were read (0: not known)
   bool state_behind = false;
   std::string explanation;
 };
@@ -128,7 +142,12 @@ struct CdcDecision {
 // marker), not cdc_only (whose first changes may not have landed yet). A backfilled stream whose
 // state has a change position while the table has no marker has lost its table (dropped,
 // emptied, another destination): kCorruption naming the fix, never a silent gap.
-Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfilled);
+// `table_id` is the source's table as discovered now (StreamInfo::table_id): a stream without a
+// state entry whose marker holds the changes of another table (dropped and created again since)
+// starts over (a new backfill, or for cdc_only the changes from now on), so that removing the
+// state entry is how a stream stopped by a recreated table is started again.
+Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfilled,
+                              const std::string& table_id = "");
 
 // A stream's marker within its table's: the whole marker for the stream of a single source
 // (`source_name` empty); its entry of {"sources": {NAME: marker, ...}} when several sources feed

@@ -138,6 +138,59 @@ TEST(DecideCdcTest, ABackfilledTableWithoutMarkerIsLostNotSkipped) {
   EXPECT_TRUE(d->state_behind);
 }
 
+// The table a stream's changes are of travels with its records; a marker of another table (one
+// dropped and created again since) is not gone on from once the state entry is removed.
+TEST(DecideCdcTest, TheTableTheChangesAreOfComesWithTheRecordThatProvesThePosition) {
+  CdcProgress state{"orders", 500, 400, true, "16384", 650};
+  CdcProgress marker{"orders", 700, 500, true, "16390"};
+  auto d = DecideCdc(state.ToJson(), state.ToJson(), true, "16390");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->backfill);
+  EXPECT_EQ(d->table_id, "16384");  // the source stops at the new table, once told so
+  EXPECT_EQ(d->table_since, 650);
+  d = DecideCdc(state.ToJson(), marker.ToJson(), true, "16390");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->position, 700);
+  EXPECT_EQ(d->table_id, "16390");
+  EXPECT_EQ(d->table_since, 0);
+  // Without a state entry, a marker of the table as it is now is gone on from ...
+  d = DecideCdc(nullptr, marker.ToJson(), true, "16390");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->backfill);
+  EXPECT_TRUE(d->state_behind);
+  // ... and one of another table starts the stream over (cdc: a new backfill).
+  d = DecideCdc(nullptr, marker.ToJson(), true, "16401");
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->backfill);
+  EXPECT_EQ(d->full.action, Action::kStartNewRun);
+  EXPECT_NE(d->explanation.find("dropped since"), std::string::npos) << d->explanation;
+  // A record that names no table (an older ferry's) is taken as it is.
+  d = DecideCdc(nullptr, CdcProgress{"orders", 700, 500}.ToJson(), true, "16401");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->backfill);
+  EXPECT_TRUE(d->table_id.empty());
+  // A published backfill hands its table and snapshot position on.
+  FullRefreshProgress fr;
+  fr.run = "r";
+  fr.plan.count = 1;
+  fr.published = true;
+  fr.cdc_start = 300;
+  fr.table_id = "16384";
+  fr.table_since = 340;
+  auto back = FullRefreshProgress::FromJson(fr.ToJson(), "test");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->table_id, "16384");
+  EXPECT_EQ(back->table_since, 340);
+  d = DecideCdc(fr.ToJson(), fr.ToJson(), true, "16384");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->position, 300);
+  EXPECT_EQ((std::pair{d->table_id, d->table_since}),
+            (std::pair{std::string("16384"), int64_t{340}}));
+  // Once the position is past the snapshot, the record no longer carries it.
+  EXPECT_TRUE(CdcProgress({"orders", 300, 200, true, "1", 340}).ToJson().contains("table_since"));
+  EXPECT_FALSE(CdcProgress({"orders", 340, 300, true, "1", 340}).ToJson().contains("table_since"));
+}
+
 TEST(DecideFullRefreshTest, CorruptRecordsAreErrorsNotGuesses) {
   auto d = DecideFullRefresh(Json{{"mode", "full_refresh"}, {"run", 5}}, nullptr);
   ASSERT_FALSE(d.ok());

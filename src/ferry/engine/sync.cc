@@ -279,15 +279,18 @@ class SharedLogSourceNode : public graph::Node {
   Status Run() override {
     std::vector<source::Source::SharedStream> streams;
     for (StreamTask* t : tasks_) {
-      streams.push_back({&t->info, t->out->schema(), t->changes.from});
+      streams.push_back({&t->info, t->out->schema(), t->changes.from, t->changes.table_id,
+                         t->changes.table_since});
     }
     auto emit = [&](size_t i, Batch& b, bool deletes) {
       return Forward(tasks_[i], b, deletes, opts_);
     };
-    auto checkpoint = [&](int64_t position) {
-      for (StreamTask* t : tasks_) {
-        graph::Barrier barrier{graph::CheckpointId(position), t->info.name,
-                               Json{{"position", position}}};
+    auto checkpoint = [&](int64_t position, const std::vector<std::string>& table_ids) {
+      for (size_t i = 0; i < tasks_.size(); ++i) {
+        StreamTask* t = tasks_[i];
+        Json at{{"position", position}};
+        if (i < table_ids.size() && !table_ids[i].empty()) at["table_id"] = table_ids[i];
+        graph::Barrier barrier{graph::CheckpointId(position), t->info.name, std::move(at)};
         if (!t->edge->Send(graph::Message::MakeBarrier(std::move(barrier)))) return false;
       }
       return true;
@@ -595,6 +598,8 @@ class SinkNode : public graph::Node {
       if (at[i].empty()) continue;
       CdcProgress& c = part(i).changes;
       c.position = std::max(at[i].back()["position"].get<int64_t>(), c.from);
+      // The table whose changes these are (a shared log tells it with each checkpoint).
+      c.table_id = at[i].back().value("table_id", c.table_id);
       moved = moved || c.position > c.from;
       in.push_back(i);
     }
@@ -769,14 +774,18 @@ Status PlanWindow(StreamTask* t, const Json& state, Recorder* recorder) {
 Status PlanChanges(StreamTask* t, CdcDecision cd, const Json& state, Recorder* recorder) {
   source::Source* src = t->source->src.get();
   t->changes.stream = t->info.name;
+  // A record of an older ferry names no table: its changes are taken to be the table's now.
+  t->changes.table_id = cd.backfill || cd.table_id.empty() ? t->info.table_id : cd.table_id;
+  t->changes.table_since = cd.backfill ? 0 : cd.table_since;
   if (cd.backfill) {
     // cdc_only: no backfill; changes from now on.
     FERRY_ASSIGN_OR_RETURN(cd.position, src->ChangeLogEnd(t->info));
     cd.explanation = "cdc_only: applying changes after position " + std::to_string(cd.position);
-    CdcProgress start{t->info.name, cd.position, cd.position};
+    CdcProgress start{t->info.name, cd.position, cd.position, false, t->changes.table_id};
     FERRY_RETURN_IF_ERROR(recorder->Record(t->state_ns, t->info.name, start.ToJson()));
   } else if (cd.state_behind) {
-    CdcProgress repaired{t->info.name, cd.position, cd.position, /*landed=*/true};
+    CdcProgress repaired{t->info.name, cd.position, cd.position, /*landed=*/true,
+                         t->changes.table_id};
     FERRY_RETURN_IF_ERROR(recorder->Record(t->state_ns, t->info.name, repaired.ToJson()));
   }
   t->changes.landed = t->marker.is_object() || (state.is_object() && state.value("landed", false));
@@ -818,6 +827,7 @@ Result<bool> ApplyLoad(StreamTask* t, const Decision& d, const std::string& new_
     FullRefreshProgress p;
     p.stream = t->info.name;
     p.run = new_run;
+    p.table_id = t->info.table_id;
     const Clock::time_point planning = Clock::now();
     FERRY_RETURN_IF_ERROR(graph::RunCatching("planning the chunks of " + t->label, [&]() -> Status {
       FERRY_ASSIGN_OR_RETURN(p.plan, src->PlanChunks(t->info, t->settings.chunk_rows));
@@ -832,6 +842,7 @@ Result<bool> ApplyLoad(StreamTask* t, const Decision& d, const std::string& new_
       // Changes after this point are applied once the load is published.
       FERRY_ASSIGN_OR_RETURN(int64_t start, src->ChangeLogEnd(t->info));
       p.cdc_start = start;
+      p.table_since = src->SnapshotLogPosition();
     }
     FERRY_RETURN_IF_ERROR(recorder->Record(t->state_ns, t->info.name, p.ToJson()));
     t->progress = std::move(p);
@@ -862,7 +873,8 @@ Status PlanTable(TableTask* table, Recorder* recorder, const std::string& state_
   for (StreamTask* t : table->parts) {
     PartPlan pp{t, recorder->Get(t->state_ns, t->info.name), std::nullopt, std::nullopt};
     if (t->cdc()) {
-      auto decided = DecideCdc(pp.state, t->marker, t->settings.mode == config::SyncMode::kCdc);
+      auto decided = DecideCdc(pp.state, t->marker, t->settings.mode == config::SyncMode::kCdc,
+                               t->info.table_id);
       if (!decided.ok()) {
         return decided.status().WithContext("stream " + t->label + " (table " + table->table + ")");
       }
@@ -881,6 +893,10 @@ Status PlanTable(TableTask* table, Recorder* recorder, const std::string& state_
     if (pp.load && pp.load->action == Action::kResume) {
       FERRY_ASSIGN_OR_RETURN(std::string stale,
                              t->source->src->StalePlan(t->info, pp.load->progress.plan));
+      const std::string& was = pp.load->progress.table_id;
+      if (stale.empty() && !was.empty() && was != t->info.table_id) {
+        stale = "the table was dropped and created again since it was planned";
+      }
       if (!stale.empty()) {
         FERRY_LOG(kWarn) << t->label << ": the unfinished load cannot resume (" << stale
                          << "); a new load starts, and replaces the table when published";
@@ -1073,7 +1089,7 @@ Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport
       FERRY_ASSIGN_OR_RETURN(Json marker, (*dst)->ReadMarker(info.name));
       r.marker = PartOfMarker(marker, s->cfg->name);
       if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
-        auto d = DecideCdc(r.state, r.marker, sc.mode == config::SyncMode::kCdc);
+        auto d = DecideCdc(r.state, r.marker, sc.mode == config::SyncMode::kCdc, info.table_id);
         if (!d.ok()) {
           r.restart = "stops: " + d.status().message();
           out->push_back(std::move(r));

@@ -539,17 +539,22 @@ class Verifier {
     }
   }
 
-  // For sources with a change log per stream: whether changes are waiting to be applied.
+  // Whether the stream's change log explains the differences: changes are waiting to be applied
+  // (replication lag), or none is (a divergence: no sync will mend it), or it cannot be told.
   std::string CdcLag(const VerifiedPart& p) {
-    if (p.src->SharedChangeLog()) return "";
     auto table_marker = dst_->ReadMarker(p.info.name);
     if (!table_marker.ok()) return "";
     const Json marker = PartOfMarker(*table_marker, p.cfg->name);
-    if (!marker.is_object() || marker.value("mode", "") != "cdc" ||
-        !marker["position"].is_number_integer()) {
-      return "";
+    int64_t applied = -1;
+    if (marker.is_object() && marker.value("mode", "") == "cdc" &&
+        marker["position"].is_number_integer()) {
+      applied = marker["position"].get<int64_t>();
+    } else if (marker.is_object() && marker.value("mode", "") == "full_refresh" &&
+               marker.value("published", false) && marker["cdc_start"].is_number_integer()) {
+      applied = marker["cdc_start"].get<int64_t>();  // a backfill, its changes not applied yet
     }
-    const int64_t applied = marker["position"].get<int64_t>();
+    if (applied < 0) return "";
+    if (p.src->SharedChangeLog()) return SharedLogLag(p, marker, applied);
     auto end = p.src->ChangeLogEnd(p.info);
     if (!end.ok()) return "";
     if (*end > applied) {
@@ -558,8 +563,51 @@ class Verifier {
              "; the differences include changes not yet synced: run ferry sync --once and verify "
              "again";
     }
-    return "cdc: every change in the source's change log (up to position " + std::to_string(*end) +
-           ") is in the table, so these differences are not replication lag";
+    return "cdc: divergence — every change in the source's change log (up to position " +
+           std::to_string(*end) +
+           ") is in the table, so these differences are not replication lag: no sync will mend "
+           "them";
+  }
+
+  // A change log shared by every table (PostgreSQL): the log is looked into for changes of this
+  // table after the position the table holds (the log moves on for other tables too).
+  std::string SharedLogLag(const VerifiedPart& p, const Json& marker, int64_t applied) {
+    const std::string held = marker.value("table_id", "");
+    if (!held.empty() && !p.info.table_id.empty() && held != p.info.table_id) {
+      return "cdc: divergence — the source's table was dropped and created again after position " +
+             std::to_string(applied) +
+             ", the position the table holds (the table holds the rows of source table " + held +
+             "; the source's is " + p.info.table_id +
+             " now): no sync applies the new table's rows to it. ferry sync stops at it and says "
+             "how to start the stream over";
+    }
+    auto pending = p.src->SharedLogPending(p.info, applied);
+    if (!pending.ok()) return "";
+    const std::string where = "position " + std::to_string(applied) +
+                              ", the position the table holds (the log reaches " +
+                              std::to_string(pending->log_end) + ")";
+    switch (pending->kind) {
+      case source::Source::PendingChanges::Kind::kSome:
+        return "cdc: replication lag — the source's change log holds changes of this table after " +
+               where + ": the differences include changes not yet synced (" + pending->detail +
+               "); run ferry sync --once and verify again";
+      case source::Source::PendingChanges::Kind::kNone:
+        return "cdc: divergence — the source's change log holds no change of this table after " +
+               where + " (" + pending->detail +
+               "), so no pending change explains these differences and no sync will mend them: "
+               "the table was changed behind the pipeline's back, or the source changed in a way "
+               "its log does not carry (a TRUNCATE ignored by source.truncate: ignore). A new "
+               "backfill loads the table again: drop it in the destination and remove the "
+               "stream's entry from the state file, then sync";
+      case source::Source::PendingChanges::Kind::kUnknown:
+        break;
+    }
+    return "cdc: the source's change log has moved on past " + where +
+           "; whether it holds "
+           "changes of this table is not known (" +
+           pending->detail +
+           "): the differences may be changes not yet synced; run ferry sync --once and verify "
+           "again";
   }
 
   const VerifyOptions& options_;

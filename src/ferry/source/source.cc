@@ -120,10 +120,16 @@ Status Source::AcknowledgeChanges(const StreamInfo& stream, int64_t) { return No
 Status Source::CheckChangeCapture(const StreamInfo&) { return Status::OK(); }
 Result<Source::SharedRead> Source::ReadSharedChanges(
     const std::vector<SharedStream>&, const SharedReadOptions&,
-    const std::function<bool(size_t, Batch&, bool)>&, const std::function<bool(int64_t)>&) {
+    const std::function<bool(size_t, Batch&, bool)>&,
+    const std::function<bool(int64_t, const std::vector<std::string>&)>&) {
   return Status::Internal("ReadSharedChanges on a source without a shared change log");
 }
 void Source::ConfirmSharedLog(int64_t) {}
+Result<Source::PendingChanges> Source::SharedLogPending(const StreamInfo&, int64_t) {
+  PendingChanges p;
+  p.detail = "the source cannot look into its change log";
+  return p;
+}
 
 Status Source::AcknowledgeSharedLog(int64_t) {
   return Status::Internal("AcknowledgeSharedLog on a source without a shared change log");

@@ -50,6 +50,10 @@ struct StreamInfo {
   // PostgreSQL: the table's REPLICA IDENTITY ("default", "index", "full", "nothing"); empty for
   // sources without one. CDC needs it to know what a change carries of the old row.
   std::string replica_identity;
+  // The source's identity of the table as it is now (PostgreSQL: its relation OID, in decimal): a
+  // table dropped and created again under the same name has another. Recorded with a stream's
+  // progress, so that rows of one table are never taken for another's. Empty: the source has none.
+  std::string table_id;
   std::string error;  // why it cannot be synced, if it cannot
 
   // Schema with ids 1..n in column order; key columns become identifier fields when all are
@@ -170,6 +174,13 @@ class Source {
     const StreamInfo* info = nullptr;
     std::shared_ptr<const Schema> schema;  // batches are built on it
     int64_t position = 0;                  // the stream's changes up to here are in its table
+    // The table whose changes are in it (a StreamInfo::table_id of when they were read); empty:
+    // not known, taken to be info->table_id.
+    std::string table_id;
+    // Where the table's rows were read from the table `table_id` (a backfill's snapshot, as
+    // SnapshotLogPosition gave it): changes committed before it of another table of the same
+    // name are of an older one, not a replacement. 0: nothing is known of older tables.
+    int64_t table_since = 0;
   };
   struct SharedRead {
     // Every change up to this position was emitted (0: no checkpoint was reached).
@@ -195,13 +206,19 @@ class Source {
   };
   // Reads the log from the lowest stream position. Each stream receives the last change of every
   // key since the previous checkpoint (`emit(stream index, batch, deletes)`: upserts as full
-  // rows, deletes with the key columns set), then `checkpoint(position)` at a transaction
-  // boundary: every change up to `position` has been emitted. A stream's changes at or below its
-  // own position are skipped. Callbacks return false to stop.
+  // rows, deletes with the key columns set), then `checkpoint(position, table_ids)` at a
+  // transaction boundary: every change up to `position` has been emitted, and table_ids[i] is the
+  // table whose changes stream i holds up to there (as SharedStream::table_id). A stream's changes
+  // at or below its own position are skipped. Callbacks return false to stop.
+  //
+  // A stream's table that is not the table its changes came from (dropped and created again
+  // under its name) stops the read once the old table's changes are emitted and checkpointed, with
+  // an error naming the fix, unless the source is told to go on (PostgreSQL: truncate: ignore).
   virtual Result<SharedRead> ReadSharedChanges(
       const std::vector<SharedStream>& streams, const SharedReadOptions& options,
       const std::function<bool(size_t stream, Batch&, bool deletes)>& emit,
-      const std::function<bool(int64_t position)>& checkpoint);
+      const std::function<bool(int64_t position, const std::vector<std::string>& table_ids)>&
+          checkpoint);
   // Every stream's changes up to `position` are in its table and in the state file: the log may
   // forget them (PostgreSQL: the slot's confirmed position advances).
   virtual Status AcknowledgeSharedLog(int64_t position);
@@ -210,6 +227,21 @@ class Source {
   // restart positions move on during a long read, so the server keeps less WAL and a later read
   // decodes less of it again). By default nothing is done until AcknowledgeSharedLog.
   virtual void ConfirmSharedLog(int64_t position);
+  // For verify: whether the shared log holds changes of `stream`'s table committed after
+  // `position` (what its destination table holds), which a sync would still apply. Read without
+  // consuming anything; it may take a while when much of the log is unread. kNone only when
+  // certain: nothing of the table's after `position` (or nothing at all) is in the log.
+  struct PendingChanges {
+    enum class Kind { kNone, kSome, kUnknown };
+    Kind kind = Kind::kUnknown;
+    int64_t log_end = 0;  // how far the log reaches, as looked at
+    std::string detail;   // what was looked at, or why it is not known
+  };
+  virtual Result<PendingChanges> SharedLogPending(const StreamInfo& stream, int64_t position);
+
+  // CDC on a shared log: where in the log the snapshot of BeginSnapshot stands (every
+  // transaction it sees committed before it); 0 when not known.
+  virtual int64_t SnapshotLogPosition() const { return 0; }
 
   // The guarantee this source can give for a full refresh, for `check`.
   virtual std::string Describe() const = 0;

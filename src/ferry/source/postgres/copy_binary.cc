@@ -369,6 +369,68 @@ Status DecodePgArray(PgWire element, std::string_view v, Column* col) {
 
 }  // namespace
 
+bool PgWireWidens(PgWire from, PgWire to) {
+  if (from == to) return true;
+  switch (to) {
+    case PgWire::kInt4:
+      return from == PgWire::kInt2;
+    case PgWire::kInt8:
+      return from == PgWire::kInt2 || from == PgWire::kInt4 || from == PgWire::kOid;
+    case PgWire::kFloat8:
+      return from == PgWire::kFloat4;
+    default:
+      return false;
+  }
+}
+
+Status WidenPgValue(PgWire from, PgWire to, std::string* value) {
+  if (from == to) return Status::OK();
+  if (!PgWireWidens(from, to)) {
+    return Status::InvalidArgument("a value of one type cannot be rewritten as another");
+  }
+  const std::string_view v = *value;
+  auto need = [&](size_t n) {
+    return v.size() == n ? Status::OK()
+                         : Status::Corruption("a value of " + std::to_string(v.size()) +
+                                              " bytes where " + std::to_string(n) + " belong");
+  };
+  int64_t i = 0;
+  switch (from) {
+    case PgWire::kInt2:
+      FERRY_RETURN_IF_ERROR(need(2));
+      i = static_cast<int16_t>(Be16(v.data()));
+      break;
+    case PgWire::kInt4:
+      FERRY_RETURN_IF_ERROR(need(4));
+      i = static_cast<int32_t>(Be32(v.data()));
+      break;
+    case PgWire::kOid:
+      FERRY_RETURN_IF_ERROR(need(4));
+      i = static_cast<int64_t>(Be32(v.data()));
+      break;
+    case PgWire::kFloat4: {
+      FERRY_RETURN_IF_ERROR(need(4));
+      uint32_t bits = Be32(v.data());
+      float f;
+      std::memcpy(&f, &bits, 4);
+      const double d = f;  // exact, NaN and infinities included
+      uint64_t out;
+      std::memcpy(&out, &d, 8);
+      value->clear();
+      for (int shift = 56; shift >= 0; shift -= 8)
+        value->push_back(static_cast<char>(out >> shift));
+      return Status::OK();
+    }
+    default:
+      return Status::Internal("no widening from this form");
+  }
+  const size_t bytes = to == PgWire::kInt4 ? 4 : 8;
+  const auto u = static_cast<uint64_t>(i);
+  value->clear();
+  for (size_t k = bytes; k-- > 0;) value->push_back(static_cast<char>(u >> (8 * k)));
+  return Status::OK();
+}
+
 Status DecodePgValue(PgWire wire, std::string_view v, Column* col) {
   if (IsPgArray(wire)) return DecodePgArray(PgElementOf(wire), v, col);
   auto corrupt = [](const std::string& what) { return Status::Corruption(what); };

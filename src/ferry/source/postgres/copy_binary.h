@@ -105,6 +105,15 @@ class CopyBinaryDecoder {
 // error nothing is appended. An array wire (IsPgArray) appends one list row to a list column.
 Status DecodePgValue(PgWire wire, std::string_view value, Column* col);
 
+// A log older than an ALTER COLUMN ... TYPE carries the column's values in the send format of
+// its old type. Whether a value sent as `from` can be rewritten exactly in the send format of `to`:
+// the same form, or a wider integer or float (int2 -> int4 -> int8, oid -> int8, float4 ->
+// float8). Arrays only as they are.
+bool PgWireWidens(PgWire from, PgWire to);
+// Rewrites `value`, sent as `from`, in the send format of `to`. kInvalidArgument unless
+// PgWireWidens(from, to); kCorruption for a value whose size is not its form's.
+Status WidenPgValue(PgWire from, PgWire to, std::string* value);
+
 // Numeric send format -> unscaled integer at `scale` with at most `precision` digits. NaN and
 // ±Infinity, digits beyond the scale and too many digits are refused (kInvalidArgument).
 Result<int128_t> NumericToDecimal(std::string_view value, int precision, int scale);

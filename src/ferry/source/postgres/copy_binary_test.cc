@@ -318,5 +318,41 @@ TEST(CopyBinaryTest, ArraysRefuseMoreDimensionsAndBadElementsNamingTheColumn) {
   EXPECT_EQ(col.list_child().size(), 2u);
 }
 
+// Values from a log older than an ALTER COLUMN ... TYPE: widened exactly into the new type's
+// form, so that they decode as the column's values do now; nothing else is rewritten.
+TEST(WidenTest, OlderIntegersAndFloatsTakeTheWiderForm) {
+  std::string v = Be32(uint32_t(-7));
+  ASSERT_TRUE(WidenPgValue(PgWire::kInt4, PgWire::kInt8, &v).ok());
+  EXPECT_EQ(v, Be64(uint64_t(-7)));
+  v = Be16(uint16_t(-32768));
+  ASSERT_TRUE(WidenPgValue(PgWire::kInt2, PgWire::kInt4, &v).ok());
+  EXPECT_EQ(v, Be32(uint32_t(-32768)));
+  v = Be32(0xFFFFFFFFu);  // oid 4294967295: no sign
+  ASSERT_TRUE(WidenPgValue(PgWire::kOid, PgWire::kInt8, &v).ok());
+  EXPECT_EQ(v, Be64(0xFFFFFFFFull));
+  for (float f : {1.1f, -0.0f, std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::denorm_min()}) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    v = Be32(bits);
+    ASSERT_TRUE(WidenPgValue(PgWire::kFloat4, PgWire::kFloat8, &v).ok());
+    Column col(DataType::Float64());
+    ASSERT_TRUE(DecodePgValue(PgWire::kFloat8, v, &col).ok());
+    EXPECT_EQ(std::signbit(col.values<double>()[0]), std::signbit(f));
+    EXPECT_EQ(col.values<double>()[0], static_cast<double>(f));
+  }
+  v = "same";
+  ASSERT_TRUE(WidenPgValue(PgWire::kText, PgWire::kText, &v).ok());
+  EXPECT_EQ(v, "same");
+  EXPECT_FALSE(PgWireWidens(PgWire::kInt8, PgWire::kInt4));  // narrowing
+  EXPECT_FALSE(PgWireWidens(PgWire::kInt4, PgWire::kText));
+  EXPECT_FALSE(PgWireWidens(PgWire::kText, PgWire::kJsonb));  // json's text is not jsonb's
+  EXPECT_FALSE(PgWireWidens(PgArrayOf(PgWire::kInt4), PgArrayOf(PgWire::kInt8)));
+  v = Be64(1);
+  EXPECT_EQ(WidenPgValue(PgWire::kInt8, PgWire::kInt4, &v).code(), StatusCode::kInvalidArgument);
+  v = Be16(1);
+  EXPECT_EQ(WidenPgValue(PgWire::kInt4, PgWire::kInt8, &v).code(), StatusCode::kCorruption);
+}
+
 }  // namespace
 }  // namespace ferry::source::pg

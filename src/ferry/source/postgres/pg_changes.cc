@@ -16,6 +16,7 @@ Status ChangeSet::Apply(const PgOutputMessage& m, ChangeEvent* event, std::strin
     case 'B':
       if (in_txn_ || in_stream_) return Status::Corruption("a Begin message inside a transaction");
       in_txn_ = true;
+      txn_lsn_ = m.lsn;
       for (size_t t = 0; t < tables_.size(); ++t) {
         if (!txn_[t].empty()) txn_[t].clear();
         // The commit record starts at m.lsn: a position past it means the table has this
@@ -66,11 +67,21 @@ Status ChangeSet::Apply(const PgOutputMessage& m, ChangeEvent* event, std::strin
       return OnRelation(m, event, detail);
     case 'I':
     case 'U':
-    case 'D':
+    case 'D': {
       if (!in_txn_ && !in_stream_) return Status::Corruption("a row change outside a transaction");
+      bool skip = false;
+      if (Foreign(m.relid, &skip, event, detail) || skip) return Status::OK();
+      FERRY_RETURN_IF_ERROR(Checked(m.relid, event, detail));
+      if (*event != ChangeEvent::kNone) return Status::OK();
       return OnRow(m);
+    }
     case 'T':
       for (uint32_t relid : m.truncated) {
+        bool skip = false;
+        if (Foreign(relid, &skip, event, detail)) return Status::OK();
+        if (skip) continue;
+        FERRY_RETURN_IF_ERROR(Checked(relid, event, detail));
+        if (*event != ChangeEvent::kNone) return Status::OK();
         if (in_stream_) {
           // Known to count only at the transaction's commit (it may yet abort).
           auto it = relations_.find(relid);
@@ -89,6 +100,33 @@ Status ChangeSet::Apply(const PgOutputMessage& m, ChangeEvent* event, std::strin
       return Status::OK();  // types, origins, logical messages
   }
 }
+
+bool ChangeSet::Foreign(uint32_t relid, bool* skip, ChangeEvent* event, std::string* detail) {
+  *skip = false;
+  auto it = relations_.find(relid);
+  if (it == relations_.end()) return false;
+  const size_t t = it->second.table;
+  if (tables_[t].relid == 0 || tables_[t].relid == relid) return false;
+  if (skipped_relids_.count(relid) > 0 ||
+      (!in_stream_ && (skip_[t] || txn_lsn_ < tables_[t].since))) {
+    *skip = true;  // not the table's, already in it, or of an older table of the name
+    return false;
+  }
+  *event = ChangeEvent::kRecreated;
+  recreated_ = Recreated{t, relid};
+  *detail = tables_[t].nspname + "." + tables_[t].relname;
+  return true;
+}
+
+Status ChangeSet::Checked(uint32_t relid, ChangeEvent* event, std::string* detail) {
+  auto it = relations_.find(relid);
+  if (it == relations_.end() || it->second.checked) return Status::OK();
+  return CheckRelation(&it->second, event, detail);
+}
+
+void ChangeSet::SkipRelation(uint32_t relid) { skipped_relids_.insert(relid); }
+
+void ChangeSet::AdoptRelation(size_t table, uint32_t relid) { tables_[table].relid = relid; }
 
 void ChangeSet::DropTransaction() {
   for (auto& c : txn_) c.clear();
@@ -159,6 +197,11 @@ void ChangeSet::AllowDroppedColumns(uint32_t relid, const std::vector<std::strin
   d.insert(d.end(), names.begin(), names.end());
 }
 
+void ChangeSet::DecodeOlderType(uint32_t relid, const std::string& column, uint32_t type_oid,
+                                PgWire wire) {
+  older_types_[relid].push_back(OlderType{column, type_oid, wire});
+}
+
 Status ChangeSet::OnRelation(const PgOutputMessage& m, ChangeEvent* event, std::string* detail) {
   relations_.erase(m.relid);
   size_t t = 0;
@@ -166,36 +209,58 @@ Status ChangeSet::OnRelation(const PgOutputMessage& m, ChangeEvent* event, std::
     if (tables_[t].nspname == m.nspname && tables_[t].relname == m.relname) break;
   }
   if (t == tables_.size()) return Status::OK();  // a table this sync does not follow
-  const ChangeTable& table = tables_[t];
-  const auto& dropped = dropped_[m.relid];
   Relation rel;
   rel.table = t;
+  rel.relid = m.relid;
+  rel.columns = m.columns;
+  Relation& stored = relations_.emplace(m.relid, std::move(rel)).first->second;
+  // Another relation than the table's: its columns are compared once it is adopted (Foreign).
+  if (tables_[t].relid != 0 && tables_[t].relid != m.relid) return Status::OK();
+  return CheckRelation(&stored, event, detail);
+}
+
+Status ChangeSet::CheckRelation(Relation* rel, ChangeEvent* event, std::string* detail) {
+  const ChangeTable& table = tables_[rel->table];
+  const auto& dropped = dropped_[rel->relid];
+  const auto& older = older_types_[rel->relid];
   SchemaChange change;
-  change.relid = m.relid;
-  for (const RelationColumn& c : m.columns) {
+  change.relid = rel->relid;
+  change.table = rel->table;
+  rel->to_column.clear();
+  rel->older_wire.clear();
+  for (const RelationColumn& c : rel->columns) {
     int found = -1;
     for (size_t i = 0; i < table.columns.size(); ++i) {
       if (table.columns[i] == c.name) found = static_cast<int>(i);
     }
+    std::optional<PgWire> older_wire;
     if (found < 0) {
       if (std::find(dropped.begin(), dropped.end(), c.name) == dropped.end()) {
         change.unknown_columns.push_back(c.name);
       }
     } else if (table.type_oids[static_cast<size_t>(found)] != c.type_oid) {
-      change.retyped.emplace_back(c.name, c.type_oid);
+      auto it = std::find_if(older.begin(), older.end(), [&](const OlderType& o) {
+        return o.column == c.name && o.type_oid == c.type_oid;
+      });
+      if (it == older.end()) {
+        change.retyped.push_back(Retyped{c.name, c.type_oid, c.typmod});
+      } else {
+        older_wire = it->wire;
+      }
     }
-    rel.to_column.push_back(found);
+    rel->to_column.push_back(found);
+    rel->older_wire.push_back(older_wire);
   }
   if (!change.unknown_columns.empty() || !change.retyped.empty()) {
     *event = ChangeEvent::kSchemaChanged;
     *detail = "table " + table.nspname + "." + table.relname + ": " +
               (change.unknown_columns.empty()
-                   ? "the type of column " + change.retyped[0].first + " changed"
+                   ? "the type of column " + change.retyped[0].column + " changed"
                    : "column " + change.unknown_columns[0] + " was added");
     schema_change_ = std::move(change);
     return Status::OK();
   }
-  relations_[m.relid] = std::move(rel);
+  rel->checked = true;
   return Status::OK();
 }
 
@@ -211,9 +276,20 @@ Result<std::vector<ChangeSet::Value>> ChangeSet::ToColumns(const Relation& rel,
   std::vector<Value> out(table.columns.size());
   for (size_t i = 0; i < tuple.size(); ++i) {
     if (rel.to_column[i] < 0) continue;  // a column dropped since
-    Value& v = out[static_cast<size_t>(rel.to_column[i])];
+    const auto c = static_cast<size_t>(rel.to_column[i]);
+    Value& v = out[c];
     v.kind = tuple[i].kind;
     v.bytes.assign(tuple[i].bytes.data(), tuple[i].bytes.size());
+    if (rel.older_wire[i] && v.kind == 'b') {
+      // A value of the column's older type: in the form of its type now, so that keys compare
+      // and the batch decodes as they do for newer values.
+      Status s = WidenPgValue(*rel.older_wire[i], table.wires[c], &v.bytes);
+      if (!s.ok()) {
+        return Status(s.code(), "table " + table.nspname + "." + table.relname + ", column " +
+                                    table.columns[c] + " (" + what +
+                                    ", of its older type): " + s.message());
+      }
+    }
   }
   return out;
 }

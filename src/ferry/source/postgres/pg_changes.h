@@ -14,6 +14,11 @@
 // streamed transaction that aborts leaves nothing. A TRUNCATE inside one is reported at its
 // commit, when it is known to count.
 //
+// A table is one relation (its OID, ChangeTable::relid): a relation message naming a followed
+// table with another OID is a table dropped and created again under the name (or an older one
+// that had the name): its first change that counts is reported (kRecreated) for the caller to
+// decide, and the caller skips that relation, adopts it, or stops before the transaction.
+//
 // Unchanged TOASTed values ('u': PostgreSQL does not send a large value an UPDATE left alone) are
 // filled from the old row image (REPLICA IDENTITY FULL) or from an earlier change of the same key
 // since the last checkpoint; what remains is listed by Unresolved() and must be filled with
@@ -28,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -50,6 +56,12 @@ struct ChangeTable {
   std::vector<size_t> key;               // key columns, in key order
   std::shared_ptr<const Schema> schema;  // batches are built on it (column order as `columns`)
   Lsn position = 0;                      // changes committed before it are skipped
+  // The relation whose changes the destination holds; a relation of the same name with another
+  // OID is another table (kRecreated). 0: any relation of the name.
+  uint32_t relid = 0;
+  // Where the destination's rows of `relid` were read: a transaction committed before it that
+  // changes another relation of the name is of an older table, and skipped.
+  Lsn since = 0;
 };
 
 // What the stream did that ferry cannot follow without stopping first.
@@ -59,6 +71,10 @@ enum class ChangeEvent {
                    // see schema_change(); rediscover (stop before this transaction) unless
                    // the columns were dropped since (AllowDroppedColumns, then Apply again)
   kTruncated,      // a TRUNCATE of a followed table
+  kRecreated,      // a change (or TRUNCATE) of a relation named as a followed table but another
+                   // relation than the table's (ChangeTable::relid): see recreated(). The caller
+                   // skips the relation (SkipRelation), adopts it (AdoptRelation) and applies the
+                   // message again, or stops before this transaction
 };
 
 class ChangeSet {
@@ -82,15 +98,38 @@ class ChangeSet {
   // What the last kSchemaChanged was about. Columns the discovered table has and a relation
   // message lacks are not a change: the log is older than the catalog (a column added later),
   // and those values are NULL.
+  struct Retyped {
+    std::string column;
+    uint32_t type_oid = 0;  // the relation's (the discovered table's is in ChangeTable)
+    int32_t typmod = -1;
+  };
   struct SchemaChange {
     uint32_t relid = 0;
+    size_t table = 0;                          // an index into tables()
     std::vector<std::string> unknown_columns;  // in the relation, not in the discovered table
-    std::vector<std::pair<std::string, uint32_t>> retyped;  // column, the relation's type oid
+    std::vector<Retyped> retyped;              // in both, of another type in the relation
   };
   const SchemaChange& schema_change() const { return schema_change_; }
+  // What the last kRecreated was about: the followed table (an index into tables()) and the
+  // relation the change is of.
+  struct Recreated {
+    size_t table = 0;
+    uint32_t relid = 0;
+  };
+  const Recreated& recreated() const { return recreated_; }
+  // The relation `relid` is not the followed table of its name (an older table that had the
+  // name): its changes are ignored.
+  void SkipRelation(uint32_t relid);
+  // The followed table `table` is the relation `relid` from here on: its changes are applied.
+  void AdoptRelation(size_t table, uint32_t relid);
   // The relation's columns `names` no longer exist on the source (dropped after this point of the
   // log): their values are ignored.
   void AllowDroppedColumns(uint32_t relid, const std::vector<std::string>& names);
+  // The relation's column `column` is of type `type_oid` at this point of the log, older than the
+  // discovered table's type (an ALTER COLUMN ... TYPE came later): its values arrive as `wire`
+  // and are widened to the column's discovered wire form as they come (WidenPgValue; the caller
+  // checks PgWireWidens). A relation message of that type is then no schema change.
+  void DecodeOlderType(uint32_t relid, const std::string& column, uint32_t type_oid, PgWire wire);
   // The end of the last commit applied (0 before any).
   Lsn last_commit_end() const { return last_commit_end_; }
   // Forgets the open transaction's changes, and those of every streamed transaction not yet
@@ -143,10 +182,27 @@ class ChangeSet {
   struct Relation {
     size_t table = 0;
     std::vector<int> to_column;  // relation column -> stream column, -1: ignored
+    // Per relation column: the older wire form its values arrive in (DecodeOlderType), if any.
+    std::vector<std::optional<PgWire>> older_wire;
+    uint32_t relid = 0;
+    std::vector<RelationColumn> columns;  // as the relation message gave them
+    bool checked = false;                 // compared with the table's columns (CheckRelation)
+  };
+  struct OlderType {
+    std::string column;
+    uint32_t type_oid = 0;
+    PgWire wire = PgWire::kText;
   };
 
   Status OnRelation(const PgOutputMessage& m, ChangeEvent* event, std::string* detail);
+  // Maps the relation's columns onto the table's; kSchemaChanged when they differ (see
+  // ChangeEvent). Checked: the same, for a relation not compared yet (adopted since).
+  Status CheckRelation(Relation* rel, ChangeEvent* event, std::string* detail);
+  Status Checked(uint32_t relid, ChangeEvent* event, std::string* detail);
   Status OnRow(const PgOutputMessage& m);
+  // A change of `relid` that counts, when the relation is not its table's: reports kRecreated.
+  // True when the change must wait for the caller's decision; false to go on (`*skip`: ignore it).
+  bool Foreign(uint32_t relid, bool* skip, ChangeEvent* event, std::string* detail);
   Status OnStreamCommit(const PgOutputMessage& m, ChangeEvent* event, std::string* detail);
   // Moves one transaction's changes of table t into the held ones.
   void Hold(size_t t, Changes& txn);
@@ -167,6 +223,7 @@ class ChangeSet {
   std::vector<Changes> txn_;                // per table: the open transaction
   std::vector<bool> skip_;                  // per table: the open transaction is already there
   bool in_txn_ = false;
+  Lsn txn_lsn_ = 0;  // the open transaction's commit position (its Begin's final LSN)
   std::unordered_map<uint32_t, StreamedTxn> streamed_;  // by top-level xid
   bool in_stream_ = false;
   uint32_t stream_xid_ = 0;  // the transaction of the open stream block
@@ -176,8 +233,11 @@ class ChangeSet {
   size_t pending_changes_ = 0;
   size_t pending_bytes_ = 0;
   SchemaChange schema_change_;
-  bool maybe_unresolved_ = false;  // a held change may still lack an unchanged TOAST value
-  std::map<uint32_t, std::vector<std::string>> dropped_;  // by relation oid
+  Recreated recreated_;
+  std::set<uint32_t> skipped_relids_;  // SkipRelation
+  bool maybe_unresolved_ = false;      // a held change may still lack an unchanged TOAST value
+  std::map<uint32_t, std::vector<std::string>> dropped_;    // by relation oid
+  std::map<uint32_t, std::vector<OlderType>> older_types_;  // by relation oid
 };
 
 }  // namespace ferry::source::pg

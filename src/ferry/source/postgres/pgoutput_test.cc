@@ -434,5 +434,170 @@ TEST(ChangeSetTest, ChangesOfOtherTablesAndNullKeysAreHandled) {
   EXPECT_NE(s.message().find("key column"), std::string::npos) << s.message();
 }
 
+// ---- DDL the stream does not announce ----
+
+V Int8(int64_t v) { return {'b', B64(uint64_t(v))}; }
+
+// The table as discovered after ALTER COLUMN id TYPE bigint.
+ChangeTable BigintTable() {
+  ChangeTable t = Table();
+  t.wires = {PgWire::kInt8, PgWire::kText};
+  t.type_oids = {20, 25};
+  auto s = std::make_shared<Schema>(*t.schema);
+  s->fields[0].type = DataType::Int64();
+  t.schema = s;
+  return t;
+}
+
+std::pair<std::map<int64_t, std::string>, std::set<int64_t>> Take64(ChangeSet* cs) {
+  std::map<int64_t, std::string> upserts;
+  std::set<int64_t> deletes;
+  Status s = cs->TakeBatches(100, [&](size_t, Batch& b, bool del) {
+    for (size_t r = 0; r < b.num_rows(); ++r) {
+      const int64_t id = b.column(0).values<int64_t>()[r];
+      if (del) {
+        deletes.insert(id);
+      } else {
+        upserts[id] = std::string(b.column(1).GetBytes(r));
+      }
+    }
+    return true;
+  });
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return {upserts, deletes};
+}
+
+// Changes from before an ALTER COLUMN ... TYPE come with a relation message of the old type: once
+// told, the set takes their values in the old form and widens them, so that an old key and a new
+// key of the same value are one key.
+TEST(ChangeSetTest, ValuesOfAColumnsOlderTypeAreWidenedAndKeepTheirKey) {
+  ChangeSet cs({BigintTable()});
+  ChangeEvent e = ChangeEvent::kNone;
+  const std::string old_rel = Relation(kRel, "public", "t", {{true, "id", 23}, {false, "v", 25}});
+  ASSERT_TRUE(Feed(&cs, {old_rel}, &e).ok());
+  ASSERT_EQ(e, ChangeEvent::kSchemaChanged);
+  ASSERT_EQ(cs.schema_change().retyped.size(), 1u);
+  EXPECT_EQ(cs.schema_change().retyped[0].column, "id");
+  EXPECT_EQ(cs.schema_change().retyped[0].type_oid, 23u);
+  cs.DecodeOlderType(kRel, "id", 23, PgWire::kInt4);
+  ASSERT_TRUE(
+      Feed(&cs,
+           {old_rel, Begin(0x100, 1), Insert(kRel, {Int4(5), Text("old")}),
+            Insert(kRel, {Int4(-6), Text("deleted after the ALTER")}), Commit(0x100, 0x108)},
+           &e)
+          .ok());
+  EXPECT_EQ(e, ChangeEvent::kNone);
+  // After the ALTER: the relation's own type, the discovered one.
+  ASSERT_TRUE(Feed(&cs,
+                   {Relation(kRel, "public", "t", {{true, "id", 20}, {false, "v", 25}}),
+                    Begin(0x200, 2), Delete(kRel, 'K', {Int8(-6), Null()}),
+                    Insert(kRel, {Int8(int64_t{1} << 40), Text("big")}), Commit(0x200, 0x208)},
+                   &e)
+                  .ok());
+  EXPECT_EQ(e, ChangeEvent::kNone);
+  EXPECT_EQ(cs.pending_changes(), 3u);  // 5, -6 (one key across both types), 2^40
+  auto [upserts, deletes] = Take64(&cs);
+  EXPECT_EQ(upserts, (std::map<int64_t, std::string>{{5, "old"}, {int64_t{1} << 40, "big"}}));
+  EXPECT_EQ(deletes, std::set<int64_t>{-6});
+  // Only the type it was told of: another one is still a change.
+  ASSERT_TRUE(
+      Feed(&cs, {Relation(kRel, "public", "t", {{true, "id", 21}, {false, "v", 25}})}, &e).ok());
+  EXPECT_EQ(e, ChangeEvent::kSchemaChanged);
+}
+
+// A relation of a followed table's name with another OID: nothing is decided at its relation
+// message; its first change that counts is reported, and stays out until the caller decides.
+TEST(ChangeSetTest, AnotherRelationOfTheNameIsReportedAndSkippedAdoptedOrStoppedAt) {
+  constexpr uint32_t kNew = kRel + 10;
+  ChangeTable table = Table();
+  table.relid = kRel;
+  const std::string rel = Relation(kRel, "public", "t", {{true, "id", 23}, {false, "v", 25}});
+  const std::string recreated = Relation(kNew, "public", "t", {{true, "id", 23}, {false, "v", 25}});
+  const std::vector<std::string> before = {
+      rel,       Begin(0x100, 1), Insert(kRel, {Int4(1), Text("old table")}), Commit(0x100, 0x108),
+      recreated, Begin(0x200, 2)};
+  const std::string change = Insert(kNew, {Int4(1), Text("new table")});
+  ChangeEvent e = ChangeEvent::kNone;
+  // Stopped at: what came before lands.
+  ChangeSet stop({table});
+  ASSERT_TRUE(Feed(&stop, before, &e).ok());
+  EXPECT_EQ(e, ChangeEvent::kNone);
+  ASSERT_TRUE(Feed(&stop, {change}, &e).ok());
+  ASSERT_EQ(e, ChangeEvent::kRecreated);
+  EXPECT_EQ(stop.recreated().table, 0u);
+  EXPECT_EQ(stop.recreated().relid, kNew);
+  stop.DropTransaction();
+  EXPECT_EQ(Take(&stop).upserts, (std::map<int32_t, std::optional<std::string>>{{1, "old table"}}));
+  // Skipped: an older table of the name.
+  ChangeSet skip({table});
+  ASSERT_TRUE(Feed(&skip, before).ok());
+  ASSERT_TRUE(Feed(&skip, {change}, &e).ok());
+  ASSERT_EQ(e, ChangeEvent::kRecreated);
+  skip.SkipRelation(kNew);
+  ASSERT_TRUE(Feed(&skip, {change, Commit(0x200, 0x208)}, &e).ok());
+  EXPECT_EQ(e, ChangeEvent::kNone);
+  EXPECT_EQ(Take(&skip).upserts, (std::map<int32_t, std::optional<std::string>>{{1, "old table"}}));
+  // Adopted (source.truncate: ignore): the new relation's changes count, the old one's are the
+  // other table's now.
+  ChangeSet adopt({table});
+  ASSERT_TRUE(Feed(&adopt, before).ok());
+  ASSERT_TRUE(Feed(&adopt, {change}, &e).ok());
+  ASSERT_EQ(e, ChangeEvent::kRecreated);
+  adopt.AdoptRelation(0, kNew);
+  ASSERT_TRUE(Feed(&adopt, {change, Commit(0x200, 0x208)}, &e).ok());
+  EXPECT_EQ(e, ChangeEvent::kNone);
+  EXPECT_EQ(adopt.tables()[0].relid, kNew);
+  EXPECT_EQ(Take(&adopt).upserts,
+            (std::map<int32_t, std::optional<std::string>>{{1, "new table"}}));
+  ASSERT_TRUE(Feed(&adopt, {Begin(0x300, 3), Insert(kRel, {Int4(2), Text("x")})}, &e).ok());
+  EXPECT_EQ(e, ChangeEvent::kRecreated);
+  EXPECT_EQ(adopt.recreated().relid, kRel);
+  // An adopted relation's columns are compared with the table's once adopted.
+  ChangeSet wider({table});
+  ASSERT_TRUE(Feed(&wider, {Relation(kNew, "public", "t",
+                                     {{true, "id", 23}, {false, "v", 25}, {false, "w", 23}}),
+                            Begin(0x200, 2)})
+                  .ok());
+  const std::string wide = Insert(kNew, {Int4(1), Text("v"), Int4(3)});
+  ASSERT_TRUE(Feed(&wider, {wide}, &e).ok());
+  ASSERT_EQ(e, ChangeEvent::kRecreated);
+  wider.AdoptRelation(0, kNew);
+  ASSERT_TRUE(Feed(&wider, {wide}, &e).ok());
+  EXPECT_EQ(e, ChangeEvent::kSchemaChanged);
+  EXPECT_EQ(wider.schema_change().unknown_columns, std::vector<std::string>{"w"});
+}
+
+// After a backfill, the log from the backfill's change position on may still hold changes of an
+// older table of the name, committed before the backfill's snapshot: they are skipped; one
+// committed after it is reported. Transactions the table has (its position) are skipped too.
+// In a streamed transaction the commit position is not known yet: reported.
+TEST(ChangeSetTest, ChangesOfAnOlderTableBeforeTheBackfillAreSkipped) {
+  constexpr uint32_t kOld = kRel - 10;
+  ChangeTable table = Table(/*position=*/0x100);
+  table.relid = kRel;
+  table.since = 0x300;
+  const std::string old_rel = Relation(kOld, "public", "t", {{true, "id", 23}, {false, "v", 25}});
+  ChangeSet cs({table});
+  ChangeEvent e = ChangeEvent::kNone;
+  ASSERT_TRUE(Feed(&cs,
+                   {old_rel, Begin(0x80, 1), Insert(kOld, {Int4(1), Text("in the table")}),
+                    Commit(0x80, 0x88), Begin(0x200, 2), Insert(kOld, {Int4(2), Text("older")}),
+                    Commit(0x200, 0x208)},
+                   &e)
+                  .ok());
+  EXPECT_EQ(e, ChangeEvent::kNone);
+  EXPECT_EQ(cs.pending_changes(), 0u);
+  ASSERT_TRUE(Feed(&cs, {Begin(0x400, 3), Insert(kOld, {Int4(3), Text("newer")})}, &e).ok());
+  EXPECT_EQ(e, ChangeEvent::kRecreated);
+  cs.DropTransaction();
+  ChangeSet streamed({table});
+  ASSERT_TRUE(
+      Feed(&streamed,
+           {StreamStart(10), By(10, old_rel), By(10, Insert(kOld, {Int4(4), Text("streamed")}))},
+           &e)
+          .ok());
+  EXPECT_EQ(e, ChangeEvent::kRecreated);
+}
+
 }  // namespace
 }  // namespace ferry::source::pg

@@ -75,7 +75,8 @@ struct CdcOptions {
   bool ignore_truncate = false;
 };
 
-constexpr size_t kLookupKeys = 500;  // keys per TOAST lookup query
+constexpr size_t kLookupKeys = 500;      // keys per TOAST lookup query
+constexpr size_t kPeekChanges = 200000;  // log messages verify looks through, at most
 // Replication messages received ahead of the decoder, at most (see StartReader).
 constexpr size_t kReadAheadBytes = size_t{64} << 20;
 
@@ -128,6 +129,7 @@ class PostgresSource final : public Source {
       info.name = StreamName(rel.schema, rel.table);
       info.replica_identity =
           rel.Heap() || rel.relkind == 'p' ? ReplicaIdentityName(rels.Text(i, 5)[0]) : "";
+      info.table_id = std::to_string(rel.oid);
       FERRY_RETURN_IF_ERROR(DescribeColumns(&rel, &info));
       if (!rels.Bool(i, 6)) {
         AddError(&info, "user " + conn_->User() + " may not read " + rel.Display() +
@@ -203,11 +205,19 @@ class PostgresSource final : public Source {
     // again from this transaction: the slot's own export ends with the replication session's
     // next command. (On a standby nothing can be exported; the transaction still gives one
     // consistent point, read by one reader.)
+    // The snapshot is taken by this first statement of the transaction (unless imported): every
+    // transaction it sees committed before the log position read with it.
     FERRY_ASSIGN_OR_RETURN(
         auto r,
-        conn_->Query(
-            "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_export_snapshot() END"));
+        conn_->Query("SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_export_snapshot() END,"
+                     " (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE "
+                     "pg_current_wal_insert_lsn() END)::text"));
     snapshot_id_ = r.IsNull(0, 0) ? "" : r.Text(0, 0);
+    if (!exported.empty()) {
+      snapshot_lsn_ = slot_start_;  // the slot's consistent point
+    } else if (!r.IsNull(0, 1)) {
+      FERRY_ASSIGN_OR_RETURN(snapshot_lsn_, pg::ParseLsn(r.Text(0, 1)));
+    }
     FERRY_LOG(kDebug) << "PostgreSQL snapshot "
                       << (snapshot_id_.empty() ? "(not exported)" : snapshot_id_);
     return Status::OK();
@@ -565,47 +575,44 @@ class PostgresSource final : public Source {
   }
 
   bool SharedChangeLog() const override { return true; }
+  int64_t SnapshotLogPosition() const override { return static_cast<int64_t>(snapshot_lsn_); }
 
   Result<SharedRead> ReadSharedChanges(
       const std::vector<SharedStream>& streams, const SharedReadOptions& options,
       const std::function<bool(size_t stream, Batch&, bool deletes)>& emit,
-      const std::function<bool(int64_t position)>& checkpoint) override {
+      const std::function<bool(int64_t position, const std::vector<std::string>& table_ids)>&
+          checkpoint) override {
     const config::CheckpointConfig& policy = options.policy;
     auto stopping = [&] { return options.follow && options.stopping && options.stopping(); };
     SharedRead out;
     if (streams.empty()) return out;
     std::vector<pg::ChangeTable> tables;
+    std::vector<uint32_t> discovered;  // per table: its relation as discovered
+    // Tables dropped and created again before this sync: the destination holds the old
+    // relation's rows, whose changes still in the log are applied first.
+    std::vector<size_t> replaced;
     pg::Lsn start = ~pg::Lsn{0};
     for (const auto& ss : streams) {
+      FERRY_ASSIGN_OR_RETURN(pg::ChangeTable t, ChangeTableOf(ss));
       FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(*ss.info));
-      pg::ChangeTable t;
-      t.stream = ss.info->name;
-      t.nspname = rel->schema;
-      t.relname = rel->table;
-      for (const auto& c : ss.info->columns) t.columns.push_back(c.name);
-      t.wires = rel->wires;
-      t.type_oids = rel->type_oids;
-      for (const auto& k : ss.info->primary_key) {
-        for (size_t i = 0; i < t.columns.size(); ++i) {
-          if (t.columns[i] == k) t.key.push_back(i);
-        }
-      }
-      t.schema = ss.schema;
-      t.position = static_cast<pg::Lsn>(ss.position);
+      if (t.relid != rel->oid) replaced.push_back(tables.size());
+      discovered.push_back(rel->oid);
       start = std::min(start, t.position);
       tables.push_back(std::move(t));
     }
     FERRY_RETURN_IF_ERROR(CheckSlotFor(start));
-    pg::Lsn target = ~pg::Lsn{0};  // following: no end
-    if (!options.follow) {
-      // The insert position: everything committed so far is before it (the write position can
-      // lag behind commits when synchronous_commit is off).
-      FERRY_ASSIGN_OR_RETURN(auto now, conn_->Query("SELECT (CASE WHEN pg_is_in_recovery() THEN "
-                                                    "pg_last_wal_replay_lsn() ELSE "
-                                                    "pg_current_wal_insert_lsn() END)::text"));
-      FERRY_ASSIGN_OR_RETURN(target, pg::ParseLsn(now.Text(0, 0)));
-      if (target <= start) return out;  // nothing was written since
+    // The insert position: everything committed so far is before it (the write position can
+    // lag behind commits when synchronous_commit is off). Every change of a replaced table's old
+    // relation is before it too.
+    pg::Lsn log_end = ~pg::Lsn{0};
+    if (!options.follow || !replaced.empty()) {
+      FERRY_ASSIGN_OR_RETURN(log_end, LogEnd(conn_.get()));
     }
+    const pg::Lsn target = options.follow ? ~pg::Lsn{0} : log_end;  // following: no end
+    if (log_end <= start && !replaced.empty() && !cdc_.ignore_truncate) {
+      return ReplacedError(tables[replaced.front()], discovered[replaced.front()], start);
+    }
+    if (target <= start) return out;  // nothing was written since
 
     if (!repl_) {
       FERRY_ASSIGN_OR_RETURN(repl_, PgConnection::Connect(cdc_.dsn, /*replication=*/true));
@@ -628,18 +635,62 @@ class PostgresSource final : public Source {
     pg::Lsn boundary = start;  // every transaction before it was received
     auto last_checkpoint = std::chrono::steady_clock::now();
     int64_t row_changes = 0;
+    // A followed table dropped or renamed since it was discovered: the read ends once the log is
+    // read up to `gone_at` (every change before the drop), for a rediscovery.
+    std::string gone;
+    pg::Lsn gone_at = 0;
     auto flush = [&](pg::Lsn position) -> Status {
       FERRY_RETURN_IF_ERROR(ResolveToast(&changes));
       FERRY_RETURN_IF_ERROR(changes.TakeBatches(options.batch_rows, emit));
-      if (!checkpoint(static_cast<int64_t>(position))) return Status::Cancelled("sync stopped");
+      std::vector<std::string> ids;
+      for (const auto& t : changes.tables()) ids.push_back(std::to_string(t.relid));
+      if (!checkpoint(static_cast<int64_t>(position), ids)) {
+        return Status::Cancelled("sync stopped");
+      }
       out.position = static_cast<int64_t>(position);
       last_checkpoint = std::chrono::steady_clock::now();
+      if (gone.empty()) {
+        FERRY_ASSIGN_OR_RETURN(gone, GoneSinceDiscovery(changes.tables(), discovered));
+        if (!gone.empty()) {
+          FERRY_ASSIGN_OR_RETURN(gone_at, LogEnd(lookup_.get()));
+        }
+      }
       return Status::OK();
     };
     auto wanted = [&] { return options.checkpoint_wanted && options.checkpoint_wanted(); };
-    pg::PgOutputMessage m;
-    pg::ReplicationFrame frame;
     Status result;
+    // At a transaction boundary: true when the read ends here (`result` says how).
+    auto ends_here = [&] {
+      if (!replaced.empty() && boundary >= log_end) {
+        // Every change of the replaced tables' old relations is in.
+        if (!cdc_.ignore_truncate) {
+          result = flush(boundary);
+          if (result.ok()) {
+            result = ReplacedError(changes.tables()[replaced.front()], discovered[replaced.front()],
+                                   boundary);
+          }
+          return true;
+        }
+        for (size_t i : replaced) Adopt(&changes, i, discovered[i]);
+        replaced.clear();
+      }
+      if (boundary >= target) {
+        result = flush(boundary);
+        if (result.ok() && !gone.empty()) out.restart = gone;
+        return true;
+      }
+      if (!gone.empty() && boundary >= gone_at) {
+        result = flush(boundary);
+        out.restart = gone;
+        return true;
+      }
+      if (stopping()) {
+        result = Status::Cancelled("stop requested");
+        return true;
+      }
+      return false;
+    };
+    pg::PgOutputMessage m;
     std::vector<StreamItem> batch;
     size_t next = 0;
     for (;;) {
@@ -661,14 +712,7 @@ class PostgresSource final : public Source {
       if (item->kind == StreamItem::kKeepalive) {
         if (changes.in_transaction()) continue;
         boundary = std::max(boundary, item->wal_end);
-        if (boundary >= target) {
-          result = flush(boundary);
-          break;
-        }
-        if (stopping()) {
-          result = Status::Cancelled("stop requested");
-          break;
-        }
+        if (ends_here()) break;
         // Following a quiet log (or one whose changes are all filtered out): the positions
         // still move on, so that the slot does not hold WAL back. A checkpoint another source
         // waits for is taken here too.
@@ -689,81 +733,30 @@ class PostgresSource final : public Source {
       if ((m.type == 'I' || m.type == 'U' || m.type == 'D') && (++row_changes & 1023) == 0) {
         FaultPoint("source.mid_transaction");
       }
-      pg::ChangeEvent event;
       std::string detail;
-      result = changes.Apply(m, &event, &detail);
-      if (!result.ok()) break;
-      if (event == pg::ChangeEvent::kSchemaChanged) {
-        // Columns the log has and the discovered table lacks: added after discovery (then
-        // rediscover) or dropped since (then ignore them).
-        auto current = CurrentColumns(changes.schema_change().relid);
-        if (!current.ok()) {
-          result = current.status();
-          break;
-        }
-        const auto& sc = changes.schema_change();
-        bool rediscover = false;
-        std::vector<std::string> dropped;
-        for (const auto& name : sc.unknown_columns) {
-          if (current->count(name)) {
-            rediscover = true;
-          } else {
-            dropped.push_back(name);
-          }
-        }
-        for (const auto& [name, oid] : sc.retyped) {
-          auto it = current->find(name);
-          if (it != current->end() && it->second == oid) {
-            rediscover = true;
-          } else {
-            result = Status::NotSupported(
-                detail +
-                " more than once since this point of the log; ferry cannot decode its "
-                "older values: start the stream over (remove its entry from the state "
-                "file)");
-          }
-        }
-        if (!result.ok()) break;
-        if (!rediscover) {
-          changes.AllowDroppedColumns(sc.relid, dropped);
-          result = changes.Apply(m, &event, &detail);
-          if (!result.ok()) break;
-        }
+      Status stop;
+      auto next_step = ApplySettled(&changes, m, boundary, &detail, &stop);
+      if (!next_step.ok()) {
+        result = next_step.status();
+        break;
       }
-      if (event == pg::ChangeEvent::kTruncated && cdc_.ignore_truncate) {
-        FERRY_LOG(kWarn) << "TRUNCATE of " << detail << " ignored (source.truncate: ignore): "
-                         << "the destination keeps the rows";
-        event = pg::ChangeEvent::kNone;  // a streamed transaction's commit still counts below
-      }
-      if (event != pg::ChangeEvent::kNone) {
+      if (*next_step != Next::kGoOn) {
         // Stop before this transaction: what came before it lands, then the caller decides.
         changes.DropTransaction();
         result = flush(boundary);
         if (!result.ok()) break;
-        if (event == pg::ChangeEvent::kSchemaChanged) {
+        if (*next_step == Next::kRediscover) {
           out.restart = detail;
           FERRY_LOG(kInfo) << detail << " (in the transaction after " << pg::FormatLsn(boundary)
                            << "): rediscovering the table before going on";
         } else {
-          result = Status::InvalidArgument(
-              "table " + detail + " was truncated on the source (in the transaction after " +
-              pg::FormatLsn(boundary) +
-              "); the changes before it are applied. To follow: start the stream over (remove "
-              "its entry from the state file so that a new backfill replaces the table), or set "
-              "source.truncate: ignore to keep the destination's rows");
+          result = stop;
         }
         break;
       }
       if (m.type == 'C' || m.type == 'c') {
         boundary = changes.last_commit_end();
-        if (boundary >= target) {
-          result = flush(boundary);
-          break;
-        }
-        if (stopping()) {
-          result = Status::Cancelled("stop requested");
-          break;
-        }
+        if (ends_here()) break;
         const auto since = std::chrono::steady_clock::now() - last_checkpoint;
         const bool paused = since >= std::chrono::milliseconds(policy.min_pause_ms);
         if (changes.pending_bytes() >= static_cast<size_t>(policy.max_bytes) ||
@@ -778,6 +771,100 @@ class PostgresSource final : public Source {
     }
     StopReader();
     if (!result.ok()) return result;
+    return out;
+  }
+
+  // Looks into the slot without consuming it (pg_logical_slot_peek_binary_changes, read through
+  // a cursor, up to kPeekChanges messages) for a change of the stream's table (a relation of its
+  // name) committed at or after `position`.
+  Result<PendingChanges> SharedLogPending(const StreamInfo& stream, int64_t position) override {
+    FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
+    FERRY_RETURN_IF_ERROR(OpenLookup());
+    PendingChanges out;
+    FERRY_ASSIGN_OR_RETURN(pg::Lsn end, LogEnd(lookup_.get()));
+    out.log_end = static_cast<int64_t>(end);
+    const pg::Lsn at = static_cast<pg::Lsn>(position);
+    if (end <= at) {
+      out.kind = PendingChanges::Kind::kNone;
+      out.detail = "nothing was written to the log after it";
+      return out;
+    }
+    FERRY_ASSIGN_OR_RETURN(auto slot, SlotRow());
+    if (slot.rows() == 0) {
+      out.detail = "replication slot " + cdc_.slot + " does not exist";
+      return out;
+    }
+    FERRY_ASSIGN_OR_RETURN(pg::Lsn confirmed, pg::ParseLsn(slot.Text(0, 2)));
+    if (confirmed > at) {
+      out.detail =
+          "replication slot " + cdc_.slot + " starts past it, at " + pg::FormatLsn(confirmed);
+      return out;
+    }
+    // Decoding reads flushed WAL only, and with synchronous_commit off the last commits are
+    // flushed a moment later (wal_writer_delay): wait for the flush to reach `end`.
+    for (int waited_ms = 0;; waited_ms += 100) {
+      FERRY_ASSIGN_OR_RETURN(auto f, lookup_->Query("SELECT pg_is_in_recovery() OR "
+                                                    "pg_current_wal_flush_lsn() >= $1::pg_lsn",
+                                                    {pg::FormatLsn(end)}));
+      if (f.Bool(0, 0)) break;
+      if (waited_ms >= 5000) {
+        out.detail = "the server has not flushed its log up to " + pg::FormatLsn(end);
+        return out;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    auto unknown = [&](const Status& s) {
+      out.detail = "the log could not be looked into: " + s.message();
+      (void)lookup_->Exec("ROLLBACK");
+      return out;
+    };
+    FERRY_ASSIGN_OR_RETURN(std::string slot_lit, lookup_->Literal(cdc_.slot));
+    FERRY_ASSIGN_OR_RETURN(std::string pub_lit, lookup_->Literal("\"" + cdc_.publication + "\""));
+    Status s = lookup_->Exec("BEGIN READ ONLY");
+    if (s.ok()) {
+      s = lookup_->Exec(
+          "DECLARE ferry_peek NO SCROLL CURSOR FOR SELECT data FROM "
+          "pg_logical_slot_peek_binary_changes(" +
+          slot_lit + ", '" + pg::FormatLsn(end) + "'::pg_lsn, " + std::to_string(kPeekChanges) +
+          ", 'proto_version', '1', 'publication_names', " + pub_lit + ")");
+    }
+    if (!s.ok()) return unknown(s);
+    std::set<uint32_t> relids;  // relations of the table's name
+    pg::Lsn commit = 0;         // of the transaction being read
+    size_t seen = 0;
+    pg::PgOutputMessage m;
+    for (;;) {
+      auto rows = lookup_->QueryBinary("FETCH 1000 FROM ferry_peek", {});
+      if (!rows.ok()) return unknown(rows.status());
+      if (rows->rows() == 0) break;
+      for (int i = 0; i < rows->rows(); ++i, ++seen) {
+        if (!pg::ParsePgOutput(rows->Bytes(i, 0), &m).ok()) continue;
+        bool hit = false;
+        if (m.type == 'R' && m.nspname == rel->schema && m.relname == rel->table) {
+          relids.insert(m.relid);
+        } else if (m.type == 'B') {
+          commit = m.lsn;
+        } else if (m.type == 'I' || m.type == 'U' || m.type == 'D') {
+          hit = relids.count(m.relid) > 0;
+        } else if (m.type == 'T') {
+          for (uint32_t r : m.truncated) hit = hit || relids.count(r) > 0;
+        }
+        // A transaction whose commit record starts before the position is in the table.
+        if (hit && commit >= at) {
+          (void)lookup_->Exec("ROLLBACK");
+          out.kind = PendingChanges::Kind::kSome;
+          out.detail = "a change of it committed at " + pg::FormatLsn(commit);
+          return out;
+        }
+      }
+    }
+    FERRY_RETURN_IF_ERROR(lookup_->Exec("COMMIT"));
+    if (seen >= kPeekChanges) {
+      out.detail = "more than " + std::to_string(kPeekChanges) + " changes are in the log";
+      return out;
+    }
+    out.kind = PendingChanges::Kind::kNone;
+    out.detail = "none of the log's changes up to " + pg::FormatLsn(end) + " is of it";
     return out;
   }
 
@@ -960,6 +1047,264 @@ class PostgresSource final : public Source {
   }
 
   // ---- logical replication helpers ----
+
+  // What a pgoutput message that ChangeSet::Apply reported an event for leads to.
+  enum class Next {
+    kGoOn,        // applied (or the event needs nothing)
+    kRediscover,  // stop before the transaction; the next round rediscovers the table
+    kStop,        // stop before the transaction, with an error
+  };
+
+  // The followed table of a shared stream: columns, key, position, and the relation whose
+  // changes its destination holds.
+  Result<pg::ChangeTable> ChangeTableOf(const SharedStream& ss) {
+    FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(*ss.info));
+    pg::ChangeTable t;
+    t.stream = ss.info->name;
+    t.nspname = rel->schema;
+    t.relname = rel->table;
+    for (const auto& c : ss.info->columns) t.columns.push_back(c.name);
+    t.wires = rel->wires;
+    t.type_oids = rel->type_oids;
+    for (const auto& k : ss.info->primary_key) {
+      for (size_t i = 0; i < t.columns.size(); ++i) {
+        if (t.columns[i] == k) t.key.push_back(i);
+      }
+    }
+    t.schema = ss.schema;
+    t.position = static_cast<pg::Lsn>(ss.position);
+    t.relid = rel->oid;
+    t.since = ss.table_since > 0 ? static_cast<pg::Lsn>(ss.table_since) : 0;
+    if (!ss.table_id.empty()) {
+      const char* end = ss.table_id.data() + ss.table_id.size();
+      auto [p, ec] = std::from_chars(ss.table_id.data(), end, t.relid);
+      if (ec != std::errc() || p != end || t.relid == 0) {
+        return Status::Corruption("stream " + ss.info->name + ": table id '" + ss.table_id +
+                                  "' (from the state file or the table's marker) is not a "
+                                  "PostgreSQL relation OID");
+      }
+    }
+    return t;
+  }
+
+  // How far the log reaches: the insert position (the replay position on a standby).
+  static Result<pg::Lsn> LogEnd(PgConnection* conn) {
+    FERRY_ASSIGN_OR_RETURN(auto now, conn->Query("SELECT (CASE WHEN pg_is_in_recovery() THEN "
+                                                 "pg_last_wal_replay_lsn() ELSE "
+                                                 "pg_current_wal_insert_lsn() END)::text"));
+    return pg::ParseLsn(now.Text(0, 0));
+  }
+
+  static std::string Replaced(const pg::ChangeTable& t, uint32_t now) {
+    return "table " + t.nspname + "." + t.relname +
+           " was dropped and created again on the source (the destination holds the rows of "
+           "relation " +
+           std::to_string(t.relid) + "; the table is relation " + std::to_string(now) + " now)";
+  }
+  static constexpr std::string_view kReplacedFix =
+      "To follow the new table: start the stream over (remove its entry from the state file: a "
+      "new backfill replaces the table), or set source.truncate: ignore to keep the destination's "
+      "rows and apply the new table's changes from here on";
+
+  // The stop at a table dropped and created again: every change of the old one up to `at` is in.
+  static Status ReplacedError(const pg::ChangeTable& t, uint32_t now, pg::Lsn at) {
+    return Status::InvalidArgument(Replaced(t, now) + "; every change of the old table (up to " +
+                                   pg::FormatLsn(at) + ") is applied. " +
+                                   std::string(kReplacedFix));
+  }
+
+  // source.truncate: ignore: the table's changes are those of `relid` from here on.
+  static void Adopt(pg::ChangeSet* changes, size_t table, uint32_t relid) {
+    const pg::ChangeTable& t = changes->tables()[table];
+    if (t.relid == relid) return;
+    FERRY_LOG(kWarn) << Replaced(t, relid)
+                     << " (source.truncate: ignore): the destination keeps the old table's rows, "
+                        "and the new table's changes are applied from here on";
+    changes->AdoptRelation(table, relid);
+  }
+
+  Status OpenLookup() {
+    if (!lookup_) {
+      FERRY_ASSIGN_OR_RETURN(lookup_, PgConnection::Connect(cdc_.dsn));
+    }
+    return Status::OK();
+  }
+
+  // The OID of the relation named `nspname`.`relname` now; 0 when there is none.
+  Result<uint32_t> CurrentRelid(const std::string& nspname, const std::string& relname) {
+    FERRY_RETURN_IF_ERROR(OpenLookup());
+    FERRY_ASSIGN_OR_RETURN(auto r, lookup_->Query("SELECT c.oid::int8 FROM pg_class c JOIN "
+                                                  "pg_namespace n ON n.oid = c.relnamespace "
+                                                  "WHERE n.nspname = $1 AND c.relname = $2",
+                                                  {nspname, relname}));
+    return r.rows() == 0 ? 0u : static_cast<uint32_t>(r.Int64(0, 0));
+  }
+
+  // The first followed table whose discovered relation no longer has its name (dropped, renamed,
+  // or dropped and created again since discovery), as a sentence; empty when there is none.
+  Result<std::string> GoneSinceDiscovery(const std::vector<pg::ChangeTable>& tables,
+                                         const std::vector<uint32_t>& discovered) {
+    FERRY_RETURN_IF_ERROR(OpenLookup());
+    std::string oids;
+    for (uint32_t oid : discovered) oids += (oids.empty() ? "" : ",") + std::to_string(oid);
+    FERRY_ASSIGN_OR_RETURN(
+        auto r, lookup_->Query("SELECT c.oid::int8, n.nspname, c.relname FROM pg_class c JOIN "
+                               "pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = "
+                               "ANY ($1::oid[])",
+                               {"{" + oids + "}"}));
+    std::map<uint32_t, std::pair<std::string, std::string>> named;
+    for (int i = 0; i < r.rows(); ++i) {
+      named[static_cast<uint32_t>(r.Int64(i, 0))] = {r.Text(i, 1), r.Text(i, 2)};
+    }
+    for (size_t i = 0; i < tables.size(); ++i) {
+      auto it = named.find(discovered[i]);
+      if (it != named.end() && it->second.first == tables[i].nspname &&
+          it->second.second == tables[i].relname) {
+        continue;
+      }
+      return "table " + tables[i].nspname + "." + tables[i].relname + " (relation " +
+             std::to_string(discovered[i]) +
+             ") was dropped or renamed on the source while its changes were read";
+    }
+    return std::string();
+  }
+
+  // Applies `m`, settling what the change set reports (columns that differ, a TRUNCATE, another
+  // relation of a followed table's name) until it is applied or the read must stop before its
+  // transaction (`detail` names the table; kStop: `stop` is the error).
+  Result<Next> ApplySettled(pg::ChangeSet* changes, const pg::PgOutputMessage& m, pg::Lsn boundary,
+                            std::string* detail, Status* stop) {
+    // Each event is settled once, and a message raises at most one of each kind.
+    for (int tries = 0; tries < 4; ++tries) {
+      pg::ChangeEvent event = pg::ChangeEvent::kNone;
+      FERRY_RETURN_IF_ERROR(changes->Apply(m, &event, detail));
+      switch (event) {
+        case pg::ChangeEvent::kNone:
+          return Next::kGoOn;
+        case pg::ChangeEvent::kTruncated:
+          if (cdc_.ignore_truncate) {
+            FERRY_LOG(kWarn)
+                << "TRUNCATE of " << *detail
+                << " ignored (source.truncate: ignore): the destination keeps the rows";
+            return Next::kGoOn;  // a streamed transaction's commit still counts
+          }
+          *stop = Status::InvalidArgument(
+              "table " + *detail + " was truncated on the source (in the transaction after " +
+              pg::FormatLsn(boundary) +
+              "); the changes before it are applied. To follow: start the stream over (remove "
+              "its entry from the state file and drop its table in the destination, so that a "
+              "new backfill loads it), or set source.truncate: ignore to keep the destination's "
+              "rows");
+          return Next::kStop;
+        case pg::ChangeEvent::kSchemaChanged: {
+          FERRY_ASSIGN_OR_RETURN(Next next, SettleSchemaChange(changes, boundary, stop));
+          if (next != Next::kGoOn) return next;
+          break;  // told how to take the columns: apply again
+        }
+        case pg::ChangeEvent::kRecreated: {
+          FERRY_ASSIGN_OR_RETURN(Next next, SettleRecreated(changes, boundary, stop));
+          if (next != Next::kGoOn) return next;
+          break;
+        }
+      }
+    }
+    return Status::Internal("a change of " + *detail + " could not be settled");
+  }
+
+  // A relation message whose columns the discovered table lacks, or has with another type: the
+  // table changed since discovery (rediscover), or this part of the log is older than the
+  // discovered definition: columns dropped since are ignored, and values of a column's older
+  // type are widened to its type now when they fit it exactly (else the read stops).
+  Result<Next> SettleSchemaChange(pg::ChangeSet* changes, pg::Lsn boundary, Status* stop) {
+    const pg::ChangeSet::SchemaChange sc = changes->schema_change();
+    const pg::ChangeTable& t = changes->tables()[sc.table];
+    FERRY_ASSIGN_OR_RETURN(auto current, CurrentColumns(sc.relid));
+    // A relation no longer in the catalog (dropped since) has only its relation message to tell
+    // its columns: no rediscovery would tell more.
+    const bool gone = current.empty();
+    bool rediscover = false;
+    std::vector<std::string> dropped;
+    for (const auto& name : sc.unknown_columns) {
+      if (current.count(name)) {
+        rediscover = true;
+      } else {
+        dropped.push_back(name);
+      }
+    }
+    std::vector<std::pair<const pg::ChangeSet::Retyped*, pg::PgWire>> older;
+    for (const auto& r : sc.retyped) {
+      const size_t i = static_cast<size_t>(std::find(t.columns.begin(), t.columns.end(), r.column) -
+                                           t.columns.begin());
+      auto it = current.find(r.column);
+      if (!gone && (it == current.end() || it->second != t.type_oids[i])) {
+        rediscover = true;  // the column changed since discovery
+        continue;
+      }
+      // The catalog has the discovered type: this part of the log is older than it.
+      FERRY_ASSIGN_OR_RETURN(pg::PgBaseType base, BaseType(r.type_oid, r.typmod));
+      const pg::PgMapping mapped = pg::MapPgType(base, r.column);
+      if (mapped.error.empty() && pg::PgWireWidens(mapped.wire, t.wires[i])) {
+        older.emplace_back(&r, mapped.wire);
+        continue;
+      }
+      FERRY_ASSIGN_OR_RETURN(
+          auto named, lookup_->Query("SELECT format_type($1::oid, $2::int4)",
+                                     {std::to_string(r.type_oid), std::to_string(r.typmod)}));
+      const ColumnInfo* now = ColumnOf(t.stream, r.column);
+      *stop = Status::NotSupported(
+          "table " + t.nspname + "." + t.relname + ": column " + r.column + " is " +
+          named.Text(0, 0) + " in the changes after " + pg::FormatLsn(boundary) + " and " +
+          (now ? now->source_type + " (" + now->type.ToIceberg() + ")" : std::string("other")) +
+          " now: its older values cannot be kept exactly in the new type, so the changes "
+          "before them are applied and the stream stops. To go on: start the stream over (drop "
+          "its table in the destination and remove its entry from the state file: a new "
+          "backfill loads it with the new type)");
+      return Next::kStop;
+    }
+    if (rediscover) return Next::kRediscover;
+    changes->AllowDroppedColumns(sc.relid, dropped);
+    for (const auto& [r, wire] : older) {
+      FERRY_LOG(kInfo) << "table " << t.nspname << "." << t.relname << ": changes after "
+                       << pg::FormatLsn(boundary) << " are of column " << r->column
+                       << "'s older type (oid " << r->type_oid << "), widened to its type now";
+      changes->DecodeOlderType(sc.relid, r->column, r->type_oid, wire);
+    }
+    return Next::kGoOn;
+  }
+
+  // A change of a relation named as a followed table, other than the relation whose rows the
+  // destination holds. When that relation still has the name, the other one is an older table
+  // (dropped or renamed before the destination's rows were read): its changes are skipped.
+  // Otherwise the table was dropped and created again: stop (or, ignoring, follow the new one).
+  Result<Next> SettleRecreated(pg::ChangeSet* changes, pg::Lsn boundary, Status* stop) {
+    const pg::ChangeSet::Recreated rc = changes->recreated();
+    const pg::ChangeTable& t = changes->tables()[rc.table];
+    FERRY_ASSIGN_OR_RETURN(uint32_t now, CurrentRelid(t.nspname, t.relname));
+    if (now == t.relid) {
+      FERRY_LOG(kInfo) << "table " << t.nspname << "." << t.relname << ": changes of relation "
+                       << rc.relid << " (an older table of that name) are skipped";
+      changes->SkipRelation(rc.relid);
+      return Next::kGoOn;
+    }
+    if (cdc_.ignore_truncate) {
+      Adopt(changes, rc.table, rc.relid);
+      return Next::kGoOn;
+    }
+    *stop = Status::InvalidArgument(
+        Replaced(t, rc.relid) + " (in the transaction after " + pg::FormatLsn(boundary) +
+        "); the changes before it are applied. " + std::string(kReplacedFix));
+    return Next::kStop;
+  }
+
+  const ColumnInfo* ColumnOf(const std::string& stream, const std::string& column) const {
+    for (const auto& st : cdc_streams_) {
+      if (st.name != stream) continue;
+      for (const auto& c : st.columns) {
+        if (c.name == column) return &c;
+      }
+    }
+    return nullptr;
+  }
 
   // The publication exists and holds every cdc table (created or extended when not).
   Status EnsurePublication() {
@@ -1188,9 +1533,7 @@ class PostgresSource final : public Source {
 
   // The relation's columns as they are now (outside the sync's snapshot): name -> type oid.
   Result<std::map<std::string, uint32_t>> CurrentColumns(uint32_t relid) {
-    if (!lookup_) {
-      FERRY_ASSIGN_OR_RETURN(lookup_, PgConnection::Connect(cdc_.dsn));
-    }
+    FERRY_RETURN_IF_ERROR(OpenLookup());
     FERRY_ASSIGN_OR_RETURN(auto r, lookup_->Query("SELECT attname, atttypid FROM pg_attribute "
                                                   "WHERE attrelid = $1::oid AND attnum > 0 AND "
                                                   "NOT attisdropped",
@@ -1204,14 +1547,23 @@ class PostgresSource final : public Source {
   Status ResolveToast(pg::ChangeSet* changes) {
     auto missing = changes->Unresolved();
     if (missing.empty()) return Status::OK();
-    if (!lookup_) {
-      FERRY_ASSIGN_OR_RETURN(lookup_, PgConnection::Connect(cdc_.dsn));
-    }
+    FERRY_RETURN_IF_ERROR(OpenLookup());
     for (size_t begin = 0; begin < missing.size();) {
       const size_t t = missing[begin].table;
       size_t end = begin;
       while (end < missing.size() && missing[end].table == t && end - begin < kLookupKeys) ++end;
       const pg::ChangeTable& table = changes->tables()[t];
+      // The rows are read from the table of that name: it must be the relation the changes are of.
+      FERRY_ASSIGN_OR_RETURN(uint32_t now, CurrentRelid(table.nspname, table.relname));
+      if (now != table.relid) {
+        return Status::InvalidArgument(
+            "table " + table.nspname + "." + table.relname + ": changes of relation " +
+            std::to_string(table.relid) +
+            " left large values unchanged (the server does not send them), and ferry reads such "
+            "values from the table, which is no longer that relation (dropped, renamed, or "
+            "dropped and created again). Start the stream over (remove its entry from the state "
+            "file, and drop its table in the destination unless the table was created again)");
+      }
       auto it = relations_.find(table.stream);
       if (it == relations_.end()) return Status::Internal("no relation for " + table.stream);
       const Relation& rel = it->second;
@@ -1389,6 +1741,7 @@ class PostgresSource final : public Source {
   std::map<uint32_t, TypeRow> types_;
   bool in_snapshot_ = false;
   std::string snapshot_id_;
+  pg::Lsn snapshot_lsn_ = 0;  // where the snapshot stands in the log (SnapshotLogPosition)
 
   CdcOptions cdc_;
   bool server_checked_ = false;
