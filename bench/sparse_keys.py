@@ -136,6 +136,17 @@ def summarize(rows, runs):
             "bytes_vs_duckdb": round(data_bytes / duck_bytes, 3) if duck_bytes else None}
 
 
+def both_tables(a, source, work, src, env):
+    """The dense and the sparse table of one source, measured, and their ratio."""
+    r = {}
+    for table in ("dense", "sparse"):
+        d = pipeline(work, f"{source}_{table}", src, table)
+        r[table] = summarize(a.rows, run(a.ferry, d, env, table, a.repeat))
+        print(f"# {source} {table}: {r[table]}", file=sys.stderr)
+    r["ratio_sparse_to_dense"] = round(r["sparse"]["rows_per_s"] / r["dense"]["rows_per_s"], 3)
+    return r
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ferry", required=True)
@@ -161,14 +172,7 @@ def main():
             print(f"# sqlite: generating 2 x {a.rows:,} rows", file=sys.stderr)
             make_sqlite(os.path.join(work, "bench.db"), a.rows)
             src = f"  type: sqlite\n  path: {os.path.join(work, 'bench.db')}"
-            r = {}
-            for table in ("dense", "sparse"):
-                d = pipeline(work, f"sqlite_{table}", src, table)
-                r[table] = summarize(a.rows, run(a.ferry, d, env, table, a.repeat))
-                print(f"# sqlite {table}: {r[table]}", file=sys.stderr)
-            r["ratio_sparse_to_dense"] = round(r["sparse"]["rows_per_s"] /
-                                               r["dense"]["rows_per_s"], 3)
-            result["sqlite"] = r
+            result["sqlite"] = both_tables(a, "sqlite", work, src, env)
         finally:
             if not a.keep:
                 shutil.rmtree(work, ignore_errors=True)
@@ -179,14 +183,8 @@ def main():
             server.psql(PG_TABLE.format(name="sparse", id=f"((i::numeric * {M}) % {P})::int8",
                                         rows=a.rows), db="bench")
             src = f"  type: postgres\n  dsn: \"{server.dsn('bench')}\""
-            r = {"server": server.psql("SHOW server_version").strip()}
-            for table in ("dense", "sparse"):
-                d = pipeline(work, f"pg_{table}", src, table)
-                r[table] = summarize(a.rows, run(a.ferry, d, env_pg, table, a.repeat))
-                print(f"# postgres {table}: {r[table]}", file=sys.stderr)
-            r["ratio_sparse_to_dense"] = round(r["sparse"]["rows_per_s"] /
-                                               r["dense"]["rows_per_s"], 3)
-            result["postgres"] = r
+            result["postgres"] = both_tables(a, "postgres", work, src, env_pg)
+            result["postgres"]["server"] = server.psql("SHOW server_version").strip()
     with open(a.json, "w") as f:
         json.dump(result, f, indent=2)
         f.write("\n")
