@@ -48,3 +48,30 @@ measure() {
 }
 
 cpu_model() { sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1; }
+
+# run_pg_bench <script.py> "<options taking a value>" "<flag options>" "$@": the PostgreSQL
+# benchmarks' front end. Checks the arguments against the two lists (-h prints the calling
+# script's header), builds ferry in Release and runs the Python measurements with --ferry and
+# --cpu, passing the arguments on.
+run_pg_bench() {
+  local script="$1" valued=" $2 " flags=" $3 "
+  shift 3
+  local args=()
+  while (($#)); do
+    if [[ "$valued" == *" $1 "* ]]; then
+      (($# >= 2)) || die "$1 needs a value"
+      args+=("$1" "$2"); shift 2
+    elif [[ "$flags" == *" $1 "* ]]; then
+      args+=("$1"); shift
+    elif [[ "$1" == -h || "$1" == --help ]]; then
+      sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0
+    else
+      die "unknown argument $1"
+    fi
+  done
+  command -v psql >/dev/null || die "psql is missing (run scripts/setup.sh)"
+  ensure_gnu_time
+  build_targets ferry
+  exec python3 "$bench_dir/$script" --ferry "$build_dir/src/ferry/cli/ferry" --cpu "$(cpu_model)" \
+    "${args[@]}"
+}

@@ -23,17 +23,4 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-args=()
-while (($#)); do
-  case "$1" in
-    --repeat|--rows|--changes|--txns|--json) args+=("$1" "$2"); shift 2 ;;
-    --keep) args+=("$1"); shift ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument $1" ;;
-  esac
-done
-command -v psql >/dev/null || die "psql is missing (run scripts/setup.sh)"
-ensure_gnu_time
-build_targets ferry
-exec python3 "$bench_dir/pg_to_pg_bench.py" --ferry "$build_dir/src/ferry/cli/ferry" \
-  --cpu "$(cpu_model)" "${args[@]}"
+run_pg_bench pg_to_pg_bench.py "--repeat --rows --changes --txns --json" "--keep" "$@"
