@@ -356,8 +356,10 @@ Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfi
     // The table holds another table's rows and nothing says to go on with them: start over.
     d.backfill = true;
     FERRY_ASSIGN_OR_RETURN(d.full, DecideFullRefresh(Json(nullptr), Json(nullptr)));
-    d.explanation = "backfill: the table holds the rows of a source table dropped since (table " +
-                    tm + ", the source's is " + table_id + " now): a new load replaces them";
+    d.explanation =
+        "backfill: the table holds the rows of a source table dropped since, or of partitions "
+        "that changed since (table " +
+        tm + ", the source's is " + table_id + " now): a new load replaces them";
     return d;
   }
   const bool landed = state.is_object() && state.value("landed", false);

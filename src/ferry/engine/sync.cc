@@ -893,9 +893,9 @@ Status PlanTable(TableTask* table, Recorder* recorder, const std::string& state_
     if (pp.load && pp.load->action == Action::kResume) {
       FERRY_ASSIGN_OR_RETURN(std::string stale,
                              t->source->src->StalePlan(t->info, pp.load->progress.plan));
-      const std::string& was = pp.load->progress.table_id;
-      if (stale.empty() && !was.empty() && was != t->info.table_id) {
-        stale = "the table was dropped and created again since it was planned";
+      if (stale.empty()) {
+        FERRY_ASSIGN_OR_RETURN(stale,
+                               t->source->src->TableChanged(t->info, pp.load->progress.table_id));
       }
       if (!stale.empty()) {
         FERRY_LOG(kWarn) << t->label << ": the unfinished load cannot resume (" << stale

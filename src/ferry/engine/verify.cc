@@ -572,14 +572,11 @@ class Verifier {
   // A change log shared by every table (PostgreSQL): the log is looked into for changes of this
   // table after the position the table holds (the log moves on for other tables too).
   std::string SharedLogLag(const VerifiedPart& p, const Json& marker, int64_t applied) {
-    const std::string held = marker.value("table_id", "");
-    if (!held.empty() && !p.info.table_id.empty() && held != p.info.table_id) {
-      return "cdc: divergence — the source's table was dropped and created again after position " +
-             std::to_string(applied) +
-             ", the position the table holds (the table holds the rows of source table " + held +
-             "; the source's is " + p.info.table_id +
-             " now): no sync applies the new table's rows to it. ferry sync stops at it and says "
-             "how to start the stream over";
+    auto changed = p.src->TableChanged(p.info, marker.value("table_id", ""));
+    if (changed.ok() && !changed->empty()) {
+      return "cdc: divergence — " + *changed + ", after position " + std::to_string(applied) +
+             ", the position the table holds: no change in the log mends it. ferry sync stops at "
+             "it and says how to start the stream over";
     }
     auto pending = p.src->SharedLogPending(p.info, applied);
     if (!pending.ok()) return "";

@@ -87,6 +87,13 @@ ChunkPlan BoundariesPlan(const std::vector<int64_t>& keys, double weight, int64_
 
 Result<std::string> Source::StalePlan(const StreamInfo&, const ChunkPlan&) { return std::string(); }
 
+Result<std::string> Source::TableChanged(const StreamInfo& stream, const std::string& held) {
+  if (held.empty() || stream.table_id.empty() || held == stream.table_id) return std::string();
+  return "table " + stream.name +
+         " was dropped and created again on the source (its rows are of table " + held +
+         "; the source's is " + stream.table_id + " now)";
+}
+
 Result<std::unique_ptr<Source>> Source::OpenSnapshotReader() { return std::unique_ptr<Source>(); }
 
 Result<nlohmann::json> Source::MaxCursor(const StreamInfo& stream, const std::string&,

@@ -132,6 +132,11 @@ class Source {
   // planned (the table was reorganised: partitions added or removed, its key changed), or empty
   // when it can. Such a load starts over instead of resuming.
   virtual Result<std::string> StalePlan(const StreamInfo& stream, const ChunkPlan& plan);
+  // Why the rows of the table `held` (a StreamInfo::table_id recorded with what the destination
+  // holds) are not the stream's table's rows now, as a sentence (dropped and created again; for
+  // PostgreSQL, partitions detached, dropped, or attached holding rows), or empty when they are.
+  // The default: any other id is a table dropped and created again.
+  virtual Result<std::string> TableChanged(const StreamInfo& stream, const std::string& held);
   // Batches are built on `schema`: the stream's columns in order, with the destination's field
   // ids (see StreamInfo::ToSchema for the layout).
   virtual Status ReadChunk(const StreamInfo& stream, const Chunk& chunk,

@@ -17,6 +17,7 @@
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
 #include "ferry/source/postgres/copy_binary.h"
+#include "ferry/source/postgres/partitions.h"
 #include "ferry/source/postgres/pg_conn.h"
 #include "ferry/source/postgres/pg_types.h"
 
@@ -155,6 +156,9 @@ class PostgresSource final : public Source {
           }
           break;
         case 'p': {
+          FERRY_ASSIGN_OR_RETURN(std::vector<uint32_t> leaves,
+                                 pg::LeafPartitions(conn_.get(), rel.oid));
+          info.table_id = pg::TableIdentity{rel.oid, true, std::move(leaves)}.ToString();
           // Key ranges are pruned to the partitions that hold them; without a single integer
           // key the partitioned table is read in one chunk.
           if (auto key = IntegerKey(info, rel)) {
@@ -367,6 +371,20 @@ class PostgresSource final : public Source {
     plan.count = (blocks + plan.step - 1) / plan.step;
     plan.key = "ctid";
     return plan;
+  }
+
+  Result<std::string> TableChanged(const StreamInfo& stream, const std::string& held) override {
+    if (held.empty()) return std::string();
+    FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
+    FERRY_ASSIGN_OR_RETURN(pg::TableIdentity was, pg::TableIdentity::Parse(held));
+    FERRY_ASSIGN_OR_RETURN(pg::TableIdentity now, pg::TableIdentity::Parse(stream.table_id));
+    if (was.relid != now.relid) {
+      return "table " + rel->Display() +
+             " was dropped and created again on the source (its rows are of relation " +
+             std::to_string(was.relid) + "; the table is relation " + std::to_string(now.relid) +
+             " now)";
+    }
+    return pg::PartitionsDiverge(conn_.get(), rel->Display(), was, now);
   }
 
   Result<std::string> StalePlan(const StreamInfo& stream, const ChunkPlan& plan) override {
@@ -591,26 +609,42 @@ class PostgresSource final : public Source {
     // Tables dropped and created again before this sync: the destination holds the old
     // relation's rows, whose changes still in the log are applied first.
     std::vector<size_t> replaced;
+    // Per table: whose rows the destination holds (with a partitioned table's partitions), as
+    // the checkpoints record it, and the table as discovered.
+    std::vector<pg::TableIdentity> held;
+    std::vector<pg::TableIdentity> found;
     pg::Lsn start = ~pg::Lsn{0};
     for (const auto& ss : streams) {
       FERRY_ASSIGN_OR_RETURN(pg::ChangeTable t, ChangeTableOf(ss));
       FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(*ss.info));
       if (t.relid != rel->oid) replaced.push_back(tables.size());
       discovered.push_back(rel->oid);
+      FERRY_ASSIGN_OR_RETURN(pg::TableIdentity h, HeldIdentity(ss));
+      held.push_back(std::move(h));
+      FERRY_ASSIGN_OR_RETURN(pg::TableIdentity f, pg::TableIdentity::Parse(ss.info->table_id));
+      found.push_back(std::move(f));
       start = std::min(start, t.position);
       tables.push_back(std::move(t));
     }
     FERRY_RETURN_IF_ERROR(CheckSlotFor(start));
+    // Partitions that changed since the destination's rows were read: the read stops once the
+    // log is read up to `repartitioned_at` (every change before the catalog was looked at).
+    FERRY_ASSIGN_OR_RETURN(std::string repartitioned, ReviewPartitions(tables, found, &held));
+    pg::Lsn repartitioned_at = 0;
     // The insert position: everything committed so far is before it (the write position can
     // lag behind commits when synchronous_commit is off). Every change of a replaced table's old
     // relation is before it too.
     pg::Lsn log_end = ~pg::Lsn{0};
-    if (!options.follow || !replaced.empty()) {
+    if (!options.follow || !replaced.empty() || !repartitioned.empty()) {
       FERRY_ASSIGN_OR_RETURN(log_end, LogEnd(conn_.get()));
+      repartitioned_at = log_end;
     }
     const pg::Lsn target = options.follow ? ~pg::Lsn{0} : log_end;  // following: no end
     if (log_end <= start && !replaced.empty() && !cdc_.ignore_truncate) {
       return ReplacedError(tables[replaced.front()], discovered[replaced.front()], start);
+    }
+    if (log_end <= start && !repartitioned.empty()) {
+      return RepartitionedError(repartitioned, start);
     }
     if (target <= start) return out;  // nothing was written since
 
@@ -643,7 +677,13 @@ class PostgresSource final : public Source {
       FERRY_RETURN_IF_ERROR(ResolveToast(&changes));
       FERRY_RETURN_IF_ERROR(changes.TakeBatches(options.batch_rows, emit));
       std::vector<std::string> ids;
-      for (const auto& t : changes.tables()) ids.push_back(std::to_string(t.relid));
+      for (size_t i = 0; i < changes.tables().size(); ++i) {
+        // A table followed as another relation since (source.truncate: ignore).
+        const uint32_t relid = changes.tables()[i].relid;
+        if (held[i].relid != relid)
+          held[i] = found[i].relid == relid ? found[i] : pg::TableIdentity{relid};
+        ids.push_back(held[i].ToString());
+      }
       if (!checkpoint(static_cast<int64_t>(position), ids)) {
         return Status::Cancelled("sync stopped");
       }
@@ -653,6 +693,13 @@ class PostgresSource final : public Source {
         FERRY_ASSIGN_OR_RETURN(gone, GoneSinceDiscovery(changes.tables(), discovered));
         if (!gone.empty()) {
           FERRY_ASSIGN_OR_RETURN(gone_at, LogEnd(lookup_.get()));
+        }
+      }
+      if (repartitioned.empty()) {
+        FERRY_ASSIGN_OR_RETURN(std::vector<pg::TableIdentity> now, PartitionsNow(held));
+        FERRY_ASSIGN_OR_RETURN(repartitioned, ReviewPartitions(changes.tables(), now, &held));
+        if (!repartitioned.empty()) {
+          FERRY_ASSIGN_OR_RETURN(repartitioned_at, LogEnd(lookup_.get()));
         }
       }
       return Status::OK();
@@ -673,6 +720,11 @@ class PostgresSource final : public Source {
         }
         for (size_t i : replaced) Adopt(&changes, i, discovered[i]);
         replaced.clear();
+      }
+      if (!repartitioned.empty() && boundary >= repartitioned_at) {
+        result = flush(boundary);
+        if (result.ok()) result = RepartitionedError(repartitioned, boundary);
+        return true;
       }
       if (boundary >= target) {
         result = flush(boundary);
@@ -1076,15 +1128,21 @@ class PostgresSource final : public Source {
     t.relid = rel->oid;
     t.since = ss.table_since > 0 ? static_cast<pg::Lsn>(ss.table_since) : 0;
     if (!ss.table_id.empty()) {
-      const char* end = ss.table_id.data() + ss.table_id.size();
-      auto [p, ec] = std::from_chars(ss.table_id.data(), end, t.relid);
-      if (ec != std::errc() || p != end || t.relid == 0) {
-        return Status::Corruption("stream " + ss.info->name + ": table id '" + ss.table_id +
-                                  "' (from the state file or the table's marker) is not a "
-                                  "PostgreSQL relation OID");
-      }
+      FERRY_ASSIGN_OR_RETURN(pg::TableIdentity held, HeldIdentity(ss));
+      t.relid = held.relid;
     }
     return t;
+  }
+
+  // Whose rows the destination holds of the stream's table: the table (and partitions) of its
+  // progress; a record of older ferry, which listed no partitions, is taken to hold those of now.
+  static Result<pg::TableIdentity> HeldIdentity(const SharedStream& ss) {
+    FERRY_ASSIGN_OR_RETURN(pg::TableIdentity now, pg::TableIdentity::Parse(ss.info->table_id));
+    if (ss.table_id.empty()) return now;
+    auto held = pg::TableIdentity::Parse(ss.table_id);
+    if (!held.ok()) return held.status().WithContext("stream " + ss.info->name);
+    if (held->relid == now.relid && !held->partitioned) return now;
+    return held;
   }
 
   // How far the log reaches: the insert position (the replay position on a standby).
@@ -1111,6 +1169,59 @@ class PostgresSource final : public Source {
     return Status::InvalidArgument(Replaced(t, now) + "; every change of the old table (up to " +
                                    pg::FormatLsn(at) + ") is applied. " +
                                    std::string(kReplacedFix));
+  }
+
+  static constexpr std::string_view kRepartitionedFix =
+      "To follow the table as it is now: start the stream over (remove its entry from the state "
+      "file: a new backfill replaces the table), or set source.truncate: ignore to keep the "
+      "destination's rows as they are and apply the partitions' changes from here on";
+
+  static Status RepartitionedError(const std::string& what, pg::Lsn at) {
+    return Status::InvalidArgument(what + "; every change up to " + pg::FormatLsn(at) +
+                                   " is applied. " + std::string(kRepartitionedFix));
+  }
+
+  // The partitions of each partitioned table in `held` now (the others as they are).
+  Result<std::vector<pg::TableIdentity>> PartitionsNow(const std::vector<pg::TableIdentity>& held) {
+    std::vector<pg::TableIdentity> now = held;
+    for (auto& id : now) {
+      if (!id.partitioned) continue;
+      FERRY_RETURN_IF_ERROR(OpenLookup());
+      FERRY_ASSIGN_OR_RETURN(id.leaves, pg::LeafPartitions(lookup_.get(), id.relid));
+    }
+    return now;
+  }
+
+  // Compares the partitions whose rows the destination holds (`held`) with those of `now`:
+  // partitions that joined holding only rows written since are followed from here on (and so are
+  // any changes under source.truncate: ignore, with a warning); otherwise the sentence that says
+  // what the destination lacks or has too many of, for the stop.
+  Result<std::string> ReviewPartitions(const std::vector<pg::ChangeTable>& tables,
+                                       const std::vector<pg::TableIdentity>& now,
+                                       std::vector<pg::TableIdentity>* held) {
+    for (size_t i = 0; i < tables.size(); ++i) {
+      pg::TableIdentity& h = (*held)[i];
+      if (!h.partitioned || !now[i].partitioned || h.relid != now[i].relid ||
+          h.leaves == now[i].leaves) {
+        continue;
+      }
+      const std::string display = tables[i].nspname + "." + tables[i].relname;
+      FERRY_RETURN_IF_ERROR(OpenLookup());
+      FERRY_ASSIGN_OR_RETURN(std::string diverge,
+                             pg::PartitionsDiverge(lookup_.get(), display, h, now[i]));
+      if (!diverge.empty() && !cdc_.ignore_truncate) return diverge;
+      if (diverge.empty()) {
+        FERRY_LOG(kInfo) << "the partitions of " << display
+                         << " changed: every partition that joined it holds only rows written "
+                            "since, whose changes are in the log; they are followed";
+      } else {
+        FERRY_LOG(kWarn) << diverge
+                         << " (source.truncate: ignore): the destination keeps the rows it holds, "
+                            "and the partitions' changes are applied from here on";
+      }
+      h = now[i];
+    }
+    return std::string();
   }
 
   // source.truncate: ignore: the table's changes are those of `relid` from here on.
