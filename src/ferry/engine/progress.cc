@@ -73,6 +73,7 @@ Json FullRefreshProgress::ToJson() const {
   plan_j["first"] = plan.first ? Json(*plan.first) : Json(nullptr);
   if (!plan.key.empty()) plan_j["key"] = plan.key;
   if (!plan.bounds.empty()) plan_j["bounds"] = plan.bounds;
+  if (!plan.key_bounds.empty()) plan_j["key_bounds"] = plan.key_bounds;
   if (plan.rows > 0) plan_j["rows"] = plan.rows;
   Json j{{"mode", "full_refresh"},
          {"stream", stream},
@@ -129,6 +130,23 @@ Result<FullRefreshProgress> FullRefreshProgress::FromJson(const Json& j,
         return bad("plan.bounds are not increasing");
       }
       p.plan.bounds.push_back(x);
+    }
+  } else if (plan.contains("key_bounds")) {
+    const Json& b = plan["key_bounds"];
+    if (!b.is_array() || b.empty() || static_cast<int64_t>(b.size()) + 1 != p.plan.count) {
+      return bad("plan.key_bounds must list count - 1 boundaries");
+    }
+    for (const auto& v : b) {
+      const bool strings =
+          v.is_array() && !v.empty() &&
+          std::all_of(v.begin(), v.end(), [](const Json& x) { return x.is_string(); });
+      if (!strings || (!p.plan.key_bounds.empty() && v.size() != p.plan.key_bounds.back().size())) {
+        return bad("plan.key_bounds holds a boundary that is not a list of the key's values");
+      }
+      if (!p.plan.key_bounds.empty() && v == p.plan.key_bounds.back()) {
+        return bad("plan.key_bounds repeats a boundary");
+      }
+      p.plan.key_bounds.push_back(v);
     }
   } else if (p.plan.count > 1 && (!p.plan.first || p.plan.step <= 0)) {
     return bad("plan lacks first/step");

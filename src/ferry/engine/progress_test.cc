@@ -231,6 +231,35 @@ TEST(FullRefreshProgressTest, APlanOfBoundariesRoundTrips) {
   EXPECT_EQ(p.plan.At(3).Id("t"), "t[7000000000000000000,)");
 }
 
+TEST(FullRefreshProgressTest, APlanOfKeyValuesRoundTripsAndDamageIsCorruption) {
+  FullRefreshProgress p;
+  p.run = "r";
+  p.plan.count = 3;
+  p.plan.key = R"(["tenant","name"])";
+  p.plan.key_bounds = {Json{"7", "O'Brien ✓"}, Json{"7", "zebra"}};
+  auto back = FullRefreshProgress::FromJson(p.ToJson(), "test");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->plan.key_bounds, p.plan.key_bounds);
+  const source::Chunk first = back->plan.At(0);
+  const source::Chunk mid = back->plan.At(1);
+  const source::Chunk last = back->plan.At(2);
+  EXPECT_TRUE(first.lo_key.is_null());
+  EXPECT_EQ(first.hi_key, mid.lo_key);
+  EXPECT_EQ(mid.hi_key, last.lo_key);
+  EXPECT_TRUE(last.hi_key.is_null());
+  EXPECT_EQ(mid.Id("t"), R"(t[["7","O'Brien ✓"],["7","zebra"]))");
+  EXPECT_NE(first.Id("t"), last.Id("t"));
+  for (const Json& damaged : {Json{Json{"7", "a"}}, Json{Json{"7", "a"}, Json{"7", "a"}},
+                              Json{Json{"7", "a"}, Json{7, "b"}}, Json{Json{"7", "a"}, Json{"8"}},
+                              Json{Json{"7", "a"}, Json::array()}, Json{"7", "8"}}) {
+    Json j = p.ToJson();
+    j["plan"]["key_bounds"] = damaged;
+    auto bad = FullRefreshProgress::FromJson(j, "test");
+    ASSERT_FALSE(bad.ok()) << damaged.dump();
+    EXPECT_EQ(bad.status().code(), StatusCode::kCorruption) << damaged.dump();
+  }
+}
+
 }  // namespace
 }  // namespace ferry::engine
 

@@ -38,6 +38,10 @@ Schema StreamInfo::ToSchema() const {
 }
 
 std::string Chunk::Id(const std::string& stream) const {
+  if (!lo_key.is_null() || !hi_key.is_null()) {
+    return stream + "[" + (lo_key.is_null() ? "" : lo_key.dump()) + "," +
+           (hi_key.is_null() ? "" : hi_key.dump()) + ")";
+  }
   return stream + "[" + (lo ? std::to_string(*lo) : "") + "," + (hi ? std::to_string(*hi) : "") +
          ")";
 }
@@ -45,6 +49,12 @@ std::string Chunk::Id(const std::string& stream) const {
 Chunk ChunkPlan::At(int64_t i) const {
   Chunk c;
   c.key = key;
+  if (!key_bounds.empty()) {
+    const auto n = static_cast<int64_t>(key_bounds.size());
+    if (i > 0) c.lo_key = key_bounds[static_cast<size_t>(std::min(i, n) - 1)];
+    if (i < n) c.hi_key = key_bounds[static_cast<size_t>(std::max<int64_t>(i, 0))];
+    return c;
+  }
   if (!bounds.empty()) {
     const auto n = static_cast<int64_t>(bounds.size());
     if (i > 0) c.lo = bounds[static_cast<size_t>(std::min(i, n) - 1)];
@@ -69,6 +79,12 @@ std::optional<ChunkPlan> GridPlan(int64_t lo, int64_t hi, int64_t rows, int64_t 
   plan.count = static_cast<int64_t>(grid);
   plan.rows = rows;
   return plan;
+}
+
+int64_t BoundaryEvery(double weight, int64_t chunk_rows) {
+  const double every =
+      static_cast<double>(std::max<int64_t>(chunk_rows, 1)) / std::max(weight, 1e-9);
+  return std::max<int64_t>(1, static_cast<int64_t>(every + 0.5));
 }
 
 ChunkPlan BoundariesPlan(const std::vector<int64_t>& keys, double weight, int64_t chunk_rows) {

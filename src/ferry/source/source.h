@@ -66,6 +66,11 @@ struct StreamInfo {
 struct Chunk {
   std::optional<int64_t> lo;
   std::optional<int64_t> hi;
+  // The bounds over a key that is not one integer column (text, uuid, numeric, several columns):
+  // lo_key <= k < hi_key in the source's order, each an array of the key's values in the source's
+  // text form, one string per key column; null: open.
+  nlohmann::json lo_key;
+  nlohmann::json hi_key;
   std::string key;  // what the bounds are of, when the plan names it (see ChunkPlan::key)
   std::string Id(const std::string& stream) const;
 };
@@ -74,7 +79,10 @@ struct Chunk {
 //   - a regular grid, where the keys are dense: chunk i covers [first + i*step, first +
 //   (i+1)*step);
 //   - boundaries taken from the data (`bounds`, strictly increasing), where the keys are sparse or
-//     skewed: chunk i covers [bounds[i-1], bounds[i]), count = bounds.size() + 1.
+//     skewed: chunk i covers [bounds[i-1], bounds[i]), count = bounds.size() + 1;
+//   - boundaries of a key of other types or of several columns (`key_bounds`, increasing in the
+//     source's order, which only the source knows): chunk i covers [key_bounds[i-1],
+//     key_bounds[i]) (Chunk::lo_key, hi_key), count = key_bounds.size() + 1.
 // Either way chunk 0 is open below and the last chunk open above. A table read whole has count 1
 // and no first. Deterministic: the same plan gives the same chunks and ids, so it can be stored
 // (state file, marker) and rebuilt after a crash; a plan of boundaries holds one number per chunk.
@@ -83,6 +91,7 @@ struct ChunkPlan {
   int64_t step = 0;
   int64_t count = 1;
   std::vector<int64_t> bounds;
+  std::vector<nlohmann::json> key_bounds;  // each an array of strings, one per key column
   // The rows the source counted or estimated when planning (0: unknown), for progress lines.
   int64_t rows = 0;
   // What the grid is over, for sources with several ways to split a table ("ctid", or a key
@@ -114,6 +123,12 @@ std::optional<ChunkPlan> GridPlan(int64_t lo, int64_t hi, int64_t rows, int64_t 
 // rows: one every `chunk_rows` rows, distinct and increasing. The plan (`key`, `rows` set by the
 // caller) has bounds.size() + 1 chunks; fewer than 2 give a plan of one chunk.
 ChunkPlan BoundariesPlan(const std::vector<int64_t>& keys, double weight, int64_t chunk_rows);
+
+// In a sorted sample of keys each standing for `weight` rows, every how many keys one starts a
+// chunk (at least 1): the keys at positions n, 2n, ... (1-based) make chunks of about
+// `chunk_rows` rows. BoundariesPlan's rule, for a source that picks the boundaries of a key only
+// it can compare (in its own query, so that only the boundaries are sent).
+int64_t BoundaryEvery(double weight, int64_t chunk_rows);
 
 class Source {
  public:

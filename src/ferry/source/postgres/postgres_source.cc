@@ -145,6 +145,10 @@ class PostgresSource final : public Source {
         case 'm':
           if (auto key = IntegerKey(info, rel)) {
             info.chunking = "ranges of primary key " + *key;
+          } else if (auto keys = TupleKey(info, rel)) {
+            std::string names;
+            for (const auto& k : *keys) names += (names.empty() ? "" : ", ") + k;
+            info.chunking = "ranges of primary key (" + names + ")";
           } else {
             info.chunking = "ctid block ranges";
           }
@@ -263,45 +267,110 @@ class PostgresSource final : public Source {
     return std::nullopt;
   }
 
-  // Chunks of an integer key `c` whose values lo..hi may be sparse or skewed: boundaries at the
-  // quantiles of a sample of the key, taken by blocks (TABLESAMPLE SYSTEM reads only the sampled
-  // blocks, so planning costs a fraction of a scan). Each sampled key stands for 100/pct rows,
-  // whatever the statistics say. The sampled rows are counted first (nothing is sent): a sample
-  // too small is taken again ten times larger, up to the whole table; one far larger than wanted
-  // (statistics behind the table) is shrunk before its keys are fetched, so the keys held stay
-  // near `wanted` however large the table. Keys so dense that the grid fits keep the grid.
-  Result<ChunkPlan> SampledKeyPlan(const Relation& rel, const std::string& c, int64_t estimate,
-                                   int64_t lo, int64_t hi, int64_t chunk_rows) {
+  // The table's own primary key when it is not one integer column (text, uuid, numeric, dates,
+  // several columns): full refresh splits on its ranges in the server's order (a primary key has
+  // a b-tree index, and no NULL). A stream whose primary_key setting names other columns is split
+  // by ctid ranges.
+  static std::optional<std::vector<std::string>> TupleKey(const StreamInfo& stream,
+                                                          const Relation& rel) {
+    if (!rel.Heap() || rel.primary_key.empty() || stream.primary_key != rel.primary_key ||
+        IntegerKey(stream, rel)) {
+      return std::nullopt;
+    }
+    return rel.primary_key;
+  }
+
+  // ChunkPlan::key of a plan over TupleKey: the key's columns as a JSON array.
+  static std::string TupleKeyName(const std::vector<std::string>& key) {
+    return nlohmann::json(key).dump();
+  }
+
+  // A block sample of `rel` (TABLESAMPLE SYSTEM reads only the sampled blocks, so planning costs
+  // a fraction of a scan) of about 50 rows per chunk, 2,000 to 500,000 rows in all, whatever the
+  // statistics say. The sampled rows are counted first (nothing is sent): a sample too small is
+  // taken again ten times larger, up to the whole table; one far larger than wanted (statistics
+  // behind the table) is shrunk. Each sampled row stands for 100/pct rows.
+  struct Sample {
+    double pct = 100;
+    double rows = 0;  // rows of the sample as counted (before a shrink)
+    std::string Clause() const {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.9g", pct);
+      return std::string(" TABLESAMPLE SYSTEM (") + text + ") REPEATABLE (0)";
+    }
+  };
+  Result<Sample> SampleOf(const Relation& rel, const std::string& where, int64_t estimate,
+                          int64_t chunk_rows) {
     constexpr double kMinSample = 1000;
-    // About 50 sampled keys per chunk, 2,000 to 500,000 keys in all.
     const double wanted = std::clamp(static_cast<double>(std::max<int64_t>(estimate, 1)) /
                                          static_cast<double>(chunk_rows) * 50.0,
                                      2000.0, 500000.0);
-    double pct =
-        estimate > 0 ? std::min(100.0, wanted / static_cast<double>(estimate) * 100.0) : 0.01;
-    auto sampled = [&](const std::string& what) {
-      char text[32];
-      std::snprintf(text, sizeof text, "%.9g", pct);
-      return "SELECT " + what + " FROM " + From(rel) + " TABLESAMPLE SYSTEM (" + text +
-             ") REPEATABLE (0) WHERE " + c + " IS NOT NULL";
-    };
-    double n = 0;
+    Sample s;
+    s.pct = estimate > 0 ? std::min(100.0, wanted / static_cast<double>(estimate) * 100.0) : 0.01;
     for (;;) {
-      FERRY_ASSIGN_OR_RETURN(auto r, conn_->Query(sampled("count(*)")));
-      n = static_cast<double>(r.Int64(0, 0));
-      if (n >= kMinSample || pct >= 100.0) break;
-      pct = std::min(100.0, pct * 10.0);
+      FERRY_ASSIGN_OR_RETURN(
+          auto r, conn_->Query("SELECT count(*) FROM " + From(rel) + " r" + s.Clause() + where));
+      s.rows = static_cast<double>(r.Int64(0, 0));
+      if (s.rows >= kMinSample || s.pct >= 100.0) break;
+      s.pct = std::min(100.0, s.pct * 10.0);
     }
-    if (n > 2 * wanted) pct *= wanted / n;  // SYSTEM with one seed: a subset of those blocks
-    FERRY_ASSIGN_OR_RETURN(auto r, conn_->Query(sampled(c + "::int8") + " ORDER BY 1"));
+    if (s.rows > 2 * wanted) s.pct *= wanted / s.rows;  // SYSTEM with one seed: a subset
+    return s;
+  }
+
+  // Chunks of an integer key `c` whose values lo..hi may be sparse or skewed: boundaries at the
+  // quantiles of a sample of the key (SampleOf). Keys so dense that the grid fits keep the grid.
+  Result<ChunkPlan> SampledKeyPlan(const Relation& rel, const std::string& c, int64_t estimate,
+                                   int64_t lo, int64_t hi, int64_t chunk_rows) {
+    const std::string where = " WHERE " + c + " IS NOT NULL";
+    FERRY_ASSIGN_OR_RETURN(Sample s, SampleOf(rel, where, estimate, chunk_rows));
+    FERRY_ASSIGN_OR_RETURN(auto r, conn_->Query("SELECT " + c + "::int8 FROM " + From(rel) + " r" +
+                                                s.Clause() + where + " ORDER BY 1"));
     std::vector<int64_t> keys;
     keys.reserve(static_cast<size_t>(r.rows()));
     for (int i = 0; i < r.rows(); ++i) keys.push_back(r.Int64(i, 0));
-    const double weight = 100.0 / pct;
+    const double weight = 100.0 / s.pct;
     const auto rows = static_cast<int64_t>(static_cast<double>(keys.size()) * weight);
     if (auto grid = GridPlan(lo, hi, rows, chunk_rows)) return *grid;
     ChunkPlan plan = BoundariesPlan(keys, weight, chunk_rows);
     plan.rows = rows;
+    return plan;
+  }
+
+  // Chunks of a TupleKey: boundaries at the quantiles of a sample (SampleOf), picked by the
+  // server in the key's own order (its operators and collation, which ferry never imitates), so
+  // that only the boundaries are sent, as text.
+  Result<ChunkPlan> SampledTuplePlan(const Relation& rel, const std::vector<std::string>& key,
+                                     int64_t estimate, int64_t chunk_rows) {
+    ChunkPlan plan;
+    plan.key = TupleKeyName(key);
+    chunk_rows = std::max<int64_t>(chunk_rows, 1);
+    if (estimate > 0 && estimate <= chunk_rows / 2) return plan;  // one chunk
+    FERRY_ASSIGN_OR_RETURN(Sample s, SampleOf(rel, "", estimate, chunk_rows));
+    const double weight = 100.0 / s.pct;
+    const int64_t every = BoundaryEvery(weight, chunk_rows);
+    std::string values;
+    std::string order;
+    for (size_t i = 0; i < key.size(); ++i) {
+      values += "r." + QuoteIdent(key[i]) + "::text AS b" + std::to_string(i) + ", ";
+      order += (i > 0 ? ", r." : "r.") + QuoteIdent(key[i]);
+    }
+    // The boundaries are in the table's order (the ORDER BY of the window); the last column
+    // counts the sample, for the plan's row estimate.
+    FERRY_ASSIGN_OR_RETURN(
+        auto r,
+        conn_->Query("SELECT * FROM (SELECT " + values + "row_number() OVER (ORDER BY " + order +
+                     ") AS n, count(*) OVER () AS sampled FROM " + From(rel) + " r" + s.Clause() +
+                     ") AS s WHERE n % " + std::to_string(every) + " = 0 ORDER BY n"));
+    const int k = static_cast<int>(key.size());
+    for (int i = 0; i < r.rows(); ++i) {
+      nlohmann::json b = nlohmann::json::array();
+      for (int c = 0; c < k; ++c) b.push_back(r.Text(i, c));
+      plan.key_bounds.push_back(std::move(b));
+    }
+    const double sampled = r.rows() > 0 ? static_cast<double>(r.Int64(0, k + 1)) : s.rows;
+    plan.rows = static_cast<int64_t>(sampled * weight);
+    plan.count = static_cast<int64_t>(plan.key_bounds.size()) + 1;
     return plan;
   }
 
@@ -333,6 +402,9 @@ class PostgresSource final : public Source {
                                                             bounds[0], bounds[1], chunk_rows));
       plan.key = *key;
       return plan;
+    }
+    if (auto key = TupleKey(stream, *rel)) {
+      return SampledTuplePlan(*rel, *key, stream.estimated_rows, chunk_rows);
     }
     if (rel->relkind == 'p') {
       // One chunk per leaf partition, in name order; the key names the list (its hash), so that
@@ -395,6 +467,11 @@ class PostgresSource final : public Source {
       if (PartitionsKey(leaves) != plan.key) {
         return std::string("its partitions changed since the load was planned");
       }
+    } else if (!plan.key.empty() && plan.key[0] == '[') {
+      auto key = TupleKey(stream, *rel);
+      if (!key || TupleKeyName(*key) != plan.key) {
+        return "columns " + plan.key + " are no longer its primary key";
+      }
     } else if (!plan.key.empty() && plan.key != "ctid") {
       auto key = IntegerKey(stream, *rel);
       if (!key || *key != plan.key) {
@@ -402,6 +479,37 @@ class PostgresSource final : public Source {
       }
     }
     return std::string();
+  }
+
+  // " WHERE (k1, k2) >= (...) AND (k1, k2) < (...)": the chunk's rows by a TupleKey's row
+  // comparison (the bounds as escaped literals, typed by the server from the columns: COPY takes
+  // no parameters); empty for a chunk open at both ends.
+  Result<std::string> TupleRange(const Relation& rel, const std::vector<std::string>& key,
+                                 const Chunk& chunk) {
+    std::string columns;
+    for (const auto& k : key) columns += (columns.empty() ? "(" : ", ") + QuoteIdent(k);
+    columns += ")";
+    std::string where;
+    for (const auto& [bound, op] : {std::pair{&chunk.lo_key, " >= ("}, {&chunk.hi_key, " < ("}}) {
+      if (bound->is_null()) continue;
+      if (!bound->is_array() || bound->size() != key.size()) {
+        return Status::Corruption("chunk bound " + bound->dump() + " of " + rel.Display() +
+                                  " does not hold one value per key column (state file or "
+                                  "marker damaged?)");
+      }
+      std::string values;
+      for (const auto& v : *bound) {
+        if (!v.is_string()) {
+          return Status::Corruption("chunk bound " + bound->dump() + " of " + rel.Display() +
+                                    " holds a value that is not text (state file or marker "
+                                    "damaged?)");
+        }
+        FERRY_ASSIGN_OR_RETURN(std::string literal, conn_->Literal(v.get<std::string>()));
+        values += (values.empty() ? "" : ", ") + literal;
+      }
+      where += (where.empty() ? " WHERE " : " AND ") + columns + op + values + ")";
+    }
+    return where;
   }
 
   Status ReadChunk(const StreamInfo& stream, const Chunk& chunk,
@@ -422,6 +530,16 @@ class PostgresSource final : public Source {
       }
       // The chunk's rows are the partition's own: its sub-partitions are leaves of their own.
       sql = select + " FROM ONLY " + leaves[static_cast<size_t>(i)];
+    } else if (rel->Heap() && !chunk.key.empty() && chunk.key[0] == '[') {
+      auto key = TupleKey(stream, *rel);
+      if (!key || TupleKeyName(*key) != chunk.key) {
+        return Status::InvalidArgument(
+            "the load of " + rel->Display() + " was planned on key columns " + chunk.key +
+            ", which are no longer the table's primary key; move the stream's entry out of the "
+            "state file (or the state file away) and sync again");
+      }
+      FERRY_ASSIGN_OR_RETURN(std::string where, TupleRange(*rel, *key, chunk));
+      sql += where;
     } else if ((rel->Heap() || rel->relkind == 'p') && !chunk.key.empty() && chunk.key != "ctid") {
       auto key = IntegerKey(stream, *rel);
       if (!key || *key != chunk.key) {
