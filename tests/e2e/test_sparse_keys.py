@@ -118,11 +118,24 @@ state: ./state.json
         # WITHOUT ROWID: chunked by its integer primary key, the same way.
         con.execute("CREATE TABLE wr (id INTEGER PRIMARY KEY, v TEXT, flag BOOLEAN) WITHOUT ROWID")
         con.executemany("INSERT INTO wr VALUES (?, ?, ?)", [row(k) for k in self.keys["snow"]])
+        # WITHOUT ROWID keyed by text (unicode), and by two columns with one value of the first
+        # holding most rows: ranges of the key's row value.
+        con.execute("CREATE TABLE words (w TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID")
+        prefixes = ["Ünïcode", "zebra", "Apple", "apple", "a b", "日本", "ß", "O'Brien", "", "-"]
+        con.executemany("INSERT INTO words VALUES (?, ?)",
+                        [(f"{prefixes[i % 10]} {i * 7919 % 100003}", f"v{i}")
+                         for i in range(9000)])
+        con.execute("CREATE TABLE pairs (tenant INTEGER, name TEXT, v INTEGER,"
+                    " PRIMARY KEY (tenant, name)) WITHOUT ROWID")
+        con.executemany("INSERT INTO pairs VALUES (?, ?, ?)",
+                        [(7 if i < 8000 else i % 13, f"n{i * 31 % 9001}", i) for i in range(9000)])
         con.commit()
         con.close()
 
+    TYPED = {"words": 9000, "pairs": 9000}
+
     def check_all(self):
-        for table in ("snow", "outliers", "deleted", "wr"):
+        for table in ("snow", "outliers", "deleted", "wr", *self.TYPED):
             self.assert_table_equals_source("lake", table)
 
     def test_sparse_keys_load_in_chunks_of_rows_and_read_back_exactly(self):
@@ -131,6 +144,14 @@ state: ./state.json
         sizes = {t: len(k) for t, k in self.keys.items()}
         sizes["wr"] = len(self.keys["snow"])
         self.assert_plans_follow_the_rows(sizes)
+        plans = self.plans()
+        for table, rows in self.TYPED.items():
+            plan = plans[table]
+            needed = rows // CHUNK_ROWS + 1
+            self.assertLessEqual(plan["count"], 2 * needed, f"{table}: {plan}")
+            self.assertGreaterEqual(plan["count"], needed // 2, f"{table}: {plan}")
+            self.assertEqual(len(plan["key_bounds"]) + 1, plan["count"], table)
+        self.assertEqual(json.loads(plans["pairs"]["key"]), ["tenant", "name"])
         self.check_all()
         self.assert_verify_matches()
 
@@ -142,6 +163,8 @@ state: ./state.json
             # New far keys and deletes between rounds: each reload plans again.
             con.execute("INSERT INTO snow VALUES (?, ?, ?)", row(INT64_MAX - 1 - i))
             con.execute("DELETE FROM outliers WHERE id = ?", (100 + i,))
+            con.execute("INSERT INTO words VALUES (?, 'late')", (f"Ωmega {i}",))
+            con.execute("UPDATE pairs SET v = -v WHERE tenant = 7 AND v % 50 = ?", (i,))
             con.commit()
             con.close()
         self.crash_rounds(change, self.check_all)

@@ -35,6 +35,16 @@ Statement& Statement::BindNull(int index) {
   return *this;
 }
 
+Statement& Statement::BindDouble(int index, double v) {
+  sqlite3_bind_double(stmt_, index, v);
+  return *this;
+}
+
+Statement& Statement::BindBlob(int index, std::string_view v) {
+  sqlite3_bind_blob64(stmt_, index, v.data(), v.size(), SQLITE_TRANSIENT);
+  return *this;
+}
+
 namespace {
 Status FromCode(sqlite3* db, int rc, std::string_view what) {
   std::string m(what);

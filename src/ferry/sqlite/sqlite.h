@@ -29,6 +29,8 @@ class Statement {
   Statement& Bind(int index, int64_t v);
   Statement& Bind(int index, std::string_view v);
   Statement& BindNull(int index);
+  Statement& BindDouble(int index, double v);
+  Statement& BindBlob(int index, std::string_view v);
 
   // true: a row is ready; false: done. Errors name the SQL's purpose given at Prepare.
   Result<bool> Step();

@@ -1,6 +1,9 @@
 #include "ferry/source/sqlite/sqlite_source.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
 
@@ -16,6 +19,7 @@ namespace {
 
 using ferry::sqlite::Database;
 using ferry::sqlite::QuoteIdentifier;
+using ferry::sqlite::Statement;
 using sqlite_src::AppendValue;
 using sqlite_src::MapDeclaredType;
 
@@ -58,10 +62,105 @@ void InstantFunction(sqlite3_context* ctx, int, sqlite3_value** argv) {
   sqlite3_result_error(ctx, why.data(), static_cast<int>(why.size()));
 }
 
-// How a table is split: by a key column (rowid or an integer primary key), or not at all.
+// How a table is split: by a key column (rowid or an integer primary key), by ranges of a WITHOUT
+// ROWID table's primary key of other types or several columns, or not at all.
 struct ChunkKey {
   std::string expr;  // quoted column or rowid alias; empty when the table is read whole
+  // A WITHOUT ROWID table's own primary key (expr empty): chunks are ranges of its row value, in
+  // SQLite's order (types, then each column's collation), with ChunkPlan::key the names' JSON.
+  std::vector<std::string> columns;
+  std::string Name() const { return nlohmann::json(columns).dump(); }
+  std::string RowValue() const {
+    std::string out = "(";
+    for (size_t i = 0; i < columns.size(); ++i)
+      out += (i ? ", " : "") + QuoteIdentifier(columns[i]);
+    return out + ")";
+  }
+  // "(?<first>, ?<first+1>, ...)": one parameter per key column.
+  std::string Parameters(int first) const {
+    std::string out = "(";
+    for (size_t i = 0; i < columns.size(); ++i) {
+      out += (i ? ", ?" : "?") + std::to_string(first + static_cast<int>(i));
+    }
+    return out + ")";
+  }
 };
+
+// A key value as a chunk boundary holds it (Chunk::lo_key, hi_key): its storage class and its
+// value in text, so that the boundary compares as the value did ("i42", "r0.5", "tabc", "b0aff").
+std::string EncodeKeyValue(const Statement& st, int i) {
+  switch (st.ColumnType(i)) {
+    case SQLITE_INTEGER:
+      return "i" + std::to_string(st.Int64(i));
+    case SQLITE_FLOAT: {
+      char text[40];
+      std::snprintf(text, sizeof text, "r%.17g", st.Double(i));
+      return text;
+    }
+    case SQLITE_BLOB: {
+      static constexpr char kHex[] = "0123456789abcdef";
+      std::string out = "b";
+      for (unsigned char c : st.Blob(i)) {
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      }
+      return out;
+    }
+    default:
+      return "t" + std::string(st.Text(i));
+  }
+}
+
+// Binds a boundary's values (EncodeKeyValue) to parameters first, first+1, ...
+Status BindKeyValues(Statement& st, int first, const nlohmann::json& bound, size_t columns,
+                     const std::string& table) {
+  auto bad = [&] {
+    return Status::Corruption("chunk bound " + bound.dump() + " of table " + table +
+                              " is not one value per key column (state file or marker damaged?)");
+  };
+  if (!bound.is_array() || bound.size() != columns) return bad();
+  for (size_t i = 0; i < columns; ++i) {
+    if (!bound[i].is_string() || bound[i].get_ref<const std::string&>().empty()) return bad();
+    const std::string& v = bound[i].get_ref<const std::string&>();
+    const std::string_view rest = std::string_view(v).substr(1);
+    const int at = first + static_cast<int>(i);
+    switch (v[0]) {
+      case 'i': {
+        int64_t n = 0;
+        auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), n);
+        if (ec != std::errc() || end != rest.data() + rest.size()) return bad();
+        st.Bind(at, n);
+        break;
+      }
+      case 'r': {
+        char* end = nullptr;
+        const std::string text(rest);
+        const double d = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size()) return bad();
+        st.BindDouble(at, d);
+        break;
+      }
+      case 'b': {
+        if (rest.size() % 2 != 0) return bad();
+        std::string bytes;
+        for (size_t k = 0; k < rest.size(); k += 2) {
+          int byte = 0;
+          auto [end, ec] = std::from_chars(rest.data() + k, rest.data() + k + 2, byte, 16);
+          if (ec != std::errc() || end != rest.data() + k + 2) return bad();
+          bytes += static_cast<char>(byte);
+        }
+        st.BindBlob(at, bytes);
+        break;
+      }
+      case 't':
+        st.Bind(at, rest);
+        break;
+      default:
+        return bad();
+    }
+  }
+  return Status::OK();
+}
 
 class SqliteSource final : public Source {
  public:
@@ -113,6 +212,7 @@ class SqliteSource final : public Source {
 
   Result<ChunkPlan> PlanChunks(const StreamInfo& stream, int64_t chunk_rows) override {
     ChunkKey key = KeyFor(stream);
+    if (key.expr.empty() && !key.columns.empty()) return RowValuePlan(stream, key, chunk_rows);
     if (key.expr.empty()) return ChunkPlan{};
     FERRY_ASSIGN_OR_RETURN(auto range, KeyRange(stream.name, key));
     if (!range) return ChunkPlan{};
@@ -147,11 +247,56 @@ class SqliteSource final : public Source {
     return plan;
   }
 
+  // A WITHOUT ROWID table's key ranges: a boundary every chunk_rows keys, walking the primary
+  // key's b-tree in order (the key's columns only: one pass over them for the whole plan).
+  Result<ChunkPlan> RowValuePlan(const StreamInfo& stream, const ChunkKey& key,
+                                 int64_t chunk_rows) {
+    const std::string table = "main." + QuoteIdentifier(stream.name);
+    chunk_rows = std::max<int64_t>(chunk_rows, 1);
+    ChunkPlan plan;
+    plan.key = key.Name();
+    FERRY_ASSIGN_OR_RETURN(auto count, db_->Prepare("SELECT count(*) FROM " + table));
+    FERRY_ASSIGN_OR_RETURN(bool counted, count.Step());
+    plan.rows = counted ? count.Int64(0) : 0;
+    if (plan.rows <= chunk_rows) return plan;
+    const std::string row = key.RowValue();
+    const int k = static_cast<int>(key.columns.size());
+    const std::string select = "SELECT " + row.substr(1, row.size() - 2) + " FROM " + table;
+    FERRY_ASSIGN_OR_RETURN(
+        auto first,
+        db_->Prepare(select + " ORDER BY " + row.substr(1, row.size() - 2) + " LIMIT 1 OFFSET ?1"));
+    FERRY_ASSIGN_OR_RETURN(
+        auto next,
+        db_->Prepare(select + " WHERE " + row + " > " + key.Parameters(1) + " ORDER BY " +
+                     row.substr(1, row.size() - 2) + " LIMIT 1 OFFSET ?" + std::to_string(k + 1)));
+    first.Bind(1, chunk_rows);  // the first chunk holds the first chunk_rows keys
+    Statement* at = &first;
+    for (;;) {
+      FERRY_ASSIGN_OR_RETURN(bool more, at->Step());
+      if (!more) break;
+      nlohmann::json bound = nlohmann::json::array();
+      for (int i = 0; i < k; ++i) bound.push_back(EncodeKeyValue(*at, i));
+      FERRY_RETURN_IF_ERROR(next.Reset());
+      FERRY_RETURN_IF_ERROR(BindKeyValues(next, 1, bound, key.columns.size(), stream.name));
+      next.Bind(k + 1, chunk_rows - 1);
+      plan.key_bounds.push_back(std::move(bound));
+      at = &next;
+    }
+    plan.count = static_cast<int64_t>(plan.key_bounds.size()) + 1;
+    return plan;
+  }
+
   Status ReadChunk(const StreamInfo& stream, const Chunk& chunk,
                    std::shared_ptr<const Schema> schema, size_t batch_rows,
                    const std::function<bool(Batch&)>& emit) override {
     if (!stream.error.empty()) return Status::NotSupported(stream.error);
     ChunkKey key = KeyFor(stream);
+    if (key.expr.empty() && !chunk.key.empty() && chunk.key != key.Name()) {
+      return Status::InvalidArgument(
+          "the load of " + stream.name + " was planned on key columns " + chunk.key +
+          ", which are no longer the table's primary key; move the stream's entry out of the "
+          "state file (or the state file away) and sync again");
+    }
     std::string sql = "SELECT ";
     for (size_t i = 0; i < stream.columns.size(); ++i) {
       sql += (i ? ", " : "") + QuoteIdentifier(stream.columns[i].name);
@@ -165,9 +310,25 @@ class SqliteSource final : public Source {
       for (size_t i = 0; i < where.size(); ++i) sql += (i ? " AND " : " WHERE ") + where[i];
       sql += " ORDER BY " + key.expr;
     }
+    const int k = static_cast<int>(key.columns.size());
+    if (key.expr.empty() && !key.columns.empty()) {
+      std::vector<std::string> where;
+      if (!chunk.lo_key.is_null()) where.push_back(key.RowValue() + " >= " + key.Parameters(1));
+      if (!chunk.hi_key.is_null()) where.push_back(key.RowValue() + " < " + key.Parameters(k + 1));
+      for (size_t i = 0; i < where.size(); ++i) sql += (i ? " AND " : " WHERE ") + where[i];
+      const std::string row = key.RowValue();
+      sql += " ORDER BY " + row.substr(1, row.size() - 2);
+    }
     FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
     if (chunk.lo) st.Bind(1, *chunk.lo);
     if (chunk.hi) st.Bind(2, *chunk.hi);
+    if (!chunk.lo_key.is_null()) {
+      FERRY_RETURN_IF_ERROR(BindKeyValues(st, 1, chunk.lo_key, key.columns.size(), stream.name));
+    }
+    if (!chunk.hi_key.is_null()) {
+      FERRY_RETURN_IF_ERROR(
+          BindKeyValues(st, k + 1, chunk.hi_key, key.columns.size(), stream.name));
+    }
     return EmitRows(stream, st, std::move(schema), batch_rows, !key.expr.empty(), emit);
   }
 
@@ -590,8 +751,13 @@ class SqliteSource final : public Source {
     }
     without_rowid_[table] = without_rowid;
     ChunkKey key = KeyFor(info);
-    info.chunking =
-        key.expr.empty() ? "whole table (no integer key to split on)" : "ranges of " + key.expr;
+    if (!key.expr.empty()) {
+      info.chunking = "ranges of " + key.expr;
+    } else if (!key.columns.empty()) {
+      info.chunking = "ranges of primary key " + key.RowValue();
+    } else {
+      info.chunking = "whole table (no key to split on)";
+    }
     if (!key.expr.empty()) {
       FERRY_ASSIGN_OR_RETURN(auto range, KeyRange(table, key));
       if (range) {
@@ -710,16 +876,28 @@ class SqliteSource final : public Source {
     };
     if (!without_rowid_[info.name]) {
       for (const char* alias : {"rowid", "_rowid_", "oid"}) {
-        if (!has_column(alias)) return ChunkKey{alias};
+        if (!has_column(alias)) return ChunkKey{alias, {}};
       }
     }
     // WITHOUT ROWID (or every alias shadowed): split on a single integer primary key.
     if (info.primary_key.size() == 1) {
       for (const auto& c : info.columns) {
         if (c.name == info.primary_key[0] && c.type.kind() == TypeKind::kInt64) {
-          return ChunkKey{QuoteIdentifier(c.name)};
+          return ChunkKey{QuoteIdentifier(c.name), {}};
         }
       }
+    }
+    // A WITHOUT ROWID table keyed otherwise: ranges of its own primary key (NOT NULL, and the
+    // table's b-tree is in its order); a primary_key setting naming other columns reads it whole.
+    if (without_rowid_[info.name] && !info.primary_key.empty()) {
+      std::vector<std::pair<int, std::string>> own;
+      for (const auto& c : info.columns) {
+        if (c.pk_position > 0) own.emplace_back(c.pk_position, c.name);
+      }
+      std::sort(own.begin(), own.end());
+      std::vector<std::string> names;
+      for (auto& [pos, name] : own) names.push_back(name);
+      if (names == info.primary_key) return ChunkKey{"", names};
     }
     return ChunkKey{};
   }

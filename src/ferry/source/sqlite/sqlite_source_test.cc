@@ -59,7 +59,7 @@ TEST_F(SqliteSourceTest, DiscoversTablesColumnsKeysAndOddNames) {
   EXPECT_TRUE(s.fields[0].required);  // INTEGER PRIMARY KEY is the rowid
   EXPECT_EQ(s.identifier_field_ids, std::vector<int32_t>{1});
   const StreamInfo& kv = (*streams)[1];
-  EXPECT_EQ(kv.chunking, "whole table (no integer key to split on)");
+  EXPECT_EQ(kv.chunking, "ranges of primary key (\"k\")");
   // WITHOUT ROWID enforces NOT NULL on its key, so the key becomes the identifier field.
   EXPECT_EQ(kv.ToSchema().identifier_field_ids, std::vector<int32_t>{1});
 }
@@ -158,6 +158,67 @@ TEST_F(SqliteSourceTest, SparseAndSkewedKeysChunkByRows) {
     EXPECT_GE(plan->count, total / kChunkRows);
     EXPECT_LE(largest, static_cast<size_t>(2 * kChunkRows));
   }
+  ASSERT_TRUE(src->EndSnapshot().ok());
+}
+
+// A WITHOUT ROWID table keyed by text, real and blob columns (few distinct leading values, as a
+// tenant column has them) loads in ranges of its key: about chunk_rows rows a chunk, every row
+// once, the same plan from the same rows.
+TEST_F(SqliteSourceTest, WithoutRowidKeysOfOtherTypesChunkByRowValues) {
+  ASSERT_TRUE(db_->Exec(R"(
+    CREATE TABLE wr (t TEXT, r REAL, bl BLOB, v INTEGER NOT NULL, PRIMARY KEY (t, r, bl))
+      WITHOUT ROWID;
+    WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
+      INSERT INTO wr SELECT CASE WHEN i < 2500 THEN 'ü' ELSE 'O''Brien ' || (i % 3) END,
+                            (i % 50) * 0.1, CAST(printf('%05d', i) AS BLOB), i FROM n;
+    CREATE TABLE small (k TEXT PRIMARY KEY, v INTEGER NOT NULL) WITHOUT ROWID;
+    INSERT INTO small VALUES ('a', 1), ('b', 2);
+  )")
+                  .ok());
+  auto src = Open();
+  auto streams = src->Discover();
+  ASSERT_TRUE(streams.ok()) << streams.status().ToString();
+  ASSERT_TRUE(src->BeginSnapshot().ok());
+  constexpr int64_t kChunkRows = 200;
+  for (const StreamInfo& info : *streams) {
+    SCOPED_TRACE(info.name);
+    auto plan = src->PlanChunks(info, kChunkRows);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    EXPECT_EQ(plan->key, info.name == "wr" ? R"(["t","r","bl"])" : R"(["k"])");
+    auto schema = std::make_shared<const Schema>(info.ToSchema());
+    std::set<int64_t> seen;
+    size_t largest = 0;
+    for (int64_t i = 0; i < plan->count; ++i) {
+      size_t rows = 0;
+      Status s = src->ReadChunk(info, plan->At(i), schema, 64, [&](Batch& b) {
+        rows += b.num_rows();
+        const size_t v = info.columns.size() - 1;
+        for (size_t r = 0; r < b.num_rows(); ++r) {
+          EXPECT_TRUE(seen.insert(b.column(v).ValueAt<int64_t>(r)).second);
+        }
+        return true;
+      });
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      largest = std::max(largest, rows);
+    }
+    const auto total = static_cast<int64_t>(seen.size());
+    EXPECT_EQ(total, info.name == "wr" ? 3000 : 2);
+    EXPECT_EQ(plan->rows, total);
+    EXPECT_LE(plan->count, 2 * (total / kChunkRows + 1));
+    EXPECT_GE(plan->count, total / kChunkRows);
+    EXPECT_LE(largest, static_cast<size_t>(kChunkRows));
+    auto again = src->PlanChunks(info, kChunkRows);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->key_bounds, plan->key_bounds);
+  }
+  // A damaged boundary is refused, not read as another range.
+  Chunk bad;
+  bad.key = R"(["t","r","bl"])";
+  bad.lo_key = nlohmann::json{"tü", "x0.5", "b00"};
+  auto schema = std::make_shared<const Schema>((*streams)[1].ToSchema());
+  ASSERT_EQ((*streams)[1].name, "wr");
+  Status s = src->ReadChunk((*streams)[1], bad, schema, 64, [](Batch&) { return true; });
+  EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
   ASSERT_TRUE(src->EndSnapshot().ok());
 }
 
