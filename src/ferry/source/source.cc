@@ -2,9 +2,6 @@
 
 #include <algorithm>
 
-#include "ferry/source/postgres/postgres_source.h"
-#include "ferry/source/sqlite/sqlite_source.h"
-
 namespace ferry::source {
 
 Schema StreamInfo::ToSchema() const {
@@ -159,10 +156,13 @@ Status Source::AcknowledgeSharedLog(int64_t) {
 }
 
 Result<std::unique_ptr<Source>> OpenSource(config::SourceConfig& cfg) {
-  if (cfg.type == "sqlite") return OpenSqliteSource(cfg);
-  if (cfg.type == "postgres") return OpenPostgresSource(cfg);
+  std::string known;
+  for (const SourceType& t : SourceTypes()) {
+    if (cfg.type == t.name) return t.open(cfg);
+    known += (known.empty() ? "" : ", ") + std::string(t.name);
+  }
   return Status::InvalidArgument("source type '" + cfg.type +
-                                 "' is not known; this build reads: sqlite, postgres");
+                                 "' is not known; this build reads: " + known);
 }
 
 }  // namespace ferry::source

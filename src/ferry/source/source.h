@@ -75,7 +75,7 @@ struct Chunk {
   std::string Id(const std::string& stream) const;
 };
 
-// A full refresh's chunks over the chunk key, in one of two forms:
+// A full refresh's chunks over the chunk key, in one of three forms:
 //   - a regular grid, where the keys are dense: chunk i covers [first + i*step, first +
 //   (i+1)*step);
 //   - boundaries taken from the data (`bounds`, strictly increasing), where the keys are sparse or
@@ -266,6 +266,14 @@ class Source {
   // The guarantee this source can give for a full refresh, for `check`.
   virtual std::string Describe() const = 0;
 };
+
+// A kind of source, by its `type:` in the pipeline file. The list is in connectors.cc: a new
+// source adds its folder and one line there.
+struct SourceType {
+  const char* name;
+  Result<std::unique_ptr<Source>> (*open)(config::SourceConfig& cfg);
+};
+const std::vector<SourceType>& SourceTypes();
 
 // Opens the source named by `cfg.type` and validates its type-specific keys.
 Result<std::unique_ptr<Source>> OpenSource(config::SourceConfig& cfg);

@@ -1,4 +1,5 @@
-// A thin RAII layer over the SQLite C API, shared by the SQLite source and the SQL catalog.
+// A thin RAII layer over the SQLite C API, shared by the SQLite source, the SQLite destination
+// and the SQL catalog.
 // Statements bind values; no SQL is ever built from unchecked strings (identifiers go through
 // QuoteIdentifier). Not thread-safe: one connection per thread.
 #pragma once
@@ -32,7 +33,7 @@ class Statement {
   Statement& BindDouble(int index, double v);
   Statement& BindBlob(int index, std::string_view v);
 
-  // true: a row is ready; false: done. Errors name the SQL's purpose given at Prepare.
+  // true: a row is ready; false: done.
   Result<bool> Step();
   Status Reset();
   // Runs to completion (for statements that return no rows).

@@ -2,10 +2,11 @@
 // committed the same progress (with its marker), and read on every start to be compared with the
 // destination's markers.
 //
-// Shape (the seed's): {"version":1, "pipeline": NAME, "type": "STREAM" | "GLOBAL",
-//   "global": {"state": {...}, "streams": [...]},            (GLOBAL: one log position shared)
+// Shape (the seed's): {"version":1, "pipeline": NAME, "type": "STREAM",
 //   "streams": [{"stream": NAME, "namespace": NS, "state": {...}}]}
-// A stream's "state" object is owned by its sync mode (see sync/ for the keys each mode keeps).
+// ("type": "GLOBAL" is accepted on reading; ferry keeps each stream's own position, also for a
+// change log shared by every stream.) A stream's "state" object is owned by its sync mode (see
+// engine/progress.h for the keys each mode keeps).
 //
 // Writes are atomic (temp file, fsync, rename, folder fsync): after a crash the file is either
 // the old or the new version. A file that does not parse is reported as kCorruption and never

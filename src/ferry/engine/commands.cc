@@ -1,0 +1,116 @@
+// The commands that read a pipeline without syncing it: discover, state, check.
+#include <algorithm>
+
+#include "ferry/base/log.h"
+#include "ferry/engine/sync.h"
+#include "ferry/engine/tasks.h"
+
+namespace ferry::engine {
+
+Result<std::vector<source::StreamInfo>> RunDiscover(config::PipelineConfig& cfg) {
+  std::vector<source::StreamInfo> out;
+  for (config::SourceConfig& sc : cfg.sources) {
+    auto src = source::OpenSource(sc);
+    if (!src.ok()) return InSource(sc, src.status());
+    auto streams = (*src)->Discover();
+    if (!streams.ok()) return InSource(sc, streams.status());
+    for (auto& info : *streams) {
+      info.name = SourceLabel(sc, info.name);
+      out.push_back(std::move(info));
+    }
+  }
+  return out;
+}
+
+Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport>* out) {
+  FERRY_ASSIGN_OR_RETURN(auto sources, OpenSources(cfg, /*prepare_capture=*/false));
+  auto dst = sink::Sink::Open(cfg.destination, cfg.name);
+  if (!dst.ok()) return dst.status().WithContext("destination");
+  FERRY_ASSIGN_OR_RETURN(auto loaded, state::OpenFileStateStore(cfg.state_path)->Load());
+  for (const auto& s : sources) {
+    for (const auto& info : s->streams) {
+      StreamStateReport r;
+      r.stream = SourceLabel(*s->cfg, info.name);
+      r.table = (*dst)->TableName(info.name);
+      config::StreamConfig sc = StreamSettings(*s->cfg, info.name);
+      r.mode = std::string(config::SyncModeName(sc.mode));
+      r.state = loaded ? loaded->Stream(StateNamespace(*s->cfg, info), info.name) : Json(nullptr);
+      FERRY_ASSIGN_OR_RETURN(Json marker, (*dst)->ReadMarker(info.name));
+      r.marker = PartOfMarker(marker, s->cfg->name);
+      if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
+        auto d = DecideCdc(r.state, r.marker, sc.mode == config::SyncMode::kCdc, info.table_id);
+        if (!d.ok()) {
+          r.restart = "stops: " + d.status().message();
+          out->push_back(std::move(r));
+          continue;
+        }
+        r.restart = d->explanation;
+        r.state_behind = d->state_behind || (d->backfill && d->full.state_behind);
+      } else if (sc.mode == config::SyncMode::kIncremental) {
+        auto d = DecideIncremental(info.name, sc.cursor.value_or(""), r.state, r.marker);
+        if (!d.ok()) return d.status();
+        r.restart = d->explanation;
+        r.state_behind = d->state_behind;
+      } else {
+        auto d = DecideFullRefresh(r.state, r.marker);
+        if (!d.ok()) return d.status();
+        r.restart = d->explanation;
+        r.state_behind = d->state_behind;
+      }
+      out->push_back(std::move(r));
+    }
+  }
+  return Status::OK();
+}
+
+Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
+  FERRY_ASSIGN_OR_RETURN(auto sources, OpenSources(cfg, /*prepare_capture=*/false));
+  auto dst = sink::Sink::Open(cfg.destination, cfg.name);
+  if (!dst.ok()) return dst.status().WithContext("destination");
+  report->destination = (*dst)->Describe();
+  report->guarantee = (*dst)->Guarantee();
+  if (cfg.merged()) {
+    report->guarantee += cfg.checkpoint.exactly_once
+                             ? "; tables fed by several sources: exactly-once (barriers aligned)"
+                             : "; tables fed by several sources: at-least-once (checkpoint.mode "
+                               "at_least_once: a restart may apply some rows twice)";
+  }
+  // The first stream of each destination table, to check the others merged into it against.
+  std::map<std::string, std::pair<const config::SourceConfig*, const source::StreamInfo*>>
+      first_of_table;
+  for (const auto& s : sources) {
+    const std::string described = s->src->Describe();
+    report->source += (report->source.empty() ? "" : "; ") +
+                      (s->cfg->name.empty() ? described : s->cfg->name + ": " + described);
+    for (const auto& info : s->streams) {
+      config::StreamConfig sc = StreamSettings(*s->cfg, info.name);
+      if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
+        FERRY_RETURN_IF_ERROR(InSource(*s->cfg, s->src->CheckChangeCapture(info)));
+      }
+      // A marker that cannot be read would stop the sync: report it now.
+      auto m = (*dst)->ReadMarker(info.name);
+      if (!m.ok()) return m.status();
+      const std::string table = (*dst)->TableName(info.name);
+      auto first = first_of_table.emplace(table, std::make_pair(s->cfg, &info));
+      if (!first.second) {
+        FERRY_RETURN_IF_ERROR(CheckSameTable(table, *first.first->second.first,
+                                             *first.first->second.second, *s->cfg, info));
+      }
+      report->tables.push_back(table);
+      report->modes.push_back(std::string(config::SyncModeName(sc.mode)));
+      source::StreamInfo shown = info;
+      shown.name = SourceLabel(*s->cfg, info.name);
+      report->streams.push_back(std::move(shown));
+    }
+  }
+  auto st = state::OpenFileStateStore(cfg.state_path)->Load();
+  if (!st.ok()) return st.status();
+  if (*st && (*st)->pipeline() != cfg.name) {
+    return Status::InvalidArgument("state file " + cfg.state_path + " belongs to pipeline '" +
+                                   (*st)->pipeline() + "', not '" + cfg.name +
+                                   "'; give this pipeline its own state file");
+  }
+  return Status::OK();
+}
+
+}  // namespace ferry::engine

@@ -1,0 +1,96 @@
+#include "ferry/engine/tasks.h"
+
+#include <algorithm>
+
+namespace ferry::engine {
+namespace {
+
+// What the two sources' versions of a merged table's stream differ in, or "" when they agree.
+std::string SchemaDifference(const Schema& a, const Schema& b) {
+  if (a.fields.size() != b.fields.size()) {
+    return std::to_string(a.fields.size()) + " columns against " + std::to_string(b.fields.size());
+  }
+  for (size_t i = 0; i < a.fields.size(); ++i) {
+    const Field& x = a.fields[i];
+    const Field& y = b.fields[i];
+    if (x.name != y.name)
+      return "column " + std::to_string(i + 1) + " is " + x.name + " / " + y.name;
+    if (!x.type.SameShape(y.type)) {
+      return "column " + x.name + " is " + x.type.ToIceberg() + " / " + y.type.ToIceberg();
+    }
+  }
+  if (a.identifier_field_ids != b.identifier_field_ids) return "the primary keys differ";
+  return "";
+}
+
+}  // namespace
+
+std::string StateNamespace(const config::SourceConfig& sc, const source::StreamInfo& info) {
+  return sc.name.empty() ? info.ns : sc.name + "/" + info.ns;
+}
+
+Status CheckSameTable(const std::string& table, const config::SourceConfig& sa,
+                      const source::StreamInfo& a, const config::SourceConfig& sb,
+                      const source::StreamInfo& b) {
+  const std::string la = SourceLabel(sa, a.name), lb = SourceLabel(sb, b.name);
+  if (&sa == &sb) {
+    return Status::InvalidArgument("streams " + la + " and " + lb + " both map to table " + table +
+                                   "; list only one of them");
+  }
+  const config::SyncMode ma = StreamSettings(sa, a.name).mode;
+  const config::SyncMode mb = StreamSettings(sb, b.name).mode;
+  if (ma != mb) {
+    return Status::InvalidArgument("table " + table + " merges " + la + " (" +
+                                   std::string(config::SyncModeName(ma)) + ") and " + lb + " (" +
+                                   std::string(config::SyncModeName(mb)) +
+                                   "); the streams of a merged table need the same mode");
+  }
+  std::string diff = SchemaDifference(a.ToSchema(), b.ToSchema());
+  if (!diff.empty()) {
+    return Status::InvalidArgument("table " + table + " merges " + la + " and " + lb +
+                                   ", whose columns differ: " + diff +
+                                   "; the merged streams need the same columns and key");
+  }
+  return Status::OK();
+}
+
+Result<std::vector<std::unique_ptr<SourceRun>>> OpenSources(config::PipelineConfig& cfg,
+                                                            bool prepare_capture) {
+  std::vector<std::unique_ptr<SourceRun>> out;
+  for (config::SourceConfig& sc : cfg.sources) {
+    auto run = std::make_unique<SourceRun>();
+    run->cfg = &sc;
+    FERRY_ASSIGN_OR_RETURN(OpenedSource opened, OpenSelected(sc));
+    run->src = std::move(opened.src);
+    run->streams = std::move(opened.streams);
+    for (auto& info : run->streams) {
+      config::StreamConfig settings = StreamSettings(sc, info.name);
+      FERRY_RETURN_IF_ERROR(InSource(sc, ApplyKeyOverride(settings, &info)));
+      if (prepare_capture && (settings.mode == config::SyncMode::kCdc ||
+                              settings.mode == config::SyncMode::kCdcOnly)) {
+        FERRY_RETURN_IF_ERROR(InSource(sc, run->src->PrepareChangeCapture(info)));
+      }
+    }
+    out.push_back(std::move(run));
+  }
+  return out;
+}
+
+int64_t SharedLogFloor(const SourceRun& s, Recorder* recorder, int64_t upper) {
+  int64_t floor = upper;
+  for (const auto& info : s.streams) {
+    config::StreamConfig sc = StreamSettings(*s.cfg, info.name);
+    if (sc.mode != config::SyncMode::kCdc && sc.mode != config::SyncMode::kCdcOnly) continue;
+    Json st = recorder->Get(StateNamespace(*s.cfg, info), info.name);
+    if (st.is_object() && st.value("mode", "") == "cdc") {
+      floor = std::min(floor, st.value("position", int64_t{0}));
+    } else if (st.is_object() && st.contains("cdc_start")) {
+      floor = std::min(floor, st.value("cdc_start", int64_t{0}));
+    } else {
+      return 0;
+    }
+  }
+  return floor;
+}
+
+}  // namespace ferry::engine

@@ -1,0 +1,143 @@
+// The work of one sync, shared by its planning, its graph nodes and its commands: the sources
+// open for it, each stream's task and each destination table's, and the state file's recorder.
+// Internal to the engine.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ferry/base/fault.h"
+#include "ferry/engine/progress.h"
+#include "ferry/engine/streams.h"
+#include "ferry/engine/sync.h"
+#include "ferry/engine/window.h"
+#include "ferry/graph/graph.h"
+#include "ferry/sink/sink.h"
+#include "ferry/source/source.h"
+#include "ferry/state/state.h"
+
+namespace ferry::engine {
+
+using Clock = std::chrono::steady_clock;
+
+inline double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Records acknowledged progress in the state file, one writer at a time.
+class Recorder {
+ public:
+  Recorder(state::StateStore* store, state::PipelineState st)
+      : store_(store), state_(std::move(st)) {}
+  struct Entry {
+    std::string ns;
+    std::string stream;
+    Json progress;
+  };
+  Status Record(const std::string& ns, const std::string& stream, const Json& progress) {
+    return RecordAll({{ns, stream, progress}});
+  }
+  // Several streams' progress in one write (the parts of a merged table commit together).
+  Status RecordAll(const std::vector<Entry>& entries) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& e : entries) state_.SetStream(e.ns, e.stream, e.progress);
+    FERRY_RETURN_IF_ERROR(store_->Save(state_).WithContext("writing the state file"));
+    FaultPoint("state.after_write");
+    return Status::OK();
+  }
+  Json Get(const std::string& ns, const std::string& stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return state_.Stream(ns, stream);
+  }
+
+ private:
+  std::mutex mu_;
+  state::StateStore* store_;
+  state::PipelineState state_;  // guarded by mu_
+};
+
+// One source of the pipeline, open for this sync.
+struct SourceRun {
+  const config::SourceConfig* cfg = nullptr;
+  std::unique_ptr<source::Source> src;
+  std::vector<source::StreamInfo> streams;
+  // Per-stream change logs read this sync: acknowledged once the sync succeeded.
+  std::vector<std::pair<source::StreamInfo, int64_t>> to_acknowledge;
+  source::Source::SharedRead read;  // the shared change log's read, if any
+  // Set when a merged table's checkpoint waits for this source's barrier: the shared log's
+  // reader takes a checkpoint at its next transaction boundary.
+  std::atomic<bool> checkpoint_wanted{false};
+};
+
+// One stream's work in this sync: a source's table, or its part of a merged destination table.
+struct StreamTask {
+  source::StreamInfo info;
+  config::StreamConfig settings;
+  SourceRun* source = nullptr;
+  std::string label;     // for messages: the stream, prefixed by its source's name when named
+  std::string state_ns;  // the namespace its state file entry is keyed by
+  std::shared_ptr<sink::SinkStream> out;  // shared by the parts of a merged table
+  Json marker;                   // its marker as the table holds it (its part, in a merged table's)
+  FullRefreshProgress progress;  // full refresh
+  IncrementalProgress window;    // incremental: the window this sync reads (its id and start)
+  WindowBounds bounds;           // incremental: what it reads (engine/window.h)
+  CdcProgress changes;           // cdc after the backfill: the changes this sync applies
+  bool cdc_backfill = false;     // cdc stream whose full refresh is new or in flight
+  bool shared_log = false;       // cdc stream read from the source's shared change log
+  int64_t report_from = 0;       // shared log: the position this sync started from
+  int64_t commits = 0;           // cdc: commits of changes made by this sync
+  bool incremental() const { return settings.mode == config::SyncMode::kIncremental; }
+  bool cdc() const {
+    return settings.mode == config::SyncMode::kCdc || settings.mode == config::SyncMode::kCdcOnly;
+  }
+  // Streams whose commits are upserts and deletes by key rather than appends of a load.
+  bool keyed() const { return incremental() || (cdc() && !cdc_backfill); }
+  std::shared_ptr<graph::Edge> edge;
+  StreamReport* report = nullptr;
+  Clock::time_point start;
+};
+
+// A destination table and the streams that feed it: one, or one per source (merged). The parts
+// of a merged table commit together, each checkpoint with every part's progress in one marker.
+struct TableTask {
+  std::string table;
+  std::vector<StreamTask*> parts;
+  std::shared_ptr<graph::Edge> edge;  // what its sink receives (merged: aligned)
+  bool merged = false;                // the pipeline has several sources
+  bool active = true;                 // something to do this sync
+};
+
+// Hands a batch to a stream's sink (the batch's contents move; `b` is left empty).
+inline bool Forward(StreamTask* t, Batch& b, bool deletes, const SyncOptions& opts) {
+  if (opts.stop && opts.stop->requested()) return false;
+  auto owned = std::make_unique<Batch>(t->out->schema());
+  std::swap(*owned, b);
+  return t->edge->Send(graph::Message::Data(std::move(owned), deletes));
+}
+
+// The state file keys a stream by namespace and name; a named source's streams are kept apart.
+std::string StateNamespace(const config::SourceConfig& sc, const source::StreamInfo& info);
+
+// Two streams that map to one destination table must come from different sources (several
+// sources merged into it) and have the same mode, columns and key.
+Status CheckSameTable(const std::string& table, const config::SourceConfig& sa,
+                      const source::StreamInfo& a, const config::SourceConfig& sb,
+                      const source::StreamInfo& b);
+
+// Opens every source of the pipeline and selects the streams it syncs (key overrides applied).
+// `prepare_capture`: change capture is installed for cdc streams (before any snapshot point, so
+// that no later change is missed).
+Result<std::vector<std::unique_ptr<SourceRun>>> OpenSources(config::PipelineConfig& cfg,
+                                                            bool prepare_capture);
+
+// How far a source's shared change log may be forgotten: up to what EVERY cdc stream of the
+// source has in its table and in the state file, including backfills still in flight (their
+// changes start at cdc_start); 0 while a stream has no position yet.
+int64_t SharedLogFloor(const SourceRun& s, Recorder* recorder, int64_t upper);
+
+}  // namespace ferry::engine
