@@ -190,12 +190,11 @@ class SharedLogSourceNode : public graph::Node {
     };
     source::Source::SharedReadOptions read;
     read.batch_rows = opts_.batch_rows;
-    read.policy = policy_;
+    Coordinator* coordinator = &tasks_.front()->source->coordinator;
+    coordinator->Start(policy_, opts_.follow, opts_.follow_commit_ms);
+    read.trigger = coordinator;
     read.follow = opts_.follow;
-    std::atomic<bool>* wanted = &tasks_.front()->source->checkpoint_wanted;
-    read.checkpoint_wanted = [wanted] { return wanted->exchange(false); };
     if (opts_.follow) {
-      read.policy.interval_ms = std::min(read.policy.interval_ms, opts_.follow_commit_ms);
       read.stopping = [this] { return opts_.stop && opts_.stop->requested(); };
     }
     auto r = src_->ReadSharedChanges(streams, read, emit, checkpoint);

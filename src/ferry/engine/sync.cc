@@ -115,7 +115,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
       ao.tolerable_failures = cfg.checkpoint.tolerable_failures;
       std::vector<StreamTask*> parts = table->parts;
       for (StreamTask* t : parts) ao.input_names.push_back(t->label);
-      ao.request = [parts](size_t i) { parts[i]->source->checkpoint_wanted.store(true); };
+      ao.request = [parts](size_t i) { parts[i]->source->coordinator.Request(); };
       auto node =
           std::make_unique<graph::AlignNode>("align " + table->table, inputs, table->edge, ao);
       align = node.get();
@@ -166,15 +166,10 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     std::map<SourceRun*, std::vector<StreamTask*>> feeds;
     auto confirm = [&] {
       std::lock_guard<std::mutex> lock(confirm_mu);
-      for (const auto& [s, parts] : feeds) {
-        int64_t floor = SharedLogFloor(*s, &recorder, std::numeric_limits<int64_t>::max());
-        if (floor > 0 && floor < std::numeric_limits<int64_t>::max()) {
-          s->src->ConfirmSharedLog(floor);
-        }
-      }
+      for (const auto& [s, parts] : feeds) Coordinator::Confirm(*s, &recorder);
     };
     for (TableTask* table : shared) connect(g, table, confirm, &feeds);
-    for (const auto& s : sources) s->checkpoint_wanted.store(false);  // asked during the loads
+    for (const auto& s : sources) s->coordinator.ClearRequests();  // asked during the loads
     for (const auto& s : sources) {
       auto it = feeds.find(s.get());
       if (it == feeds.end()) continue;
@@ -197,15 +192,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
   FERRY_RETURN_IF_ERROR(end);
   // Every change up to these positions is in the table and in the state file: the sources may
   // forget them.
-  for (const auto& s : sources) {
-    for (const auto& [info, position] : s->to_acknowledge) {
-      FERRY_RETURN_IF_ERROR(InSource(*s->cfg, s->src->AcknowledgeChanges(info, position)));
-    }
-    if (s->read.position > 0) {
-      int64_t floor = SharedLogFloor(*s, &recorder, s->read.position);
-      if (floor > 0) FERRY_RETURN_IF_ERROR(InSource(*s->cfg, s->src->AcknowledgeSharedLog(floor)));
-    }
-  }
+  for (const auto& s : sources) FERRY_RETURN_IF_ERROR(Coordinator::Acknowledge(*s, &recorder));
   return Status::OK();
 }
 

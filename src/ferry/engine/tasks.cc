@@ -76,21 +76,4 @@ Result<std::vector<std::unique_ptr<SourceRun>>> OpenSources(config::PipelineConf
   return out;
 }
 
-int64_t SharedLogFloor(const SourceRun& s, Recorder* recorder, int64_t upper) {
-  int64_t floor = upper;
-  for (const auto& info : s.streams) {
-    config::StreamConfig sc = StreamSettings(*s.cfg, info.name);
-    if (sc.mode != config::SyncMode::kCdc && sc.mode != config::SyncMode::kCdcOnly) continue;
-    Json st = recorder->Get(StateNamespace(*s.cfg, info), info.name);
-    if (st.is_object() && st.value("mode", "") == "cdc") {
-      floor = std::min(floor, st.value("position", int64_t{0}));
-    } else if (st.is_object() && st.contains("cdc_start")) {
-      floor = std::min(floor, st.value("cdc_start", int64_t{0}));
-    } else {
-      return 0;
-    }
-  }
-  return floor;
-}
-
 }  // namespace ferry::engine

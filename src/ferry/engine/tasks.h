@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ferry/base/fault.h"
+#include "ferry/engine/coordinator.h"
 #include "ferry/engine/progress.h"
 #include "ferry/engine/streams.h"
 #include "ferry/engine/sync.h"
@@ -69,9 +70,9 @@ struct SourceRun {
   // Per-stream change logs read this sync: acknowledged once the sync succeeded.
   std::vector<std::pair<source::StreamInfo, int64_t>> to_acknowledge;
   source::Source::SharedRead read;  // the shared change log's read, if any
-  // Set when a merged table's checkpoint waits for this source's barrier: the shared log's
-  // reader takes a checkpoint at its next transaction boundary.
-  std::atomic<bool> checkpoint_wanted{false};
+  // When its change log checkpoints, and what it may forget (a merged table's checkpoint that
+  // waits for this source's barrier asks it for one at the next transaction boundary).
+  Coordinator coordinator;
 };
 
 // One stream's work in this sync: a source's table, or its part of a merged destination table.
@@ -134,10 +135,5 @@ Status CheckSameTable(const std::string& table, const config::SourceConfig& sa,
 // that no later change is missed).
 Result<std::vector<std::unique_ptr<SourceRun>>> OpenSources(config::PipelineConfig& cfg,
                                                             bool prepare_capture);
-
-// How far a source's shared change log may be forgotten: up to what EVERY cdc stream of the
-// source has in its table and in the state file, including backfills still in flight (their
-// changes start at cdc_start); 0 while a stream has no position yet.
-int64_t SharedLogFloor(const SourceRun& s, Recorder* recorder, int64_t upper);
 
 }  // namespace ferry::engine

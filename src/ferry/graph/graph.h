@@ -3,9 +3,10 @@
 //
 // A source emits a Barrier at a consistent point (a transaction boundary, the end of a chunk) with
 // the position it has reached; a sink that receives a barrier commits what it holds together with
-// its marker, then acknowledges the barrier to the Coordinator, which records the progress in
-// the state file. Memory is bounded: every edge has a capacity, and a full edge blocks its
-// producer (back-pressure).
+// its marker, then the progress is recorded in the state file, and only once every stream of the
+// source has it may the source forget its log up to there (the engine's sink node and
+// coordinator, engine/nodes.h and engine/coordinator.h). Memory is bounded: every edge has a
+// capacity, and a full edge blocks its producer (back-pressure).
 //
 // Graph::Run runs every node on its own thread. The first node to fail cancels the graph: every
 // edge closes, blocked sends and receives return, and Run returns that first error.

@@ -209,20 +209,35 @@ class Source {
     // rediscovery (a table's columns changed), or empty.
     std::string restart;
   };
+  // When a change-log read takes a checkpoint before its end. The source asks at every
+  // transaction boundary, and between transactions while the log is quiet (`quiet`: a keepalive,
+  // nothing held but the position), telling what it holds since the last checkpoint; the engine
+  // answers (engine/coordinator.h: the pipeline's `checkpoint:` policy, and the requests of
+  // merged tables' other sources), so every change-log source checkpoints alike.
+  class CheckpointTrigger {
+   public:
+    struct Held {
+      size_t changes = 0;  // distinct keys held
+      size_t bytes = 0;    // what they take
+      bool moved = false;  // the position moved on since the last checkpoint
+      bool quiet = false;  // asked between transactions (a keepalive), not at a commit
+    };
+    virtual ~CheckpointTrigger() = default;
+    virtual bool Due(const Held& held) = 0;
+    // A checkpoint was taken (whether Due asked for it or the read reached its end).
+    virtual void Taken() = 0;
+  };
   struct SharedReadOptions {
     size_t batch_rows = 65536;
-    // When to take a checkpoint before the end (the pipeline's `checkpoint:`).
-    config::CheckpointConfig policy;
+    // When to take a checkpoint before the end; none: only at the end.
+    CheckpointTrigger* trigger = nullptr;
     // Follow the log past its end as of the call, until `stopping()` says true at a transaction
     // boundary: then the read ends with kCancelled, the changes since the last checkpoint not
-    // taken (they are read again next time). Checkpoints come by `policy` (and while no change
-    // comes, every position still moves on at the pace of policy.interval_ms). Otherwise the
-    // read ends at the log's end as of the call.
+    // taken (they are read again next time). Checkpoints come by the trigger (which, following,
+    // moves every position on while no change comes). Otherwise the read ends at the log's end
+    // as of the call.
     bool follow = false;
     std::function<bool()> stopping;
-    // Asked at transaction boundaries (and while the log is quiet): true when a checkpoint is
-    // wanted now (another source of a merged table reached one), whatever the policy says.
-    std::function<bool()> checkpoint_wanted;
   };
   // Reads the log from the lowest stream position. Each stream receives the last change of every
   // key since the previous checkpoint (`emit(stream index, batch, deletes)`: upserts as full

@@ -718,7 +718,6 @@ class PostgresSource final : public Source {
       const std::function<bool(size_t stream, Batch&, bool deletes)>& emit,
       const std::function<bool(int64_t position, const std::vector<std::string>& table_ids)>&
           checkpoint) override {
-    const config::CheckpointConfig& policy = options.policy;
     auto stopping = [&] { return options.follow && options.stopping && options.stopping(); };
     SharedRead out;
     if (streams.empty()) return out;
@@ -785,7 +784,6 @@ class PostgresSource final : public Source {
     pg::ChangeSet changes(std::move(tables));
     changes.set_ignore_truncate(cdc_.ignore_truncate);
     pg::Lsn boundary = start;  // every transaction before it was received
-    auto last_checkpoint = std::chrono::steady_clock::now();
     int64_t row_changes = 0;
     // A followed table dropped or renamed since it was discovered: the read ends once the log is
     // read up to `gone_at` (every change before the drop), for a rediscovery.
@@ -806,7 +804,7 @@ class PostgresSource final : public Source {
         return Status::Cancelled("sync stopped");
       }
       out.position = static_cast<int64_t>(position);
-      last_checkpoint = std::chrono::steady_clock::now();
+      if (options.trigger) options.trigger->Taken();
       if (gone.empty()) {
         FERRY_ASSIGN_OR_RETURN(gone, GoneSinceDiscovery(changes.tables(), discovered));
         if (!gone.empty()) {
@@ -822,7 +820,11 @@ class PostgresSource final : public Source {
       }
       return Status::OK();
     };
-    auto wanted = [&] { return options.checkpoint_wanted && options.checkpoint_wanted(); };
+    auto due = [&](bool quiet) {
+      if (!options.trigger) return false;
+      return options.trigger->Due({changes.pending_changes(), changes.pending_bytes(),
+                                   boundary > static_cast<pg::Lsn>(out.position), quiet});
+    };
     Status result;
     // At a transaction boundary: true when the read ends here (`result` says how).
     auto ends_here = [&] {
@@ -886,10 +888,7 @@ class PostgresSource final : public Source {
         // Following a quiet log (or one whose changes are all filtered out): the positions
         // still move on, so that the slot does not hold WAL back. A checkpoint another source
         // waits for is taken here too.
-        if ((options.follow && boundary > static_cast<pg::Lsn>(out.position) &&
-             std::chrono::steady_clock::now() - last_checkpoint >=
-                 std::chrono::milliseconds(policy.interval_ms)) ||
-            wanted()) {
+        if (due(/*quiet=*/true)) {
           result = flush(boundary);
           if (!result.ok()) break;
         }
@@ -927,13 +926,7 @@ class PostgresSource final : public Source {
       if (m.type == 'C' || m.type == 'c') {
         boundary = changes.last_commit_end();
         if (ends_here()) break;
-        const auto since = std::chrono::steady_clock::now() - last_checkpoint;
-        const bool paused = since >= std::chrono::milliseconds(policy.min_pause_ms);
-        if (changes.pending_bytes() >= static_cast<size_t>(policy.max_bytes) ||
-            (paused && changes.pending_changes() >= static_cast<size_t>(policy.max_changes)) ||
-            (paused && changes.pending_changes() > 0 &&
-             since >= std::chrono::milliseconds(policy.interval_ms)) ||
-            wanted()) {
+        if (due(/*quiet=*/false)) {
           result = flush(boundary);
           if (!result.ok()) break;
         }
