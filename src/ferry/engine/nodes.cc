@@ -415,7 +415,7 @@ class SinkNode : public graph::Node {
     }
     auto landed = [&](const Json& m) {
       for (size_t i = 0; i < parts(); ++i) {
-        if (!PublishLanded(PartMarker(m, i), run())) return false;
+        if (!LoadPublished(PartMarker(m, i), run())) return false;
       }
       return true;
     };
@@ -456,11 +456,7 @@ class SinkNode : public graph::Node {
     }
     auto landed = [&](const Json& m) {
       for (size_t i : in) {
-        const Json j = PartMarker(m, i);
-        if (!j.is_object() || j.value("mode", "") != "incremental" ||
-            j.value("window", "") != part(i).window.window) {
-          return false;
-        }
+        if (!WindowLanded(PartMarker(m, i), part(i).window.window)) return false;
       }
       return true;
     };
@@ -518,11 +514,7 @@ class SinkNode : public graph::Node {
     }
     auto landed = [&](const Json& m) {
       for (size_t i : in) {
-        const Json j = PartMarker(m, i);
-        if (!j.is_object() || j.value("mode", "") != "cdc" ||
-            j.value("position", int64_t{-1}) < part(i).changes.position) {
-          return false;
-        }
+        if (!ChangesLanded(PartMarker(m, i), part(i).changes.position)) return false;
       }
       return true;
     };
@@ -585,21 +577,6 @@ class SinkNode : public graph::Node {
         report->bytes = out_->totals().bytes;
       }
     }
-  }
-
-  static std::optional<FullRefreshProgress> LoadOf(const Json& marker) {
-    if (!marker.is_object()) return std::nullopt;
-    auto p = FullRefreshProgress::FromJson(marker, "marker");
-    if (!p.ok()) return std::nullopt;
-    return *p;
-  }
-  static bool ChunkLanded(const Json& marker, const std::string& run, int64_t chunk) {
-    auto m = LoadOf(marker);
-    return m && m->run == run && m->committed.Contains(chunk);
-  }
-  static bool PublishLanded(const Json& marker, const std::string& run) {
-    auto m = LoadOf(marker);
-    return m && m->run == run && m->published;
   }
 
   TableTask* table_;

@@ -452,4 +452,34 @@ Json PartOfMarker(const Json& table_marker, const std::string& source_name) {
   return table_marker["sources"].value(source_name, Json(nullptr));
 }
 
+namespace {
+std::optional<FullRefreshProgress> LoadOf(const Json& marker) {
+  if (!marker.is_object()) return std::nullopt;
+  auto p = FullRefreshProgress::FromJson(marker, "marker");
+  if (!p.ok()) return std::nullopt;
+  return *p;
+}
+}  // namespace
+
+bool ChunkLanded(const Json& marker, const std::string& run, int64_t chunk) {
+  auto m = LoadOf(marker);
+  return m && m->run == run && m->committed.Contains(chunk);
+}
+
+bool LoadPublished(const Json& marker, const std::string& run) {
+  auto m = LoadOf(marker);
+  return m && m->run == run && m->published;
+}
+
+bool WindowLanded(const Json& marker, const std::string& window) {
+  return marker.is_object() && marker.value("mode", "") == "incremental" &&
+         marker.value("window", "") == window;
+}
+
+bool ChangesLanded(const Json& marker, int64_t position) {
+  if (!marker.is_object() || marker.value("mode", "") != "cdc") return false;
+  const auto it = marker.find("position");
+  return it != marker.end() && it->is_number_integer() && it->get<int64_t>() >= position;
+}
+
 }  // namespace ferry::engine

@@ -154,6 +154,14 @@ Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfi
 // the table (null when it has none).
 Json PartOfMarker(const Json& table_marker, const std::string& source_name);
 
+// Whether a stream's marker, read back after a commit whose outcome was unknown, shows that the
+// commit landed: chunk `chunk` of load `run` committed; load `run` published; window `window`
+// committed; the changes up to `position` (or later ones) applied.
+bool ChunkLanded(const Json& marker, const std::string& run, int64_t chunk);
+bool LoadPublished(const Json& marker, const std::string& run);
+bool WindowLanded(const Json& marker, const std::string& window);
+bool ChangesLanded(const Json& marker, int64_t position);
+
 // "20261129T124500Z-3f2a1c"
 std::string NewRunId();
 

@@ -231,6 +231,31 @@ TEST(FullRefreshProgressTest, APlanOfBoundariesRoundTrips) {
   EXPECT_EQ(p.plan.At(3).Id("t"), "t[7000000000000000000,)");
 }
 
+TEST(LandedTest, AMarkerReadBackTellsWhetherTheCommitLanded) {
+  FullRefreshProgress p;
+  p.run = "r1";
+  p.plan.count = 4;
+  p.plan.first = 0;
+  p.plan.step = 10;
+  p.committed.Add(2);
+  EXPECT_TRUE(ChunkLanded(p.ToJson(), "r1", 2));
+  EXPECT_FALSE(ChunkLanded(p.ToJson(), "r1", 3));
+  EXPECT_FALSE(ChunkLanded(p.ToJson(), "r0", 2));
+  EXPECT_FALSE(LoadPublished(p.ToJson(), "r1"));
+  p.published = true;
+  EXPECT_TRUE(LoadPublished(p.ToJson(), "r1"));
+  EXPECT_FALSE(ChunkLanded(Json("not a marker"), "r1", 2));
+  const Json window{{"mode", "incremental"}, {"window", "items@5#x"}};
+  EXPECT_TRUE(WindowLanded(window, "items@5#x"));
+  EXPECT_FALSE(WindowLanded(window, "items@6#x"));
+  const Json cdc{{"mode", "cdc"}, {"position", 700}};
+  EXPECT_TRUE(ChangesLanded(cdc, 700));
+  EXPECT_TRUE(ChangesLanded(cdc, 650));  // later changes applied too
+  EXPECT_FALSE(ChangesLanded(cdc, 701));
+  EXPECT_FALSE(ChangesLanded(Json{{"mode", "cdc"}, {"position", "700"}}, 1));
+  EXPECT_FALSE(ChangesLanded(window, 1));
+}
+
 TEST(FullRefreshProgressTest, APlanOfKeyValuesRoundTripsAndDamageIsCorruption) {
   FullRefreshProgress p;
   p.run = "r";
