@@ -78,6 +78,19 @@ class SparseKeys:
 
         return plans
 
+    def assert_plans_of_key_ranges(self, sizes):
+        """Tables keyed otherwise than by one integer: plans of key values (`key_bounds`) of
+        about `chunk_rows` rows a chunk; `pairs` is keyed by (tenant, name)."""
+        plans = self.plans()
+        for table, rows in sizes.items():
+            plan = plans[table]
+            needed = rows // CHUNK_ROWS + 1
+            self.assertLessEqual(plan["count"], 2 * needed, f"{table}: {plan}")
+            self.assertGreaterEqual(plan["count"], needed // 2, f"{table}: {plan}")
+            self.assertIn("key_bounds", plan, table)
+            self.assertEqual(len(plan["key_bounds"]) + 1, plan["count"], table)
+        self.assertEqual(json.loads(plans["pairs"]["key"]), ["tenant", "name"])
+
     def assert_verify_matches(self):
         p = self.ferry("verify", "-c", self.pipeline, "--json", env=self.env, check=False)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
@@ -144,14 +157,7 @@ state: ./state.json
         sizes = {t: len(k) for t, k in self.keys.items()}
         sizes["wr"] = len(self.keys["snow"])
         self.assert_plans_follow_the_rows(sizes)
-        plans = self.plans()
-        for table, rows in self.TYPED.items():
-            plan = plans[table]
-            needed = rows // CHUNK_ROWS + 1
-            self.assertLessEqual(plan["count"], 2 * needed, f"{table}: {plan}")
-            self.assertGreaterEqual(plan["count"], needed // 2, f"{table}: {plan}")
-            self.assertEqual(len(plan["key_bounds"]) + 1, plan["count"], table)
-        self.assertEqual(json.loads(plans["pairs"]["key"]), ["tenant", "name"])
+        self.assert_plans_of_key_ranges(self.TYPED)
         self.check_all()
         self.assert_verify_matches()
 
@@ -327,23 +333,11 @@ ANALYZE words; ANALYZE pairs;
         for table in self.SIZES:
             assert_pg_table_matches(self, SERVER, DB, "lake", table)
 
-    def assert_plans_of_key_ranges(self):
-        plans = self.plans()
-        for table, rows in self.SIZES.items():
-            plan = plans[table]
-            needed = rows // CHUNK_ROWS + 1
-            self.assertLessEqual(plan["count"], 2 * needed, f"{table}: {plan}")
-            self.assertGreaterEqual(plan["count"], needed // 2, f"{table}: {plan}")
-            self.assertIn("key_bounds", plan, table)
-            self.assertEqual(len(plan["key_bounds"]) + 1, plan["count"], table)
-        self.assertEqual(json.loads(plans["pairs"]["key"]), ["tenant", "name"])
-        return plans
-
     def test_typed_keys_load_in_chunks_of_key_ranges_and_read_back_exactly(self):
         p = self.ferry("discover", "-c", self.pipeline, env=self.env)
         self.assertIn("ranges of primary key (tenant, name)", p.stdout)
         self.sync()
-        self.assert_plans_of_key_ranges()
+        self.assert_plans_of_key_ranges(self.SIZES)
         self.check_all()
         self.assert_verify_matches()
 
