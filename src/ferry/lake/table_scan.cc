@@ -64,7 +64,7 @@ Result<SnapshotFiles> ReadSnapshotFiles(FileIO& io, const TableMetadata& meta,
 Result<std::unique_ptr<parquet::Reader>> OpenTableFile(const std::string& uri,
                                                        std::shared_ptr<const Schema> schema) {
   FERRY_ASSIGN_OR_RETURN(std::string path, LocalPath(uri));
-  FERRY_ASSIGN_OR_RETURN(auto file, parquet::OpenLocalFile(path));
+  FERRY_ASSIGN_OR_RETURN(auto file, OpenLocalFile(path));
   return parquet::Reader::Open(std::move(file), std::move(schema));
 }
 
