@@ -185,6 +185,27 @@ class BadInputTest(ferrytest.FerryTestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("needs the pipeline file", p.stderr)
 
+    def test_a_warehouse_ferry_cannot_write_is_refused_by_check_and_sync(self):
+        # Object stores are not written yet: check, sync and maintain refuse the scheme, name the
+        # value and the fix, and create nothing (no folder named "s3:", no catalog, no state).
+        for uri in ["s3://lake/warehouse", "gs://bucket/wh"]:
+            scheme = uri.split(":")[0]
+            text = ("name: s\nsource: {type: sqlite, path: ./source.db}\n"
+                    f"destination: {{type: iceberg, warehouse: '{uri}'}}\nstate: ./state.json\n")
+            for command in ["check", "sync", "maintain"]:
+                p = self.expect_error(text, f"destination.warehouse (line 3): '{uri}' is on {scheme}://",
+                                      command=command)
+                self.assertIn("ferry cannot write yet", p.stderr)
+                self.assertIn("Set the warehouse to a local folder", p.stderr)
+            self.assertEqual(sorted(os.listdir(self.dir)), ["pipeline.yaml", "source.db"])
+        # A file:// URI is a local folder like a path.
+        folder = os.path.join(self.dir, "as uri")
+        self.write_pipeline("name: s\nsource: {type: sqlite, path: ./source.db}\n"
+                            f"destination: {{type: iceberg, warehouse: 'file://{folder}'}}\n")
+        p = self.ferry("check", "-c", self.pipeline)
+        self.assertIn(f"Iceberg warehouse {folder}, namespace s", p.stdout)
+        self.assertTrue(os.path.exists(os.path.join(folder, "catalog.db")))
+
     def test_a_value_that_does_not_fit_stops_the_sync_and_names_it(self):
         p = self.expect_error("name: s\nsource: {type: sqlite, path: ./source.db}\n"
                               "destination: {type: iceberg, warehouse: ./w}\n",

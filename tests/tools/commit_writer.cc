@@ -75,9 +75,9 @@ Result<nlohmann::json> Run(const Args& a) {
       {"write.metadata.previous-versions-max", "20"}};
   ferry::lake::TableIdent ident{a.ns, a.table};
   const std::string location = ferry::lake::ToUri(a.warehouse + "/" + a.ns + "/" + a.table);
-  FERRY_ASSIGN_OR_RETURN(
-      auto table, ferry::lake::Table::LoadOrCreate(catalog.get(), ferry::lake::LocalFileIO(), ident,
-                                                   location, schema, props));
+  FERRY_ASSIGN_OR_RETURN(auto io, ferry::lake::OpenFileIO(location));
+  FERRY_ASSIGN_OR_RETURN(auto table, ferry::lake::Table::LoadOrCreate(catalog.get(), io, ident,
+                                                                      location, schema, props));
   FERRY_ASSIGN_OR_RETURN(ferry::Schema with_ids, table->AssignFieldIds(schema, false));
   auto writer_schema = std::make_shared<const ferry::Schema>(with_ids);
   // Two writers commit back to back all the time here, far more often than pipelines do: allow

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -118,6 +119,20 @@ Status WriteNewFile(const std::string& path, std::string_view data) {
   ::close(fd);
   if (!s.ok()) ::unlink(path.c_str());
   return s;
+}
+
+Status RenameNoReplace(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
+    return Status::OK();
+  }
+  if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) {
+    return Errno("cannot rename into place", to);
+  }
+  // A file system without RENAME_NOREPLACE: a hard link fails just as atomically when `to`
+  // exists; then the temporary name goes.
+  if (::link(from.c_str(), to.c_str()) != 0) return Errno("cannot rename into place", to);
+  if (::unlink(from.c_str()) != 0) return Errno("cannot remove", from);
+  return Status::OK();
 }
 
 Status MakeDirs(const std::string& path) {

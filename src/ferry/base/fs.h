@@ -19,6 +19,10 @@ Status WriteFileAtomic(const std::string& path, std::string_view data,
 // Writes a new file that must not exist yet (O_EXCL), fsyncs it. kAlreadyExists if it exists.
 Status WriteNewFile(const std::string& path, std::string_view data);
 
+// Renames `from` to `to` only if `to` does not exist (atomically: no reader sees a mix, no
+// existing file is replaced). kAlreadyExists when it exists.
+Status RenameNoReplace(const std::string& from, const std::string& to);
+
 Status MakeDirs(const std::string& path);
 Status FsyncDir(const std::string& dir);
 bool FileExists(const std::string& path);

@@ -1,5 +1,9 @@
-// OutputStream: where a file writer sends its bytes. Local files now; object stores (S3) later
-// implement the same interface, so format writers never know where their bytes go.
+// OutputStream and RandomAccessFile: where file writers send their bytes and where file readers
+// read them. Format writers and readers (Parquet, Avro) see only these, never a path: a
+// warehouse's files are opened through lake::FileIO, which picks the storage (local folders now,
+// object stores next) and hands out these streams. The local implementations here are the
+// building blocks of the local FileIO and of tools that write a file they name themselves.
+// Thread-safety: a stream or file is used by one thread at a time.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +26,23 @@ class OutputStream {
   virtual uint64_t Tell() const = 0;
 };
 
-// An OutputStream over a new local file (it must not exist yet).
+// Random access to a file of known size: reads by range, as an object store serves them.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  virtual uint64_t size() const = 0;
+  // Replaces *out with the n bytes at offset. kCorruption if they run past the end of the file,
+  // kIOError if the storage refuses the read.
+  virtual Status ReadAt(uint64_t offset, uint64_t n, std::string* out) = 0;
+  // What error messages call the file (its path or location).
+  virtual const std::string& name() const = 0;
+};
+
+// A local file opened for reading; kNotFound / kIOError when it cannot be opened.
+Result<std::unique_ptr<RandomAccessFile>> OpenLocalFile(const std::string& path);
+
+// An OutputStream over a new local file (it must not exist yet); the file is visible, growing,
+// from the start: lake::FileIO's local implementation adds the atomic put on top.
 class LocalOutputStream final : public OutputStream {
  public:
   static Result<std::unique_ptr<OutputStream>> Create(const std::string& path);

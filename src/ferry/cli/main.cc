@@ -31,7 +31,7 @@
 #include "ferry/engine/verify.h"
 #include "ferry/graph/graph.h"
 #include "ferry/lake/maintain.h"
-#include "ferry/sink/iceberg/iceberg_sink.h"
+#include "ferry/sink/iceberg/warehouse.h"
 #include "ferry/state/state.h"
 
 namespace ferry::cli {
@@ -399,14 +399,15 @@ int CmdMaintain(const Args& a) {
                     " destination applies every change in place and needs no maintenance"),
                 2);
   }
-  auto dst = sink::IcebergSink::Open(cfg->destination, cfg->name);
+  // The warehouse alone (no sink): its tables are loaded through its FileIO.
+  auto dst = sink::IcebergWarehouse::Open(cfg->destination, cfg->name);
   if (!dst.ok()) return Fail(dst.status().WithContext("destination"), ExitCodeFor(dst.status()));
   const sink::IcebergOptions& o = (*dst)->options();
   std::vector<std::string> tables = a.tables;
   if (tables.empty()) {
-    auto listed = (*dst)->catalog()->ListTables(o.ns);
+    auto listed = (*dst)->ListTables();
     if (!listed.ok()) return Fail(listed.status().WithContext("listing the tables of " + o.ns));
-    for (const auto& t : *listed) tables.push_back(t.name);
+    tables = std::move(*listed);
     if (tables.empty()) {
       std::printf("namespace %s has no tables yet: nothing to maintain\n", o.ns.c_str());
       return 0;
@@ -422,7 +423,7 @@ int CmdMaintain(const Args& a) {
   for (const auto& name : tables) {
     const lake::TableIdent ident{o.ns, name};
     std::printf("table %s\n", ident.ToString().c_str());
-    auto t = lake::Table::Load((*dst)->catalog(), lake::LocalFileIO(), ident);
+    auto t = (*dst)->LoadTable(name);
     if (!t.ok()) {
       if (t.status().code() == StatusCode::kNotFound) {
         std::fprintf(stderr,

@@ -453,6 +453,35 @@ Result<std::string> Options::TakePath(const std::string& key) {
   return AbsolutePath(JoinPath(base_dir_, p));
 }
 
+Result<std::string> Options::TakeLocation(const std::string& key) {
+  FERRY_ASSIGN_OR_RETURN(std::string v, TakeString(key));
+  if (v.empty()) return Status::InvalidArgument(Where(key) + " is empty");
+  // A scheme (RFC 3986: a letter, then letters, digits, '+', '-', '.') and "://", or "file:".
+  static const std::regex kUri("^([A-Za-z][A-Za-z0-9+.-]*)://.*");
+  std::smatch m;
+  std::string scheme;
+  if (std::regex_match(v, m, kUri)) {
+    scheme = m[1].str();
+    std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  } else if (v.size() > 5 && (v.compare(0, 5, "file:") == 0 || v.compare(0, 5, "FILE:") == 0)) {
+    scheme = "file";
+  }
+  if (scheme.empty()) {
+    if (v[0] == '/') return "file://" + AbsolutePath(v);
+    return "file://" + AbsolutePath(JoinPath(base_dir_, v));
+  }
+  if (scheme != "file") return v;
+  std::string path = v.substr(v.find(':') + 1);
+  if (path.rfind("//", 0) == 0) path = path.substr(2);  // file:///abs: no host
+  if (path.empty() || path[0] != '/') {
+    return Status::InvalidArgument(Where(key) + " '" + v +
+                                   "': a file URI takes an absolute path (file:///data/warehouse); "
+                                   "write a relative folder as a plain path (./warehouse)");
+  }
+  return "file://" + AbsolutePath(path);
+}
+
 Result<int64_t> Options::TakeInt(const std::string& key, int64_t default_value, int64_t min,
                                  int64_t max) {
   auto v = TakeOptionalString(key);

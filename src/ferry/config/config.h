@@ -43,6 +43,10 @@ class Options {
   Result<std::string> TakeString(const std::string& key);  // required
   std::optional<std::string> TakeOptionalString(const std::string& key);
   Result<std::string> TakePath(const std::string& key);  // required, made absolute
+  // Required: where files live, as a URI. A URI with a scheme ("s3://bucket/prefix") is kept as
+  // written (whether anything can write there is for its reader to say); a "file:" URI must hold
+  // an absolute path; a path is made absolute like TakePath's and returned as "file://<path>".
+  Result<std::string> TakeLocation(const std::string& key);
   Result<int64_t> TakeInt(const std::string& key, int64_t default_value, int64_t min, int64_t max);
   Result<bool> TakeBool(const std::string& key, bool default_value);
   // "128MB", "64 KiB", "1048576" -> bytes.

@@ -253,5 +253,28 @@ TEST(ConfigTest, BadSourceListsAreExplained) {
       std::string::npos);
 }
 
+TEST(ConfigTest, LocationsAreUrisAndPathsBecomeFileUris) {
+  Options o("destination", "/p");
+  o.Set("rel", "./warehouse/", 1);
+  o.Set("abs", "/data/./wh", 2);
+  o.Set("file", "file:///data/wh", 3);
+  o.Set("java_file", "file:/data/wh", 4);
+  o.Set("s3", "s3://lake/warehouse", 5);
+  o.Set("host", "file://server/wh", 6);
+  o.Set("empty", "", 7);
+  EXPECT_EQ(*o.TakeLocation("rel"), "file:///p/warehouse/");
+  EXPECT_EQ(*o.TakeLocation("abs"), "file:///data/wh");
+  EXPECT_EQ(*o.TakeLocation("file"), "file:///data/wh");
+  EXPECT_EQ(*o.TakeLocation("java_file"), "file:///data/wh");
+  // Another scheme is kept as written: the storage layer says whether it can write there.
+  EXPECT_EQ(*o.TakeLocation("s3"), "s3://lake/warehouse");
+  auto host = o.TakeLocation("host");
+  ASSERT_FALSE(host.ok());
+  EXPECT_EQ(host.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(host.status().message().find("destination.host (line 6)"), std::string::npos)
+      << host.status().message();
+  EXPECT_FALSE(o.TakeLocation("empty").ok());
+}
+
 }  // namespace
 }  // namespace ferry::config

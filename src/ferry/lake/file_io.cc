@@ -1,8 +1,36 @@
 #include "ferry/lake/file_io.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <filesystem>
+#include <system_error>
+
 #include "ferry/base/fs.h"
 
 namespace ferry::lake {
+
+std::string SchemeOf(const std::string& location) {
+  // RFC 3986: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":"
+  if (location.empty() || !std::isalpha(static_cast<unsigned char>(location[0]))) return "";
+  for (size_t i = 1; i < location.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(location[i]);
+    if (c == ':') {
+      std::string s = location.substr(0, i);
+      std::transform(s.begin(), s.end(), s.begin(),
+                     [](unsigned char x) { return static_cast<char>(std::tolower(x)); });
+      return s;
+    }
+    if (!std::isalnum(c) && c != '+' && c != '-' && c != '.') return "";
+  }
+  return "";
+}
+
+std::string JoinLocation(std::string_view base, std::string_view name) {
+  return JoinPath(base, name);
+}
 
 std::string ToUri(const std::string& path_or_uri) {
   if (path_or_uri.find("://") != std::string::npos) return path_or_uri;
@@ -10,39 +38,112 @@ std::string ToUri(const std::string& path_or_uri) {
 }
 
 Result<std::string> LocalPath(const std::string& uri) {
-  if (uri.rfind("file://", 0) == 0) return uri.substr(7);
-  if (uri.rfind("file:/", 0) == 0) return uri.substr(5);
-  if (!uri.empty() && uri[0] == '/') return uri;
-  return Status::InvalidArgument("location '" + uri +
-                                 "' is not a local file; this build stores tables in local "
-                                 "folders (file://)");
+  std::string path;
+  if (uri.rfind("file://", 0) == 0) {
+    path = uri.substr(7);
+  } else if (uri.rfind("file:/", 0) == 0) {
+    path = uri.substr(5);
+  } else if (!uri.empty() && uri[0] == '/') {
+    path = uri;
+  }
+  if (path.empty() || path[0] != '/') {
+    return Status::InvalidArgument("location '" + uri +
+                                   "' is not a local file; this build stores tables in local "
+                                   "folders (file://)");
+  }
+  return path;
 }
+
+Status FileIO::WriteNew(const std::string& location, std::string_view data) {
+  FERRY_ASSIGN_OR_RETURN(auto out, NewFile(location));
+  FERRY_RETURN_IF_ERROR(out->Append(data));
+  return out->Close();
+}
+
+bool FileIO::Exists(const std::string& location) { return Stat(location).ok(); }
 
 namespace {
 
+// The local atomic put: the bytes go to "<path>.tmp-<pid>-<n>" beside the file; Close() fsyncs
+// them, renames the temporary file to `path` unless that exists, and fsyncs the folder. Until
+// then readers see no file at `path`; a stream destroyed before removes its temporary file.
+class LocalNewFile final : public OutputStream {
+ public:
+  static Result<std::unique_ptr<OutputStream>> Create(const std::string& path) {
+    static std::atomic<uint64_t> counter{0};
+    std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
+                      std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+    FERRY_ASSIGN_OR_RETURN(WritableFile f, WritableFile::Create(tmp));
+    return std::unique_ptr<OutputStream>(new LocalNewFile(std::move(f), path));
+  }
+  ~LocalNewFile() override {
+    if (!placed_) (void)RemoveFile(file_.path());
+  }
+  Status Append(std::string_view data) override { return file_.Append(data); }
+  Status Close() override {
+    if (placed_) return Status::OK();
+    FERRY_RETURN_IF_ERROR(file_.Close());
+    FERRY_RETURN_IF_ERROR(RenameNoReplace(file_.path(), path_));
+    placed_ = true;
+    return FsyncDir(ParentDir(path_));
+  }
+  uint64_t Tell() const override { return file_.size(); }
+
+ private:
+  LocalNewFile(WritableFile f, std::string path) : file_(std::move(f)), path_(std::move(path)) {}
+  WritableFile file_;  // the temporary file
+  std::string path_;
+  bool placed_ = false;
+};
+
 class Local final : public FileIO {
  public:
-  Result<std::unique_ptr<OutputStream>> NewFile(const std::string& uri) override {
+  std::string Describe() const override { return "local files"; }
+
+  Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& uri,
+                                                     std::optional<uint64_t>) override {
     FERRY_ASSIGN_OR_RETURN(std::string p, LocalPath(uri));
-    FERRY_RETURN_IF_ERROR(MakeDirs(ParentDir(p)));
-    return LocalOutputStream::Create(p);
-  }
-  Status WriteNew(const std::string& uri, std::string_view data) override {
-    FERRY_ASSIGN_OR_RETURN(std::string p, LocalPath(uri));
-    FERRY_RETURN_IF_ERROR(MakeDirs(ParentDir(p)));
-    return WriteNewFile(p, data);
+    return OpenLocalFile(p);
   }
   Result<std::string> Read(const std::string& uri) override {
     FERRY_ASSIGN_OR_RETURN(std::string p, LocalPath(uri));
     return ReadFile(p);
   }
+  Result<std::unique_ptr<OutputStream>> NewFile(const std::string& uri) override {
+    FERRY_ASSIGN_OR_RETURN(std::string p, LocalPath(uri));
+    if (FileExists(p)) return Status::AlreadyExists("cannot create '" + p + "': File exists");
+    FERRY_RETURN_IF_ERROR(MakeDirs(ParentDir(p)));
+    return LocalNewFile::Create(p);
+  }
+  Result<std::vector<FileInfo>> List(const std::string& prefix) override {
+    FERRY_ASSIGN_OR_RETURN(std::string p, LocalPath(prefix));
+    // The folder to walk: the prefix itself when it names one, else the folder it ends in.
+    const std::string dir = p.back() == '/' ? p : ParentDir(p);
+    std::vector<FileInfo> out;
+    std::error_code ec;
+    namespace fs = std::filesystem;
+    if (!fs::is_directory(dir, ec)) return out;
+    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (!it->is_regular_file(ec)) continue;
+      const std::string path = it->path().string();
+      if (path.rfind(p, 0) != 0) continue;
+      const uint64_t size = it->file_size(ec);
+      if (ec) break;
+      out.push_back(FileInfo{"file://" + path, size});
+    }
+    if (ec) return Status::IOError("cannot list '" + dir + "': " + ec.message());
+    std::sort(out.begin(), out.end(),
+              [](const FileInfo& a, const FileInfo& b) { return a.location < b.location; });
+    return out;
+  }
   Status Delete(const std::string& uri) override {
     FERRY_ASSIGN_OR_RETURN(std::string p, LocalPath(uri));
     return RemoveFile(p);
   }
-  bool Exists(const std::string& uri) override {
-    auto p = LocalPath(uri);
-    return p.ok() && FileExists(*p);
+  Result<FileInfo> Stat(const std::string& uri) override {
+    FERRY_ASSIGN_OR_RETURN(std::string p, LocalPath(uri));
+    FERRY_ASSIGN_OR_RETURN(uint64_t size, FileSize(p));
+    return FileInfo{uri, size};
   }
 };
 
@@ -51,6 +152,22 @@ class Local final : public FileIO {
 std::shared_ptr<FileIO> LocalFileIO() {
   static std::shared_ptr<FileIO> io = std::make_shared<Local>();
   return io;
+}
+
+Result<std::shared_ptr<FileIO>> OpenFileIO(const std::string& location) {
+  const std::string scheme = SchemeOf(location);
+  if (scheme == "file" || (scheme.empty() && !location.empty() && location[0] == '/')) {
+    FERRY_RETURN_IF_ERROR(LocalPath(location).status());
+    return LocalFileIO();
+  }
+  if (scheme.empty()) {
+    return Status::InvalidArgument("location '" + location +
+                                   "' is neither an absolute path nor a URI (file:///...)");
+  }
+  return Status::InvalidArgument(
+      "'" + location + "' is on " + scheme + "://, which ferry cannot write yet: this build " +
+      "stores Iceberg tables in local folders only (object stores come later). Set the warehouse " +
+      "to a local folder: a path such as ./warehouse, or a file:///... URI");
 }
 
 }  // namespace ferry::lake

@@ -95,7 +95,7 @@ Status RewriteGroup(Table& table, const std::shared_ptr<const Schema>& schema,
     return s;
   };
   for (const auto& e : g->inputs) {
-    auto reader = OpenTableFile(e.file.path, schema);
+    auto reader = OpenTableFile(table.io(), e.file, schema);
     if (!reader.ok()) return fail(reader.status().WithContext("compacting " + e.file.path));
     const DeleteIndex::FileFilter filter = deletes.ForFile(e.file.path, *e.sequence_number);
     int64_t row_base = 0;
@@ -211,7 +211,8 @@ Result<CompactionReport> CompactTable(Table& table, const CompactionOptions& opt
   report.records_before = report.records_after = before.records;
   report.bytes_before = report.bytes_after = before.bytes;
 
-  FERRY_ASSIGN_OR_RETURN(DeleteIndex deletes, DeleteIndex::Load(*schema, files.deletes));
+  FERRY_ASSIGN_OR_RETURN(DeleteIndex deletes,
+                         DeleteIndex::Load(table.io(), *schema, files.deletes));
 
   // Plan: files with deletes always; small clean files when there are enough of them.
   const auto small_below = static_cast<int64_t>(static_cast<double>(options.target_file_bytes) *

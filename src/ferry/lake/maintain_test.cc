@@ -149,7 +149,7 @@ class MaintainTest : public ::testing::Test {
   std::vector<std::pair<int64_t, std::string>> ReadFile(const std::string& uri,
                                                         std::shared_ptr<const Schema> schema) {
     std::vector<std::pair<int64_t, std::string>> out;
-    auto file = parquet::OpenLocalFile(*LocalPath(uri));
+    auto file = LocalFileIO()->OpenFile(uri);
     EXPECT_TRUE(file.ok()) << file.status().ToString();
     if (!file.ok()) return out;
     auto r = parquet::Reader::Open(std::move(*file), schema);

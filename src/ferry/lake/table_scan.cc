@@ -61,16 +61,17 @@ Result<SnapshotFiles> ReadSnapshotFiles(FileIO& io, const TableMetadata& meta,
   return out;
 }
 
-Result<std::unique_ptr<parquet::Reader>> OpenTableFile(const std::string& uri,
+Result<std::unique_ptr<parquet::Reader>> OpenTableFile(FileIO& io, const DataFile& file,
                                                        std::shared_ptr<const Schema> schema) {
-  FERRY_ASSIGN_OR_RETURN(std::string path, LocalPath(uri));
-  FERRY_ASSIGN_OR_RETURN(auto file, parquet::OpenLocalFile(path));
-  return parquet::Reader::Open(std::move(file), std::move(schema));
+  std::optional<uint64_t> size;
+  if (file.file_size_bytes > 0) size = static_cast<uint64_t>(file.file_size_bytes);
+  FERRY_ASSIGN_OR_RETURN(auto f, io.OpenFile(file.path, size));
+  return parquet::Reader::Open(std::move(f), std::move(schema));
 }
 
 // ---- deletes ----
 
-Result<DeleteIndex> DeleteIndex::Load(const Schema& schema,
+Result<DeleteIndex> DeleteIndex::Load(FileIO& io, const Schema& schema,
                                       const std::vector<ManifestEntry>& delete_files) {
   DeleteIndex d;
   std::map<std::vector<int32_t>, size_t> set_of;
@@ -106,7 +107,7 @@ Result<DeleteIndex> DeleteIndex::Load(const Schema& schema,
       }
       EqualitySet& set = *d.equality_[it->second];
       set.highest_seq = std::max(set.highest_seq, seq);
-      FERRY_ASSIGN_OR_RETURN(auto reader, OpenTableFile(f.path, key_schema));
+      FERRY_ASSIGN_OR_RETURN(auto reader, OpenTableFile(io, f, key_schema));
       Batch b(key_schema);
       std::string key;
       for (size_t g = 0; g < reader->num_row_groups(); ++g) {
@@ -122,7 +123,7 @@ Result<DeleteIndex> DeleteIndex::Load(const Schema& schema,
       auto pos_schema = std::make_shared<Schema>();
       pos_schema->fields = {{kDeleteFilePathId, "file_path", DataType::String(), true, ""},
                             {kDeletePosId, "pos", DataType::Int64(), true, ""}};
-      FERRY_ASSIGN_OR_RETURN(auto reader, OpenTableFile(f.path, pos_schema));
+      FERRY_ASSIGN_OR_RETURN(auto reader, OpenTableFile(io, f, pos_schema));
       Batch b(pos_schema);
       std::set<std::string>& targets = d.position_targets_[f.path];
       for (size_t g = 0; g < reader->num_row_groups(); ++g) {
@@ -186,7 +187,7 @@ bool DeleteIndex::FileFilter::Deleted(const Batch& batch, size_t row, int64_t po
 
 Result<std::unique_ptr<TableScan>> TableScan::Open(FileIO& io, const TableMetadata& meta,
                                                    std::optional<int64_t> snapshot_id) {
-  std::unique_ptr<TableScan> scan(new TableScan());
+  std::unique_ptr<TableScan> scan(new TableScan(&io));
   FERRY_ASSIGN_OR_RETURN(Schema current, meta.CurrentSchema());
   scan->schema_ = std::make_shared<const Schema>(std::move(current));
   scan->snapshot_id_ = snapshot_id ? snapshot_id : meta.BranchHead("main");
@@ -200,7 +201,8 @@ Result<std::unique_ptr<TableScan>> TableScan::Open(FileIO& io, const TableMetada
                                   "; ferry reads Parquet data files only");
     }
   }
-  FERRY_ASSIGN_OR_RETURN(scan->deletes_, DeleteIndex::Load(*scan->schema_, scan->files_.deletes));
+  FERRY_ASSIGN_OR_RETURN(scan->deletes_,
+                         DeleteIndex::Load(io, *scan->schema_, scan->files_.deletes));
   return scan;
 }
 
@@ -208,7 +210,7 @@ Status TableScan::Read(const std::function<Status(const Batch&)>& emit) {
   Batch in(schema_);
   Batch kept(schema_);
   for (const auto& e : files_.data) {
-    FERRY_ASSIGN_OR_RETURN(auto reader, OpenTableFile(e.file.path, schema_));
+    FERRY_ASSIGN_OR_RETURN(auto reader, OpenTableFile(*io_, e.file, schema_));
     const DeleteIndex::FileFilter filter = deletes_.ForFile(e.file.path, *e.sequence_number);
     int64_t row_base = 0;
     for (size_t rg = 0; rg < reader->num_row_groups(); ++rg) {

@@ -51,8 +51,9 @@ struct SnapshotFiles {
 // number (kCorruption otherwise).
 Result<SnapshotFiles> ReadSnapshotFiles(FileIO& io, const TableMetadata& meta, int64_t snapshot_id);
 
-// Opens a Parquet file of the table (a data or delete file) for reading `schema`'s fields.
-Result<std::unique_ptr<parquet::Reader>> OpenTableFile(const std::string& uri,
+// Opens a Parquet file of the table (a data or delete file, as its manifest entry lists it) through
+// `io` for reading `schema`'s fields.
+Result<std::unique_ptr<parquet::Reader>> OpenTableFile(FileIO& io, const DataFile& file,
                                                        std::shared_ptr<const Schema> schema);
 
 // The delete files of a snapshot, loaded for applying them to data files.
@@ -67,8 +68,9 @@ class DeleteIndex {
   };
 
  public:
-  // Loads `delete_files` (equality and position deletes) against the table schema `schema`.
-  static Result<DeleteIndex> Load(const Schema& schema,
+  // Loads `delete_files` (equality and position deletes, read through `io`) against the table
+  // schema `schema`.
+  static Result<DeleteIndex> Load(FileIO& io, const Schema& schema,
                                   const std::vector<ManifestEntry>& delete_files);
 
   // Whether any delete applies to the data file at `path` with data sequence number `seq`.
@@ -109,6 +111,7 @@ class DeleteIndex {
 class TableScan {
  public:
   // `snapshot_id`: nullopt for main's head. A table whose main has no snapshot scans as empty.
+  // The scan reads its files through `io`, which must outlive it.
   static Result<std::unique_ptr<TableScan>> Open(FileIO& io, const TableMetadata& meta,
                                                  std::optional<int64_t> snapshot_id = std::nullopt);
 
@@ -124,7 +127,8 @@ class TableScan {
   Status Read(const std::function<Status(const Batch&)>& emit);
 
  private:
-  TableScan() = default;
+  explicit TableScan(FileIO* io) : io_(io) {}
+  FileIO* io_;
   std::shared_ptr<const Schema> schema_;
   std::optional<int64_t> snapshot_id_;
   SnapshotFiles files_;

@@ -4,14 +4,10 @@
 // the file is checked against the bytes actually there before it is used.
 #include "ferry/format/parquet/reader.h"
 
-#include <fcntl.h>
 #include <snappy.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zstd.h>
 
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -69,41 +65,6 @@ const char* PhysicalName(int32_t t) {
   }
   return "an unknown physical type";
 }
-
-class LocalFile final : public RandomAccessFile {
- public:
-  LocalFile(int fd, uint64_t size, std::string path)
-      : fd_(fd), size_(size), path_(std::move(path)) {}
-  ~LocalFile() override { ::close(fd_); }
-  LocalFile(const LocalFile&) = delete;
-  LocalFile& operator=(const LocalFile&) = delete;
-
-  uint64_t size() const override { return size_; }
-  const std::string& name() const override { return path_; }
-  Status ReadAt(uint64_t offset, uint64_t n, std::string* out) override {
-    if (offset > size_ || n > size_ - offset) {
-      return Status::Corruption("Parquet file " + path_ + ": a read of " + std::to_string(n) +
-                                " bytes at offset " + std::to_string(offset) +
-                                " runs past its end (" + std::to_string(size_) + " bytes)");
-    }
-    out->resize(static_cast<size_t>(n));
-    uint64_t done = 0;
-    while (done < n) {
-      ssize_t r = ::pread(fd_, out->data() + done, static_cast<size_t>(n - done),
-                          static_cast<off_t>(offset + done));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return Status::IOError("reading " + path_ + ": " + std::strerror(errno));
-      if (r == 0) return Status::IOError("reading " + path_ + ": the file shrank while being read");
-      done += static_cast<uint64_t>(r);
-    }
-    return Status::OK();
-  }
-
- private:
-  int fd_;
-  uint64_t size_;
-  std::string path_;
-};
 
 class StringFile final : public RandomAccessFile {
  public:
@@ -654,13 +615,25 @@ class ReaderImpl final : public Reader {
   ReaderImpl(const ReaderImpl&) = delete;
   ReaderImpl& operator=(const ReaderImpl&) = delete;
 
+  // The bytes [offset, offset + n) of the file, checked against its size here: a corrupted offset
+  // is kCorruption whatever the storage would make of a read past the end.
+  Status ReadRange(uint64_t offset, uint64_t n, std::string* out) {
+    const uint64_t size = file_->size();
+    if (offset > size || n > size - offset) {
+      return Status::Corruption("Parquet file " + file_->name() + ": a read of " +
+                                std::to_string(n) + " bytes at offset " + std::to_string(offset) +
+                                " runs past its end (" + std::to_string(size) + " bytes)");
+    }
+    return file_->ReadAt(offset, n, out);
+  }
+
   Status Init() {
     const uint64_t size = file_->size();
     if (size < 12) return Corrupt("is " + std::to_string(size) + " bytes, too short for Parquet");
     std::string buf;
-    FERRY_RETURN_IF_ERROR(file_->ReadAt(0, 4, &buf));
+    FERRY_RETURN_IF_ERROR(ReadRange(0, 4, &buf));
     if (buf != "PAR1") return Corrupt("does not start with the Parquet magic bytes PAR1");
-    FERRY_RETURN_IF_ERROR(file_->ReadAt(size - 8, 8, &buf));
+    FERRY_RETURN_IF_ERROR(ReadRange(size - 8, 8, &buf));
     if (buf.compare(4, 4, "PAR1") != 0) {
       return Corrupt("does not end with the Parquet magic bytes PAR1 (truncated or encrypted)");
     }
@@ -670,7 +643,7 @@ class ReaderImpl final : public Reader {
                      " bytes, more than the file holds");
     }
     data_end_ = size - 8 - footer_len;
-    FERRY_RETURN_IF_ERROR(file_->ReadAt(data_end_, footer_len, &buf));
+    FERRY_RETURN_IF_ERROR(ReadRange(data_end_, footer_len, &buf));
     CompactReader r(buf);
     FileMeta meta = ReadFileMeta(r);
     if (!r.ok()) return Corrupt("has a footer that does not decode: " + r.error());
@@ -1253,8 +1226,8 @@ class ReaderImpl final : public Reader {
   Status ReadChunk(const ChunkInfo& ch, const Leaf& leaf, const Field& f, Column* col,
                    ListState* list) {
     const int64_t start = ChunkStart(ch);
-    FERRY_RETURN_IF_ERROR(file_->ReadAt(static_cast<uint64_t>(start),
-                                        static_cast<uint64_t>(ch.total_compressed_size), &chunk_));
+    FERRY_RETURN_IF_ERROR(ReadRange(static_cast<uint64_t>(start),
+                                    static_cast<uint64_t>(ch.total_compressed_size), &chunk_));
     const bool optional = leaf.repetition == pq::kOptional;
     std::optional<Column> dict;
     const std::string_view bytes(chunk_);
@@ -1407,23 +1380,6 @@ class ReaderImpl final : public Reader {
 };
 
 }  // namespace
-
-Result<std::unique_ptr<RandomAccessFile>> OpenLocalFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    std::string msg = "opening " + path + ": " + std::strerror(err);
-    return err == ENOENT ? Status::NotFound(msg) : Status::IOError(msg);
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    std::string msg = "stat " + path + ": " + std::strerror(errno);
-    ::close(fd);
-    return Status::IOError(msg);
-  }
-  return std::unique_ptr<RandomAccessFile>(
-      new LocalFile(fd, static_cast<uint64_t>(st.st_size), path));
-}
 
 std::unique_ptr<RandomAccessFile> MemoryFile(std::string data, std::string name) {
   return std::make_unique<StringFile>(std::move(data), std::move(name));

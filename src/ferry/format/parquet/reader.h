@@ -29,25 +29,15 @@
 #include <utility>
 #include <vector>
 
+#include "ferry/base/io.h"
 #include "ferry/base/status.h"
 #include "ferry/types/batch.h"
 
 namespace ferry::parquet {
 
-// Random access to a file's bytes.
-class RandomAccessFile {
- public:
-  virtual ~RandomAccessFile() = default;
-  virtual uint64_t size() const = 0;
-  // Replaces *out with the n bytes at offset. kCorruption if they run past the end of the file,
-  // kIOError if the operating system refuses the read.
-  virtual Status ReadAt(uint64_t offset, uint64_t n, std::string* out) = 0;
-  // What error messages call the file (its path).
-  virtual const std::string& name() const = 0;
-};
+// Files are read through ferry::RandomAccessFile (base/io.h): whoever opens the file (lake::FileIO
+// for a table's files) decides where the bytes come from.
 
-// A local file; kNotFound / kIOError when it cannot be opened.
-Result<std::unique_ptr<RandomAccessFile>> OpenLocalFile(const std::string& path);
 // Bytes in memory (tests, fuzzing).
 std::unique_ptr<RandomAccessFile> MemoryFile(std::string data, std::string name = "(memory)");
 

@@ -3,113 +3,40 @@
 #include <algorithm>
 
 #include "ferry/base/fault.h"
-#include "ferry/base/fs.h"
 #include "ferry/base/log.h"
 #include "ferry/lake/parquet_file.h"
 #include "ferry/lake/table_scan.h"
 
 namespace ferry::sink {
-namespace {
-
-// A folder name for a table: the name itself when it is plain, else a readable, unique form.
-std::string TableFolder(const std::string& table) {
-  std::string out;
-  bool changed = false;
-  for (unsigned char c : table) {
-    if (std::isalnum(c) || c == '_' || c == '-' || c == '.') {
-      out += static_cast<char>(c);
-    } else {
-      out += '_';
-      changed = true;
-    }
-  }
-  if (out.empty() || out == "." || out == "..") {
-    out = "t" + out;
-    changed = true;
-  }
-  if (changed) {
-    uint32_t h = 2166136261u;  // FNV-1a keeps distinct names apart
-    for (unsigned char c : table) h = (h ^ c) * 16777619u;
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "-%08x", h);
-    out += buf;
-  }
-  return out;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<IcebergSink>> IcebergSink::Open(config::DestinationConfig& cfg,
                                                        const std::string& pipeline) {
   std::unique_ptr<IcebergSink> s(new IcebergSink());
   s->pipeline_ = pipeline;
-  config::Options& o = cfg.options;
-  FERRY_ASSIGN_OR_RETURN(s->opts_.warehouse, o.TakePath("warehouse"));
-  s->opts_.ns = o.TakeOptionalString("namespace").value_or(pipeline);
-  if (s->opts_.ns.empty()) return Status::InvalidArgument("destination.namespace is empty");
-  if (auto c = o.TakeOptionalString("catalog")) {
-    std::string uri = *c;
-    if (uri.rfind("sqlite:", 0) == 0) {
-      std::string p = uri.substr(7);
-      if (!p.empty() && p[0] != '/') p = AbsolutePath(JoinPath(o.base_dir(), p));
-      uri = "sqlite:" + p;
-    }
-    s->opts_.catalog_uri = uri;
-  } else {
-    s->opts_.catalog_uri = "sqlite:" + JoinPath(s->opts_.warehouse, "catalog.db");
-  }
-  s->opts_.catalog_name = o.TakeOptionalString("catalog_name").value_or("ferry");
-  if (auto comp = o.TakeOptionalString("compression")) {
-    auto c = parquet::ParseCompression(*comp);
-    if (!c.ok()) return c.status().WithContext(o.Where("compression"));
-    s->opts_.parquet.compression = *c;
-  }
-  FERRY_ASSIGN_OR_RETURN(int64_t level, o.TakeInt("zstd_level", 3, 1, 22));
-  s->opts_.parquet.zstd_level = static_cast<int>(level);
-  FERRY_ASSIGN_OR_RETURN(int64_t target, o.TakeBytes("target_file_size", 512ll << 20));
-  FERRY_ASSIGN_OR_RETURN(int64_t rg, o.TakeBytes("row_group_size", 128ll << 20));
-  FERRY_ASSIGN_OR_RETURN(int64_t page, o.TakeBytes("page_size", 1ll << 20));
-  if (page > rg) {
-    return Status::InvalidArgument("destination.page_size (" + std::to_string(page) +
-                                   ") must not exceed row_group_size (" + std::to_string(rg) + ")");
-  }
-  s->opts_.target_file_bytes = static_cast<uint64_t>(target);
-  s->opts_.parquet.row_group_bytes = static_cast<uint64_t>(rg);
-  s->opts_.parquet.page_bytes = static_cast<uint64_t>(page);
-  FERRY_RETURN_IF_ERROR(
-      o.CheckAllUsed({"warehouse", "namespace", "catalog", "catalog_name", "compression",
-                      "zstd_level", "target_file_size", "row_group_size", "page_size"}));
-  auto catalog = lake::OpenSqlCatalog(s->opts_.catalog_uri, s->opts_.catalog_name);
-  if (!catalog.ok()) return catalog.status().WithContext("opening the Iceberg catalog");
-  s->catalog_ = std::move(*catalog);
+  FERRY_ASSIGN_OR_RETURN(s->warehouse_, IcebergWarehouse::Open(cfg, pipeline));
   return s;
 }
 
-std::string IcebergSink::Describe() const {
-  return "Iceberg warehouse " + opts_.warehouse + ", namespace " + opts_.ns + ", " +
-         catalog_->Describe();
-}
+std::string IcebergSink::Describe() const { return warehouse_->Describe(); }
 
 Result<std::string> IcebergSink::TableLocationOf(const std::string& table) {
-  return lake::ToUri(
-      JoinPath(JoinPath(opts_.warehouse, TableFolder(opts_.ns)), TableFolder(table)));
+  return warehouse_->TableLocationOf(table);
 }
 
 Result<std::unique_ptr<SinkStream>> IcebergSink::OpenStream(const std::string& table,
                                                             const Schema& source_schema,
                                                             bool replacing) {
-  lake::TableIdent ident{opts_.ns, table};
-  FERRY_ASSIGN_OR_RETURN(std::string location, TableLocationOf(table));
+  const IcebergOptions& opts = options();
+  lake::TableIdent ident{opts.ns, table};
   std::map<std::string, std::string> props = {
       {"write.format.default", "parquet"},
       {"write.parquet.compression-codec",
-       opts_.parquet.compression == parquet::Compression::kZstd     ? "zstd"
-       : opts_.parquet.compression == parquet::Compression::kSnappy ? "snappy"
-                                                                    : "uncompressed"},
+       opts.parquet.compression == parquet::Compression::kZstd     ? "zstd"
+       : opts.parquet.compression == parquet::Compression::kSnappy ? "snappy"
+                                                                   : "uncompressed"},
       {"write.metadata.delete-after-commit.enabled", "true"},
   };
-  auto t = lake::Table::LoadOrCreate(catalog_.get(), lake::LocalFileIO(), ident, location,
-                                     source_schema, props);
+  auto t = warehouse_->LoadOrCreateTable(table, source_schema, props);
   if (!t.ok()) return t.status().WithContext("opening Iceberg table " + ident.ToString());
   FERRY_ASSIGN_OR_RETURN(Schema writer_schema, (*t)->AssignFieldIds(source_schema, replacing));
   auto schema = std::make_shared<const Schema>(std::move(writer_schema));
@@ -139,8 +66,7 @@ class IcebergReader : public TableReader {
 }  // namespace
 
 Result<std::unique_ptr<TableReader>> IcebergSink::OpenReader(const std::string& table) {
-  auto t =
-      lake::Table::Load(catalog_.get(), lake::LocalFileIO(), lake::TableIdent{opts_.ns, table});
+  auto t = warehouse_->LoadTable(table);
   if (!t.ok()) {
     if (t.status().code() == StatusCode::kNotFound) return std::unique_ptr<TableReader>();
     return t.status();
@@ -150,8 +76,7 @@ Result<std::unique_ptr<TableReader>> IcebergSink::OpenReader(const std::string& 
 }
 
 Result<Json> IcebergSink::ReadMarker(const std::string& table) {
-  auto t =
-      lake::Table::Load(catalog_.get(), lake::LocalFileIO(), lake::TableIdent{opts_.ns, table});
+  auto t = warehouse_->LoadTable(table);
   if (!t.ok()) {
     if (t.status().code() == StatusCode::kNotFound) return Json(nullptr);
     return t.status();
@@ -160,7 +85,7 @@ Result<Json> IcebergSink::ReadMarker(const std::string& table) {
   if (!v) return Json(nullptr);
   Json j = Json::parse(*v, nullptr, false);
   if (j.is_discarded()) {
-    return Status::Corruption("table " + opts_.ns + "." + table + " has a marker property " +
+    return Status::Corruption("table " + TableName(table) + " has a marker property " +
                               MarkerKey() + " that is not JSON");
   }
   return j;

@@ -18,37 +18,28 @@
 #include "ferry/config/config.h"
 #include "ferry/format/parquet/writer.h"
 #include "ferry/lake/table.h"
+#include "ferry/sink/iceberg/warehouse.h"
 #include "ferry/sink/sink.h"
 
 namespace ferry::sink {
-
-struct IcebergOptions {
-  std::string warehouse;  // absolute folder
-  std::string ns;
-  std::string catalog_uri;
-  std::string catalog_name = "ferry";
-  parquet::WriterOptions parquet;
-  uint64_t target_file_bytes = 512ull << 20;
-};
 
 class IcebergStream;
 
 class IcebergSink : public Sink {
  public:
-  // Reads the destination keys: warehouse, namespace, catalog, catalog_name, compression,
-  // zstd_level, target_file_size, row_group_size, page_size.
+  // Opens the destination's warehouse (IcebergWarehouse::Open: its keys, its errors).
   static Result<std::unique_ptr<IcebergSink>> Open(config::DestinationConfig& cfg,
                                                    const std::string& pipeline);
 
-  const IcebergOptions& options() const { return opts_; }
+  const IcebergOptions& options() const { return warehouse_->options(); }
   std::string Describe() const override;
   std::string Guarantee() const override {
     return "exactly-once (data and progress marker in one Iceberg catalog commit)";
   }
   std::string TableName(const std::string& stream) const override {
-    return opts_.ns + "." + stream;
+    return options().ns + "." + stream;
   }
-  lake::Catalog* catalog() { return catalog_.get(); }
+  lake::Catalog* catalog() { return warehouse_->catalog(); }
   // The table property holding this pipeline's marker.
   std::string MarkerKey() const { return "ferry.marker." + pipeline_; }
   const std::string& pipeline() const { return pipeline_; }
@@ -68,9 +59,8 @@ class IcebergSink : public Sink {
 
  private:
   IcebergSink() = default;
-  IcebergOptions opts_;
+  std::unique_ptr<IcebergWarehouse> warehouse_;
   std::string pipeline_;
-  std::unique_ptr<lake::Catalog> catalog_;
 };
 
 class IcebergStream : public SinkStream {

@@ -1,0 +1,66 @@
+// An Iceberg destination's warehouse, opened from the pipeline file's destination keys: its
+// options, the FileIO its location's scheme selects, and its catalog. The Iceberg sink writes
+// through it, and `ferry maintain` opens it alone (without a sink): both load every table through
+// LoadTable, so a table's files are always reached through the warehouse's FileIO.
+//
+// Thread-safety: LoadTable and ListTables may be called from several threads (the catalog
+// serializes); each Table is used by one thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ferry/config/config.h"
+#include "ferry/format/parquet/writer.h"
+#include "ferry/lake/catalog.h"
+#include "ferry/lake/file_io.h"
+#include "ferry/lake/table.h"
+
+namespace ferry::sink {
+
+struct IcebergOptions {
+  std::string warehouse;  // the warehouse's location, a URI ("file:///abs/folder")
+  std::string ns;
+  std::string catalog_uri;
+  std::string catalog_name = "ferry";
+  parquet::WriterOptions parquet;
+  uint64_t target_file_bytes = 512ull << 20;
+};
+
+class IcebergWarehouse {
+ public:
+  // Reads the destination keys: warehouse, namespace, catalog, catalog_name, compression,
+  // zstd_level, target_file_size, row_group_size, page_size; `pipeline` names the default
+  // namespace. Errors: kInvalidArgument for a bad key, and for a warehouse whose scheme ferry
+  // cannot write (naming the scheme and the fix; nothing is created then); the catalog's errors
+  // (lake::OpenSqlCatalog).
+  static Result<std::unique_ptr<IcebergWarehouse>> Open(config::DestinationConfig& cfg,
+                                                        const std::string& pipeline);
+
+  const IcebergOptions& options() const { return opts_; }
+  lake::Catalog* catalog() { return catalog_.get(); }
+  const std::shared_ptr<lake::FileIO>& io() const { return io_; }
+  // "Iceberg warehouse <folder>, namespace <ns>, <catalog>".
+  std::string Describe() const;
+
+  // The location of table `table` of the namespace: <warehouse>/<namespace>/<table>, each name
+  // made a safe folder name.
+  std::string TableLocationOf(const std::string& table) const;
+  // Loads table `table` of the namespace; kNotFound when the catalog does not have it.
+  Result<std::unique_ptr<lake::Table>> LoadTable(const std::string& table);
+  // Loads it, creating it (and the namespace) with `schema` and `properties` when missing.
+  Result<std::unique_ptr<lake::Table>> LoadOrCreateTable(
+      const std::string& table, const Schema& schema,
+      const std::map<std::string, std::string>& properties);
+  // The names of the namespace's tables.
+  Result<std::vector<std::string>> ListTables();
+
+ private:
+  IcebergWarehouse() = default;
+  IcebergOptions opts_;
+  std::shared_ptr<lake::FileIO> io_;
+  std::unique_ptr<lake::Catalog> catalog_;
+};
+
+}  // namespace ferry::sink
