@@ -12,6 +12,7 @@
 
 #include "ferry/base/testing/temp_dir.h"
 #include "ferry/sqlite/sqlite.h"
+#include "ferry/types/type_change_cases.h"
 #include "ferry/types/value_parse.h"
 
 namespace ferry::sink {
@@ -659,6 +660,36 @@ TEST_F(SqliteSinkTest, OddIdentifiersAreQuotedEverywhere) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("letter case"), std::string::npos);
   EXPECT_FALSE(sink->OpenStream("ferry_state", KeyedSchema(), false).ok());
+}
+
+TEST_F(SqliteSinkTest, ColumnTypesEvolveByTheOneRuleOfEveryDestination) {
+  auto sink = Open();
+  int n = 0;
+  for (const auto& c : testing::TypeChangeCases()) {
+    const std::string stream = "rule" + std::to_string(++n);
+    const std::string what = c.table.ToIceberg() + " <- " + c.source.ToIceberg();
+    // A table that holds a marker: its columns evolve (an empty one would be made again).
+    {
+      auto s =
+          OpenStream(*sink, stream,
+                     MakeSchema({F(1, "id", DataType::Int64(), true), F(2, "c", c.table)}, {1}));
+      ASSERT_TRUE(s) << what;
+      ASSERT_TRUE(s->Commit("", Json(1), {}, kNeverLanded).ok()) << what;
+    }
+    auto s = sink->OpenStream(
+        stream, MakeSchema({F(1, "id", DataType::Int64(), true), F(2, "c", c.source)}, {1}), false);
+    if (c.expected == TypeChange::kRefused) {
+      ASSERT_FALSE(s.ok()) << what;
+      EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << what;
+      EXPECT_NE(s.status().message().find("full refresh"), std::string::npos) << what;
+      continue;
+    }
+    ASSERT_TRUE(s.ok()) << what << ": " << s.status().ToString();
+    auto reader = sink->OpenReader(stream);
+    ASSERT_TRUE(reader.ok() && *reader) << what;
+    EXPECT_EQ(CompareTypes((*reader)->schema()->fields[1].type, c.source), TypeChange::kSame)
+        << what;
+  }
 }
 
 TEST_F(SqliteSinkTest, SchemaEvolutionAddsAndWidensAndRefusesTheRest) {
