@@ -2,6 +2,7 @@
 // against a real redis-server (started here when installed, skipped otherwise), also with the
 // connection cut during EXEC by a proxy (the commit's outcome unknown to the client).
 #include "ferry/sink/redis/redis_sink.h"
+#include "ferry/types/type_change_cases.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -590,6 +591,40 @@ TEST_F(RedisSinkTest, RefusesWhatCannotBeWritten) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(bad.status().message().find("wr0ng-pass"), std::string::npos);
+}
+
+TEST_F(RedisSinkTest, ColumnTypesEvolveByTheOneRuleOfEveryDestination) {
+  auto sink = Open();
+  int n = 0;
+  for (const auto& c : testing::TypeChangeCases()) {
+    const std::string stream = "rule" + std::to_string(++n);
+    const std::string what = c.table.ToIceberg() + " <- " + c.source.ToIceberg();
+    auto schema = [&](const DataType& t) {
+      Schema s;
+      s.fields = {F(1, "id", DataType::Int64(), true), F(2, "c", t)};
+      s.identifier_field_ids = {1};
+      return s;
+    };
+    {
+      auto s = sink->OpenStream(stream, schema(c.table), false);
+      ASSERT_TRUE(s.ok()) << what << ": " << s.status().ToString();
+      ASSERT_TRUE((*s)->Commit("", Json{{"position", 1}}, {}, PositionAtLeast(1)).ok()) << what;
+    }
+    auto s = sink->OpenStream(stream, schema(c.source), false);
+    if (c.expected == TypeChange::kRefused) {
+      ASSERT_FALSE(s.ok()) << what;
+      EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << what;
+      EXPECT_NE(s.status().message().find("full refresh"), std::string::npos) << what;
+      continue;
+    }
+    ASSERT_TRUE(s.ok()) << what << ": " << s.status().ToString();
+    // The schema record (written with commits) names the evolved type.
+    ASSERT_TRUE((*s)->Commit("", Json{{"position", 2}}, {}, PositionAtLeast(2)).ok()) << what;
+    auto reader = sink->OpenReader(stream);
+    ASSERT_TRUE(reader.ok() && *reader) << what;
+    EXPECT_EQ(CompareTypes((*reader)->schema()->fields[1].type, c.source), TypeChange::kSame)
+        << what;
+  }
 }
 
 TEST_F(RedisSinkTest, AFieldThatDoesNotParseIsCorruptionNamingKeyAndField) {
