@@ -10,6 +10,8 @@
 #include "ferry/base/log.h"
 #include "ferry/sink/mysql/mysql_conn.h"
 #include "ferry/sink/mysql/mysql_sql.h"
+#include "ferry/sink/sink_util.h"
+#include "ferry/sink/transactional.h"
 
 namespace ferry::sink {
 namespace {
@@ -39,40 +41,14 @@ struct Settings {
   std::string pipeline;
 };
 
-std::string Hex16(uint64_t v) {
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-uint64_t Fnv64(const std::vector<std::string>& parts) {
-  uint64_t h = 1469598103934665603ull;
-  for (const auto& p : parts) {
-    for (unsigned char c : p) h = (h ^ c) * 1099511628211ull;
-    h = (h ^ 0) * 1099511628211ull;
-  }
-  return h;
-}
-
 // The comment a load table carries from StartLoad on; after the swap it is the target's, which is
 // how Publish recognizes a swap that happened before a crash.
 std::string LoadComment(const std::string& run) { return "ferry load " + run; }
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
+// The checkpoint row's marker from a query of it.
 Result<Json> ParseMarker(const Rows& r, const std::string& what) {
-  if (r.empty() || !r[0][0]) return Json(nullptr);
-  Json j = Json::parse(*r[0][0], nullptr, false);
-  if (j.is_discarded()) {
-    return Status::Corruption("the checkpoint row of " + what + " is not JSON");
-  }
-  return j;
+  return ParseCheckpointMarker(
+      r.empty() || !r[0][0] ? std::nullopt : std::optional<std::string_view>(*r[0][0]), what);
 }
 
 // A table as information_schema describes it; empty when it does not exist.
@@ -161,13 +137,6 @@ Result<bool> HasPrimaryKey(Connection* c, const std::string& db, const std::stri
   return false;
 }
 
-bool IsKey(const Schema& s, int32_t id) {
-  for (int32_t k : s.identifier_field_ids) {
-    if (k == id) return true;
-  }
-  return false;
-}
-
 // "`a` INT NOT NULL, ..., PRIMARY KEY (`a`)"
 std::string ColumnDefinitions(const Schema& s, const std::vector<ColumnSpec>& specs) {
   std::string sql;
@@ -222,35 +191,12 @@ Status CheckNames(const std::string& stream, const Schema& schema) {
   return Status::OK();
 }
 
-// How a column's type in the target relates to the type the source now has.
-enum class Fit { kSame, kWidenTarget, kTargetWider, kIncompatible };
-
-Fit ComparePrimitive(const DataType& have, const DataType& want) {
-  const TypeKind h = have.kind(), w = want.kind();
-  if (h == w && have.precision() == want.precision() && have.scale() == want.scale()) {
-    return Fit::kSame;
-  }
-  if (h == TypeKind::kInt32 && w == TypeKind::kInt64) return Fit::kWidenTarget;
-  if (h == TypeKind::kInt64 && w == TypeKind::kInt32) return Fit::kTargetWider;
-  if (h == TypeKind::kFloat32 && w == TypeKind::kFloat64) return Fit::kWidenTarget;
-  if (h == TypeKind::kFloat64 && w == TypeKind::kFloat32) return Fit::kTargetWider;
-  if (h == TypeKind::kDecimal && w == TypeKind::kDecimal && have.scale() == want.scale()) {
-    return want.precision() > have.precision() ? Fit::kWidenTarget : Fit::kTargetWider;
-  }
-  return Fit::kIncompatible;
-}
-
-Fit Compare(const DataType& have, const DataType& want) {
-  if (have.is_list() != want.is_list()) return Fit::kIncompatible;
-  if (!have.is_list()) return ComparePrimitive(have, want);
-  return ComparePrimitive(have.list().type, want.list().type);
-}
-
-class MysqlStream : public SinkStream {
+class MysqlStream : public TransactionalStream {
  public:
   MysqlStream(const Settings& s, std::unique_ptr<Connection> conn, std::string stream,
               std::shared_ptr<const Schema> schema, std::vector<ColumnSpec> specs, Json marker)
-      : s_(s),
+      : TransactionalStream(s.database + "." + stream),
+        s_(s),
         conn_(std::move(conn)),
         stream_(std::move(stream)),
         target_(Qualified(s.database, stream_)),
@@ -262,11 +208,7 @@ class MysqlStream : public SinkStream {
             s.database + "." + stream_),
         marker_(std::move(marker)) {
     for (size_t i = 0; i < schema_->fields.size(); ++i) all_.push_back(i);
-    for (int32_t id : schema_->identifier_field_ids) {
-      for (size_t i = 0; i < schema_->fields.size(); ++i) {
-        if (schema_->fields[i].id == id) keys_.push_back(i);
-      }
-    }
+    keys_ = KeyPositions(*schema_);
   }
   ~MysqlStream() override { Rollback(); }
 
@@ -330,7 +272,7 @@ class MysqlStream : public SinkStream {
     }
     FERRY_RETURN_IF_ERROR(Begin());
     FERRY_RETURN_IF_ERROR(Insert(load_, batch, all_));
-    pending_rows_ += batch.num_rows();
+    pending_.rows += batch.num_rows();
     return Status::OK();
   }
 
@@ -339,8 +281,8 @@ class MysqlStream : public SinkStream {
     FERRY_RETURN_IF_ERROR(EnsureStaging());
     FERRY_RETURN_IF_ERROR(Begin());
     FERRY_RETURN_IF_ERROR(Insert(Qualified(s_.state_database, kUpsertsTable), batch, all_));
-    pending_rows_ += batch.num_rows();
-    upserts_ += batch.num_rows();
+    pending_.rows += batch.num_rows();
+    pending_.upserts += batch.num_rows();
     return Status::OK();
   }
 
@@ -351,39 +293,8 @@ class MysqlStream : public SinkStream {
     // A key the table cannot hold (too long, out of range) cannot be in it: nothing to delete.
     FERRY_RETURN_IF_ERROR(Insert(Qualified(s_.state_database, kDeletesTable), batch, keys_,
                                  /*skip_unstorable=*/true));
-    deletes_ += batch.num_rows();
+    pending_.deletes += batch.num_rows();
     return Status::OK();
-  }
-
-  uint64_t pending_rows() const override { return pending_rows_; }
-  bool HasPending() const override { return pending_rows_ > 0 || deletes_ > 0; }
-  bool CheapMarkerCommits() const override { return true; }
-
-  Result<CommitResult> Commit(const std::string& load, const Json& marker,
-                              const std::map<std::string, std::string>&,
-                              const MarkerCheck& already_landed) override {
-    FaultPoint("sink.data_written");
-    if (!load.empty() && pending_rows_ > 0 && load != run_) {
-      return Status::Internal("rows of load " + run_ + " committed as load " + load + " on " +
-                              TableText());
-    }
-    FERRY_RETURN_IF_ERROR(Begin());
-    Result<CommitResult> r = [&]() -> Result<CommitResult> {
-      FERRY_ASSIGN_OR_RETURN(Json current, LockedMarker());
-      if (already_landed(current)) return CommitResult{true};
-      if (load.empty()) FERRY_RETURN_IF_ERROR(ApplyChanges());
-      FERRY_RETURN_IF_ERROR(SetMarker(marker));
-      FaultPoint("sink.before_commit");
-      return CommitResult{false};
-    }();
-    if (!r.ok() || r->already_landed) {
-      Rollback();
-      if (!r.ok()) return r.status().WithContext("committing to " + TableText());
-      return r;
-    }
-    FERRY_ASSIGN_OR_RETURN(bool landed, CommitOrSettle(already_landed));
-    FaultPoint("sink.after_commit");
-    return CommitResult{landed};
   }
 
   // Makes the load's rows the table's rows. MySQL commits implicitly at each DDL statement, so
@@ -455,25 +366,15 @@ class MysqlStream : public SinkStream {
     if (!st.ok()) return st.WithContext("publishing the load of " + TableText());
     if (landed_before) return CommitResult{true};
     FaultPoint("sink.before_publish");
-    FERRY_RETURN_IF_ERROR(Begin());
-    Result<CommitResult> r = [&]() -> Result<CommitResult> {
-      FERRY_ASSIGN_OR_RETURN(Json current, LockedMarker());
-      if (already_landed(current)) return CommitResult{true};
-      FERRY_RETURN_IF_ERROR(SetMarker(marker));
-      FERRY_RETURN_IF_ERROR(conn_->Exec("DELETE FROM " + Qualified(s_.state_database, "loads") +
-                                        " WHERE pipeline = " + conn_->Literal(s_.pipeline) +
-                                        " AND split = " + conn_->Literal(stream_)));
-      return CommitResult{false};
-    }();
-    if (!r.ok() || r->already_landed) {
-      Rollback();
-      if (!r.ok()) return r.status().WithContext("publishing the load of " + TableText());
-      return r;
-    }
-    FERRY_ASSIGN_OR_RETURN(bool landed, CommitOrSettle(already_landed));
-    swapped_ = true;
-    FaultPoint("sink.after_publish");
-    return CommitResult{landed};
+    auto forget_load = [&] {
+      return conn_->Exec("DELETE FROM " + Qualified(s_.state_database, "loads") +
+                         " WHERE pipeline = " + conn_->Literal(s_.pipeline) +
+                         " AND split = " + conn_->Literal(stream_));
+    };
+    auto r = Transact(marker, already_landed, forget_load, nullptr, "sink.after_publish",
+                      "publishing the load of");
+    if (r.ok() && !r->already_landed) swapped_ = true;
+    return r;
   }
 
   void DiscardPending() override { Rollback(); }
@@ -494,13 +395,20 @@ class MysqlStream : public SinkStream {
       FERRY_LOG(kWarn) << TableText() << ": " << s.ToString();
     }
   }
-  Totals totals() const override { return totals_; }
 
  private:
-  std::string TableText() const { return s_.database + "." + stream_; }
+  std::string TableText() const { return table_text(); }
+
+  Status CheckCommitLoad(const std::string& load) const override {
+    if (!load.empty() && pending_.rows > 0 && load != run_) {
+      return Status::Internal("rows of load " + run_ + " committed as load " + load + " on " +
+                              TableText());
+    }
+    return Status::OK();
+  }
 
   void SetLoad(const std::string& run) {
-    const std::string hex = Hex16(Fnv64({s_.pipeline, stream_, run}));
+    const std::string hex = LoadId({s_.pipeline, stream_, run});
     run_ = run;
     load_name_ = "load_" + hex;
     old_name_ = "old_" + hex;
@@ -540,7 +448,7 @@ class MysqlStream : public SinkStream {
     FERRY_ASSIGN_OR_RETURN(conn_, Connection::Connect(s_.stream_connect));
     in_txn_ = false;
     staged_ = false;
-    ResetPending();
+    pending_ = Pending();
     return Status::OK();
   }
 
@@ -569,7 +477,7 @@ class MysqlStream : public SinkStream {
     return Status::OK();
   }
 
-  Status Begin() {
+  Status Begin() override {
     if (in_txn_) return Status::OK();
     FERRY_RETURN_IF_ERROR(Ready());
     FERRY_RETURN_IF_ERROR(conn_->Exec("START TRANSACTION", "starting a transaction"));
@@ -577,12 +485,9 @@ class MysqlStream : public SinkStream {
     return Status::OK();
   }
 
-  void ResetPending() { pending_rows_ = upserts_ = deletes_ = pending_bytes_ = 0; }
-
-  void Rollback() {
+  void RollbackTransaction() override {
     if (in_txn_ && !conn_->lost()) (void)conn_->Exec("ROLLBACK");
     in_txn_ = false;
-    ResetPending();
   }
 
   // The batch's rows (columns `cols`) into `table`, in multi-row INSERTs of about 1 MiB.
@@ -596,7 +501,7 @@ class MysqlStream : public SinkStream {
         4096,
         std::min<size_t>(kStatementBytes, static_cast<size_t>(conn_->max_allowed_packet()) / 2));
     auto send = [&]() -> Status {
-      pending_bytes_ += buf_.size();
+      pending_.bytes += buf_.size();
       Status s = conn_->Exec(buf_);
       if (!s.ok()) {
         Rollback();
@@ -636,12 +541,12 @@ class MysqlStream : public SinkStream {
 
   // The checkpoint row, locked until the transaction ends (a second writer of the same pipeline
   // and table waits, then sees this commit's marker).
-  Result<Json> LockedMarker() {
+  Result<Json> LockedMarker() override {
     FERRY_ASSIGN_OR_RETURN(Rows r, conn_->Query(MarkerQuery(true), "reading the checkpoint row"));
     return ParseMarker(r, TableText());
   }
 
-  Status SetMarker(const Json& marker) {
+  Status SetMarker(const Json& marker) override {
     std::string text;
     try {
       text = marker.dump(-1, ' ', false, Json::error_handler_t::strict);
@@ -659,10 +564,10 @@ class MysqlStream : public SinkStream {
 
   // The staged changes, set-based: one DELETE ... JOIN and one INSERT ... ON DUPLICATE KEY UPDATE
   // for the whole commit; then the staging tables are emptied in the same transaction.
-  Status ApplyChanges() {
+  Status ApplyChanges() override {
     const std::string ups = Qualified(s_.state_database, kUpsertsTable);
     const std::string dels = Qualified(s_.state_database, kDeletesTable);
-    if (deletes_ > 0) {
+    if (pending_.deletes > 0) {
       std::string on;
       for (size_t k : keys_) {
         if (!on.empty()) on += " AND ";
@@ -674,7 +579,7 @@ class MysqlStream : public SinkStream {
                       "deleting rows by key"));
       FERRY_RETURN_IF_ERROR(conn_->Exec("DELETE FROM " + dels));
     }
-    if (upserts_ > 0) {
+    if (pending_.upserts > 0) {
       std::string set;
       for (size_t i : all_) {
         if (std::find(keys_.begin(), keys_.end(), i) != keys_.end()) continue;
@@ -694,40 +599,24 @@ class MysqlStream : public SinkStream {
     return Status::OK();
   }
 
-  // COMMIT; when its outcome is unknown (the connection died), the checkpoint row read on a new
-  // connection says whether it landed. Returns false: this commit landed (an earlier attempt's
-  // landing is reported before COMMIT, by the caller).
-  Result<bool> CommitOrSettle(const MarkerCheck& already_landed) {
-    Status s = FaultInjected("sink.commit_outcome_lost") ? conn_->SendAndCut("COMMIT")
-                                                         : conn_->Exec("COMMIT");
+  Status SendCommit(bool cut) override {
+    Status s = cut ? conn_->SendAndCut("COMMIT") : conn_->Exec("COMMIT");
     in_txn_ = false;
-    const uint64_t rows = pending_rows_, bytes = pending_bytes_;
-    ResetPending();
-    if (s.ok()) {
-      totals_.rows += rows;
-      totals_.bytes += bytes;
-      return false;
-    }
-    if (!conn_->lost()) return s.WithContext("committing to " + TableText());
-    FERRY_LOG(kWarn) << TableText() << ": the connection was lost during COMMIT; reading the "
-                     << "checkpoint row back to learn whether it landed";
-    auto fresh = Connection::Connect(s_.stream_connect);
-    if (!fresh.ok()) return s.WithContext("committing to " + TableText());
+    return s;
+  }
+  bool OutcomeUnknown(const Status&) const override { return conn_->lost(); }
+  Status Reconnect() override {
+    FERRY_ASSIGN_OR_RETURN(auto fresh, Connection::Connect(s_.stream_connect));
     {
       std::lock_guard<std::mutex> lock(conn_mu_);
-      conn_ = std::move(*fresh);
+      conn_ = std::move(fresh);
     }
     staged_ = false;
+    return Status::OK();
+  }
+  Result<Json> ReadMarker() override {
     FERRY_ASSIGN_OR_RETURN(Rows r, conn_->Query(MarkerQuery(false), "reading the checkpoint row"));
-    FERRY_ASSIGN_OR_RETURN(Json current, ParseMarker(r, TableText()));
-    if (already_landed(current)) {
-      totals_.rows += rows;
-      totals_.bytes += bytes;
-      return false;
-    }
-    return Status::Unavailable("the connection to the destination was lost during COMMIT and the " +
-                               TableText() +
-                               " checkpoint row shows the commit did not land; it is retried");
+    return ParseMarker(r, TableText());
   }
 
   Settings s_;
@@ -748,13 +637,8 @@ class MysqlStream : public SinkStream {
   bool swapped_ = false;   // the load's table is the target already
   bool in_txn_ = false;
   bool staged_ = false;
-  uint64_t pending_rows_ = 0;
-  uint64_t upserts_ = 0;
-  uint64_t deletes_ = 0;
-  uint64_t pending_bytes_ = 0;
   std::string buf_;
   std::string row_;
-  Totals totals_;
 };
 
 // Rows of a table read back (streamed, text protocol), for `ferry verify`.
@@ -1001,8 +885,8 @@ class MysqlSink : public Sink {
       }
       const size_t at = static_cast<size_t>(c - desc.columns.data());
       auto have = mysql::TypeOfServerColumn(*c);
-      Fit fit = have.ok() ? Compare(*have, f.type) : Fit::kIncompatible;
-      if (fit == Fit::kIncompatible) {
+      const TypeChange fit = mysql::CompareColumnType(*c, f.type);
+      if (fit == TypeChange::kRefused) {
         return Status::InvalidArgument(
             "column " + QuoteIdent(f.name) + " of " + TableName(stream) + " is " + c->column_type +
             (have.ok() ? " (" + have->ToIceberg() + ")" : "") + " but the source now has " +
@@ -1011,7 +895,7 @@ class MysqlSink : public Sink {
             "decimal's precision): run a full refresh of the stream, which recreates the table, "
             "or change the column yourself (ALTER TABLE ... MODIFY COLUMN)");
       }
-      if (fit == Fit::kWidenTarget) {
+      if (fit == TypeChange::kWiden) {
         const bool not_null = !c->nullable && (key || f.required);
         alters.push_back("MODIFY COLUMN " + mysql::ColumnDefinition(f, specs[i], not_null));
       } else if (!c->nullable && !key && !f.required) {
