@@ -60,12 +60,81 @@ std::string JoinNames(const std::vector<std::string>& names) {
   return "(" + out + ")";
 }
 
+void SetKeyInOrder(std::vector<std::pair<int, int32_t>> key, Schema* schema) {
+  std::sort(key.begin(), key.end());
+  for (auto [pos, id] : key) schema->identifier_field_ids.push_back(id);
+}
+
+Status CheckSameKey(const std::vector<std::string>& table_key, const Schema& source,
+                    const std::string& table) {
+  const std::vector<std::string> want_key = KeyNames(source);
+  if (want_key.empty() || table_key == want_key) return Status::OK();
+  std::string have;
+  for (const auto& k : table_key) have += (have.empty() ? "" : ", ") + k;
+  std::string want;
+  for (const auto& k : want_key) want += (want.empty() ? "" : ", ") + k;
+  return Status::InvalidArgument(
+      "table " + table + " has primary key (" + (have.empty() ? "none" : have) +
+      ") but the stream's key is (" + want +
+      "); changes are applied by key, so the two must match: give the table that primary "
+      "key, or run a full refresh of the stream, which recreates it");
+}
+
+Status RequireKeyToUpsert(bool has_key, const std::string& table) {
+  if (has_key) return Status::OK();
+  return Status::InvalidArgument(
+      "table " + table +
+      " has no primary key, so rows cannot be upserted; declare a key on the source table (NOT "
+      "NULL columns) or set the stream's primary_key");
+}
+
+std::string AlterTableSql(const std::string& table, const std::vector<std::string>& alters) {
+  std::string sql = "ALTER TABLE " + table;
+  for (size_t i = 0; i < alters.size(); ++i) sql += (i ? ", " : " ") + alters[i];
+  return sql;
+}
+
 Result<std::string> DumpJson(const nlohmann::json& j, std::string_view what) {
   try {
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument(std::string(what) + " cannot be written as JSON: " + e.what());
   }
+}
+
+nlohmann::json ColumnsJson(const Schema& s) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const Field& f : s.fields) {
+    nlohmann::json c = {{"name", f.name},
+                        {"type", f.type.ToIceberg()},
+                        {"required", f.required},
+                        {"key", IsKey(s, f.id)}};
+    if (f.type.is_list()) c["element_required"] = f.type.list().required;
+    arr.push_back(std::move(c));
+  }
+  return arr;
+}
+
+Result<Field> FieldFromColumnsEntry(const nlohmann::json& c, int32_t id) {
+  if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("type") ||
+      !c["type"].is_string()) {
+    return Status::InvalidArgument(c.dump());
+  }
+  Field f;
+  f.id = id;
+  f.name = c["name"].get<std::string>();
+  f.required = c.value("required", false);
+  const std::string type = c["type"].get<std::string>();
+  if (type.rfind("list<", 0) == 0 && type.size() > 6 && type.back() == '>') {
+    auto element = DataType::FromIceberg(type.substr(5, type.size() - 6));
+    if (!element.ok()) return Status::NotSupported(type);
+    f.type = DataType::List(*element, c.value("element_required", false));
+  } else {
+    auto t = DataType::FromIceberg(type);
+    if (!t.ok()) return Status::NotSupported(type);
+    f.type = *t;
+  }
+  return f;
 }
 
 Status CheckBatchColumns(const Batch& batch, const Schema& schema, const std::string& table) {

@@ -57,21 +57,9 @@ struct TableDesc {
   std::vector<std::string> charset;    // per column: CHARACTER_SET_NAME ("" for none)
   std::vector<std::string> collation;  // per column: COLLATION_NAME
   bool exists() const { return !columns.empty(); }
-  const ServerColumn* Find(const std::string& name) const {
-    for (const auto& c : columns) {
-      if (c.name == name) return &c;
-    }
-    return nullptr;
-  }
+  const ServerColumn* Find(const std::string& name) const { return FindColumn(columns, name); }
   std::vector<std::string> PrimaryKey() const {
-    std::vector<std::pair<int, std::string>> k;
-    for (const auto& c : columns) {
-      if (c.key_position > 0) k.emplace_back(c.key_position, c.name);
-    }
-    std::sort(k.begin(), k.end());
-    std::vector<std::string> out;
-    for (auto& [pos, name] : k) out.push_back(std::move(name));
-    return out;
+    return PrimaryKeyOf(columns, &ServerColumn::key_position);
   }
 };
 
@@ -159,13 +147,8 @@ std::string TableOptions(const mysql::Flavor& f) {
   return " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=" + f.binary_collation();
 }
 
-std::string ColumnList(const Schema& s, const std::vector<size_t>& cols, const char* prefix = "") {
-  std::string out;
-  for (size_t i : cols) {
-    if (!out.empty()) out += ", ";
-    out += prefix + QuoteIdent(s.fields[i].name);
-  }
-  return out;
+std::string ColumnList(const Schema& s, const std::vector<size_t>& cols) {
+  return sink::ColumnList(s, cols, QuoteIdent);
 }
 
 // Checks the names MySQL must take: the table's and its columns'. Column names are compared
@@ -434,13 +417,7 @@ class MysqlStream : public TransactionalStream {
         s_.state_database + ".checkpoints to start the full refresh again");
   }
 
-  Status NeedKey() const {
-    if (!keys_.empty()) return Status::OK();
-    return Status::InvalidArgument(
-        "table " + TableText() +
-        " has no primary key, so rows cannot be upserted; declare a key on the source table (NOT "
-        "NULL columns) or set the stream's primary_key");
-  }
+  Status NeedKey() const { return RequireKeyToUpsert(!keys_.empty(), TableText()); }
 
   // A connection that was lost is opened again (staging tables and any transaction went with it).
   Status Ready() {
@@ -819,8 +796,7 @@ class MysqlSink : public Sink {
     for (Field& f : schema->fields) {
       if (f.type.is_list()) f.type = f.type.WithElementId(++next_id);
     }
-    std::sort(key.begin(), key.end());
-    for (auto [pos, id] : key) schema->identifier_field_ids.push_back(id);
+    SetKeyInOrder(std::move(key), schema.get());
     return std::unique_ptr<TableReader>(
         new MysqlReader(std::move(conn), Qualified(s_.database, stream), TableName(stream),
                         std::move(schema), std::move(exprs)));
@@ -841,19 +817,7 @@ class MysqlSink : public Sink {
   // would lose data or break the key, and stops with the fix.
   Status Evolve(Connection* conn, const std::string& stream, const TableDesc& desc,
                 const Schema& source, const std::vector<ColumnSpec>& specs) {
-    std::vector<std::string> want_key;
-    for (int32_t id : source.identifier_field_ids) want_key.push_back(source.FindById(id)->name);
-    if (!want_key.empty() && desc.PrimaryKey() != want_key) {
-      std::string have;
-      for (const auto& k : desc.PrimaryKey()) have += (have.empty() ? "" : ", ") + k;
-      std::string want;
-      for (const auto& k : want_key) want += (want.empty() ? "" : ", ") + k;
-      return Status::InvalidArgument(
-          "table " + TableName(stream) + " has primary key (" + (have.empty() ? "none" : have) +
-          ") but the stream's key is (" + want +
-          "); changes are applied by key, so the two must match: give the table that primary "
-          "key, or run a full refresh of the stream, which recreates it");
-    }
+    FERRY_RETURN_IF_ERROR(CheckSameKey(desc.PrimaryKey(), source, TableName(stream)));
     // A column's definition as it is, without NOT NULL.
     auto relaxed = [&](size_t i) {
       const ServerColumn& c = desc.columns[i];
@@ -909,8 +873,7 @@ class MysqlSink : public Sink {
       }
     }
     if (alters.empty()) return Status::OK();
-    std::string sql = "ALTER TABLE " + Qualified(s_.database, stream);
-    for (size_t i = 0; i < alters.size(); ++i) sql += (i ? ", " : " ") + alters[i];
+    const std::string sql = AlterTableSql(Qualified(s_.database, stream), alters);
     FERRY_LOG(kInfo) << TableName(stream) << ": schema change applied: " << sql;
     Status st = conn->Exec(sql);
     if (!st.ok()) return st.WithContext("changing the columns of " + TableName(stream));

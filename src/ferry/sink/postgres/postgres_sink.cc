@@ -39,21 +39,9 @@ struct TableColumn {
 struct TableDesc {
   bool exists = false;
   std::vector<TableColumn> columns;
-  const TableColumn* Find(const std::string& name) const {
-    for (const auto& c : columns) {
-      if (c.name == name) return &c;
-    }
-    return nullptr;
-  }
+  const TableColumn* Find(const std::string& name) const { return FindColumn(columns, name); }
   std::vector<std::string> PrimaryKey() const {
-    std::vector<std::pair<int, std::string>> k;
-    for (const auto& c : columns) {
-      if (c.pk_position > 0) k.emplace_back(c.pk_position, c.name);
-    }
-    std::sort(k.begin(), k.end());
-    std::vector<std::string> out;
-    for (auto& [pos, name] : k) out.push_back(std::move(name));
-    return out;
+    return PrimaryKeyOf(columns, &TableColumn::pk_position);
   }
 };
 
@@ -127,13 +115,8 @@ std::string ColumnDefinitions(const Schema& s, bool with_key) {
   return sql;
 }
 
-std::string ColumnList(const Schema& s, const std::vector<size_t>& cols, const char* prefix = "") {
-  std::string out;
-  for (size_t i : cols) {
-    if (!out.empty()) out += ", ";
-    out += prefix + QuoteIdent(s.fields[i].name);
-  }
-  return out;
+std::string ColumnList(const Schema& s, const std::vector<size_t>& cols) {
+  return sink::ColumnList(s, cols, QuoteIdent);
 }
 
 // The checkpoint row's marker from a query of marker::text.
@@ -265,13 +248,7 @@ class PostgresStream : public TransactionalStream {
         .status();
   }
 
-  Status NeedKey() const {
-    if (!keys_.empty()) return Status::OK();
-    return Status::InvalidArgument(
-        "table " + TableText() +
-        " has no primary key, so rows cannot be upserted; declare a key on the source table (NOT "
-        "NULL columns) or set the stream's primary_key");
-  }
+  Status NeedKey() const { return RequireKeyToUpsert(!keys_.empty(), TableText()); }
 
   // Opens the commit's transaction. `staging`: changes go through temporary tables first, created
   // once per connection (their rows vanish at each COMMIT or ROLLBACK).
@@ -566,8 +543,7 @@ class PostgresSink : public Sink {
       fields.push_back({c.name, m.wire, static_cast<int>(schema->fields.size())});
       schema->fields.push_back(std::move(f));
     }
-    std::sort(key.begin(), key.end());
-    for (auto [pos, id] : key) schema->identifier_field_ids.push_back(id);
+    SetKeyInOrder(std::move(key), schema.get());
     return std::unique_ptr<TableReader>(
         new PostgresReader(std::move(conn), target, std::move(schema), std::move(fields)));
   }
@@ -586,21 +562,7 @@ class PostgresSink : public Sink {
   Status Evolve(PgConnection* conn, const std::string& stream, const TableDesc& desc,
                 const Schema& source_schema) {
     const std::string target = Qualified(s_.schema, stream);
-    std::vector<std::string> want_key;
-    for (int32_t id : source_schema.identifier_field_ids) {
-      want_key.push_back(source_schema.FindById(id)->name);
-    }
-    if (!want_key.empty() && desc.PrimaryKey() != want_key) {
-      std::string have;
-      for (const auto& k : desc.PrimaryKey()) have += (have.empty() ? "" : ", ") + k;
-      std::string want;
-      for (const auto& k : want_key) want += (want.empty() ? "" : ", ") + k;
-      return Status::InvalidArgument(
-          "table " + TableName(stream) + " has primary key (" + (have.empty() ? "none" : have) +
-          ") but the stream's key is (" + want +
-          "); changes are applied by key, so the two must match: give the table that primary "
-          "key, or run a full refresh of the stream, which recreates it");
-    }
+    FERRY_RETURN_IF_ERROR(CheckSameKey(desc.PrimaryKey(), source_schema, TableName(stream)));
     std::vector<std::string> alters;
     for (const Field& f : source_schema.fields) {
       const std::string want = pg::PgTypeName(f.type);
@@ -624,8 +586,7 @@ class PostgresSink : public Sink {
       }
     }
     if (alters.empty()) return Status::OK();
-    std::string sql = "ALTER TABLE " + target;
-    for (size_t i = 0; i < alters.size(); ++i) sql += (i ? ", " : " ") + alters[i];
+    const std::string sql = AlterTableSql(target, alters);
     FERRY_LOG(kInfo) << TableName(stream) << ": schema change applied: " << sql;
     Status st = conn->Exec(sql);
     if (!st.ok()) return st.WithContext("changing the columns of " + TableName(stream));
