@@ -264,16 +264,7 @@ bool ReservedStream(const std::string& s) {
 // ---- the schema record ----
 
 Result<std::string> RecordText(const std::string& pipeline, const Schema& s) {
-  Json cols = Json::array();
-  for (const Field& f : s.fields) {
-    Json c = {{"name", f.name},
-              {"type", f.type.ToIceberg()},
-              {"required", f.required},
-              {"key", IsKey(s, f.id)}};
-    if (f.type.is_list()) c["element_required"] = f.type.list().required;
-    cols.push_back(std::move(c));
-  }
-  Json rec = {{"pipeline", pipeline}, {"key", KeyNames(s)}, {"columns", std::move(cols)}};
+  Json rec = {{"pipeline", pipeline}, {"key", KeyNames(s)}, {"columns", ColumnsJson(s)}};
   return DumpJson(rec, "the column names");
 }
 
@@ -297,25 +288,13 @@ Result<TableRecord> ParseRecord(const std::string& text, const std::string& key)
   try {
     int32_t id = 0;
     for (const Json& c : j["columns"]) {
-      if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("type") ||
-          !c["type"].is_string()) {
-        return bad("has a column without a name and a type: " + c.dump());
+      auto f = FieldFromColumnsEntry(c, ++id);
+      if (!f.ok()) {
+        return bad(f.status().code() == StatusCode::kNotSupported
+                       ? "names an unknown type '" + f.status().message() + "'"
+                       : "has a column without a name and a type: " + f.status().message());
       }
-      Field f;
-      f.id = ++id;
-      f.name = c["name"].get<std::string>();
-      f.required = c.value("required", false);
-      const std::string type = c["type"].get<std::string>();
-      if (type.rfind("list<", 0) == 0 && type.size() > 6 && type.back() == '>') {
-        auto element = DataType::FromIceberg(type.substr(5, type.size() - 6));
-        if (!element.ok()) return bad("names an unknown type '" + type + "'");
-        f.type = DataType::List(*element, c.value("element_required", false));
-      } else {
-        auto t = DataType::FromIceberg(type);
-        if (!t.ok()) return bad("names an unknown type '" + type + "'");
-        f.type = *t;
-      }
-      r.schema.fields.push_back(std::move(f));
+      r.schema.fields.push_back(std::move(*f));
     }
     for (Field& f : r.schema.fields) {
       if (f.type.is_list()) f.type = f.type.WithElementId(++id);

@@ -2,7 +2,6 @@
 // against a real redis-server (started here when installed, skipped otherwise), also with the
 // connection cut during EXEC by a proxy (the commit's outcome unknown to the client).
 #include "ferry/sink/redis/redis_sink.h"
-#include "ferry/types/type_change_cases.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -23,6 +22,7 @@
 
 #include "ferry/base/testing/temp_dir.h"
 #include "ferry/sink/redis/resp.h"
+#include "ferry/sink/sink_testing.h"
 #include "ferry/types/value_parse.h"
 #include "ferry/types/value_text.h"
 
@@ -199,14 +199,8 @@ TEST(RedisKeysTest, PartsAndPatternsEscape) {
 
 // ---- against a server ----
 
-Field F(int32_t id, std::string name, DataType type, bool required = false) {
-  Field f;
-  f.id = id;
-  f.name = std::move(name);
-  f.type = std::move(type);
-  f.required = required;
-  return f;
-}
+using testing::F;
+using testing::Rows;
 
 // (id long key, name string)
 std::shared_ptr<const Schema> KeyedSchema() {
@@ -214,20 +208,6 @@ std::shared_ptr<const Schema> KeyedSchema() {
   s->fields = {F(1, "id", DataType::Int64(), true), F(2, "name", DataType::String())};
   s->identifier_field_ids = {1};
   return s;
-}
-
-Batch Rows(const std::shared_ptr<const Schema>& schema,
-           const std::vector<std::pair<int64_t, std::string>>& rows) {
-  Batch b(schema);
-  for (const auto& [id, name] : rows) {
-    b.column(0).AppendInt64(id);
-    if (name == "NULL") {
-      b.column(1).AppendNull();
-    } else {
-      b.column(1).AppendBytes(name);
-    }
-  }
-  return b;
 }
 
 int FreePort() {
@@ -595,36 +575,8 @@ TEST_F(RedisSinkTest, RefusesWhatCannotBeWritten) {
 
 TEST_F(RedisSinkTest, ColumnTypesEvolveByTheOneRuleOfEveryDestination) {
   auto sink = Open();
-  int n = 0;
-  for (const auto& c : testing::TypeChangeCases()) {
-    const std::string stream = "rule" + std::to_string(++n);
-    const std::string what = c.table.ToIceberg() + " <- " + c.source.ToIceberg();
-    auto schema = [&](const DataType& t) {
-      Schema s;
-      s.fields = {F(1, "id", DataType::Int64(), true), F(2, "c", t)};
-      s.identifier_field_ids = {1};
-      return s;
-    };
-    {
-      auto s = sink->OpenStream(stream, schema(c.table), false);
-      ASSERT_TRUE(s.ok()) << what << ": " << s.status().ToString();
-      ASSERT_TRUE((*s)->Commit("", Json{{"position", 1}}, {}, PositionAtLeast(1)).ok()) << what;
-    }
-    auto s = sink->OpenStream(stream, schema(c.source), false);
-    if (c.expected == TypeChange::kRefused) {
-      ASSERT_FALSE(s.ok()) << what;
-      EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << what;
-      EXPECT_NE(s.status().message().find("full refresh"), std::string::npos) << what;
-      continue;
-    }
-    ASSERT_TRUE(s.ok()) << what << ": " << s.status().ToString();
-    // The schema record (written with commits) names the evolved type.
-    ASSERT_TRUE((*s)->Commit("", Json{{"position", 2}}, {}, PositionAtLeast(2)).ok()) << what;
-    auto reader = sink->OpenReader(stream);
-    ASSERT_TRUE(reader.ok() && *reader) << what;
-    EXPECT_EQ(CompareTypes((*reader)->schema()->fields[1].type, c.source), TypeChange::kSame)
-        << what;
-  }
+  ASSERT_TRUE(sink);
+  testing::ExpectColumnTypesEvolveByTheRule(*sink, "rule");
 }
 
 TEST_F(RedisSinkTest, AFieldThatDoesNotParseIsCorruptionNamingKeyAndField) {

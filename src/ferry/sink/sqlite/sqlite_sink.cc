@@ -56,16 +56,7 @@ std::string NowText() { return FormatTimestampIso(NowMs() * 1000) + "+00:00"; }
 // ---- the columns record: the table's ferry schema as JSON ----
 
 Result<std::string> ColumnsText(const Schema& s) {
-  Json arr = Json::array();
-  for (const Field& f : s.fields) {
-    Json c = {{"name", f.name},
-              {"type", f.type.ToIceberg()},
-              {"required", f.required},
-              {"key", IsKey(s, f.id)}};
-    if (f.type.is_list()) c["element_required"] = f.type.list().required;
-    arr.push_back(std::move(c));
-  }
-  return DumpJson(arr, "the column names");
+  return DumpJson(ColumnsJson(s), "the column names");
 }
 
 // The columns record's entries -> a schema (ids 1..n, list elements after them); an error's
@@ -75,26 +66,14 @@ Result<Schema> SchemaFromColumnsJson(const Json& arr) {
   Schema s;
   int32_t id = 0;
   for (const Json& c : arr) {
-    if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("type") ||
-        !c["type"].is_string()) {
-      return bad("hold an entry without a name and a type: " + c.dump());
+    auto f = FieldFromColumnsEntry(c, ++id);
+    if (!f.ok()) {
+      return bad(f.status().code() == StatusCode::kNotSupported
+                     ? "name an unknown type '" + f.status().message() + "'"
+                     : "hold an entry without a name and a type: " + f.status().message());
     }
-    Field f;
-    f.id = ++id;
-    f.name = c["name"].get<std::string>();
-    f.required = c.value("required", false);
-    const std::string type = c["type"].get<std::string>();
-    if (type.rfind("list<", 0) == 0 && type.size() > 6 && type.back() == '>') {
-      auto element = DataType::FromIceberg(type.substr(5, type.size() - 6));
-      if (!element.ok()) return bad("name an unknown type '" + type + "'");
-      f.type = DataType::List(*element, c.value("element_required", false));
-    } else {
-      auto t = DataType::FromIceberg(type);
-      if (!t.ok()) return bad("name an unknown type '" + type + "'");
-      f.type = *t;
-    }
-    if (c.value("key", false)) s.identifier_field_ids.push_back(f.id);
-    s.fields.push_back(std::move(f));
+    if (c.value("key", false)) s.identifier_field_ids.push_back(f->id);
+    s.fields.push_back(std::move(*f));
   }
   if (s.fields.empty()) return bad("are empty");
   for (Field& f : s.fields) {

@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "ferry/base/testing/temp_dir.h"
+#include "ferry/sink/sink_testing.h"
 #include "ferry/sqlite/sqlite.h"
-#include "ferry/types/type_change_cases.h"
 #include "ferry/types/value_parse.h"
 
 namespace ferry::sink {
@@ -20,14 +20,8 @@ namespace {
 
 using ferry::sqlite::Database;
 
-Field F(int32_t id, std::string name, DataType type, bool required = false) {
-  Field f;
-  f.id = id;
-  f.name = std::move(name);
-  f.type = std::move(type);
-  f.required = required;
-  return f;
-}
+using testing::F;
+using testing::Rows;
 
 Schema MakeSchema(std::vector<Field> fields, std::vector<int32_t> keys) {
   Schema s;
@@ -39,20 +33,6 @@ Schema MakeSchema(std::vector<Field> fields, std::vector<int32_t> keys) {
 // (id long key, name string)
 Schema KeyedSchema() {
   return MakeSchema({F(1, "id", DataType::Int64(), true), F(2, "name", DataType::String())}, {1});
-}
-
-Batch Rows(const std::shared_ptr<const Schema>& schema,
-           const std::vector<std::pair<int64_t, std::string>>& rows) {
-  Batch b(schema);
-  for (const auto& [id, name] : rows) {
-    b.column(0).AppendInt64(id);
-    if (name == "NULL") {
-      b.column(1).AppendNull();
-    } else {
-      b.column(1).AppendBytes(name);
-    }
-  }
-  return b;
 }
 
 std::string Hex(std::string_view s) {
@@ -664,32 +644,8 @@ TEST_F(SqliteSinkTest, OddIdentifiersAreQuotedEverywhere) {
 
 TEST_F(SqliteSinkTest, ColumnTypesEvolveByTheOneRuleOfEveryDestination) {
   auto sink = Open();
-  int n = 0;
-  for (const auto& c : testing::TypeChangeCases()) {
-    const std::string stream = "rule" + std::to_string(++n);
-    const std::string what = c.table.ToIceberg() + " <- " + c.source.ToIceberg();
-    // A table that holds a marker: its columns evolve (an empty one would be made again).
-    {
-      auto s =
-          OpenStream(*sink, stream,
-                     MakeSchema({F(1, "id", DataType::Int64(), true), F(2, "c", c.table)}, {1}));
-      ASSERT_TRUE(s) << what;
-      ASSERT_TRUE(s->Commit("", Json(1), {}, kNeverLanded).ok()) << what;
-    }
-    auto s = sink->OpenStream(
-        stream, MakeSchema({F(1, "id", DataType::Int64(), true), F(2, "c", c.source)}, {1}), false);
-    if (c.expected == TypeChange::kRefused) {
-      ASSERT_FALSE(s.ok()) << what;
-      EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << what;
-      EXPECT_NE(s.status().message().find("full refresh"), std::string::npos) << what;
-      continue;
-    }
-    ASSERT_TRUE(s.ok()) << what << ": " << s.status().ToString();
-    auto reader = sink->OpenReader(stream);
-    ASSERT_TRUE(reader.ok() && *reader) << what;
-    EXPECT_EQ(CompareTypes((*reader)->schema()->fields[1].type, c.source), TypeChange::kSame)
-        << what;
-  }
+  ASSERT_TRUE(sink);
+  testing::ExpectColumnTypesEvolveByTheRule(*sink, "rule");
 }
 
 TEST_F(SqliteSinkTest, SchemaEvolutionAddsAndWidensAndRefusesTheRest) {
