@@ -2,8 +2,27 @@
 
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
+#include "ferry/sink/sink_util.h"
 
 namespace ferry::sink {
+
+namespace {
+
+std::vector<size_t> AllColumns(const Schema& s) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < s.fields.size(); ++i) out.push_back(i);
+  return out;
+}
+
+}  // namespace
+
+TransactionalStream::TransactionalStream(std::string table_text,
+                                         std::shared_ptr<const Schema> schema, Json marker)
+    : schema_(std::move(schema)),
+      all_(AllColumns(*schema_)),
+      keys_(KeyPositions(*schema_)),
+      table_text_(std::move(table_text)),
+      marker_(std::move(marker)) {}
 
 Result<CommitResult> TransactionalStream::Commit(const std::string& load, const Json& marker,
                                                  const std::map<std::string, std::string>&,

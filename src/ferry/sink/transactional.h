@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ferry/sink/sink.h"
 
@@ -38,6 +39,8 @@ namespace ferry::sink {
 
 class TransactionalStream : public SinkStream {
  public:
+  const std::shared_ptr<const Schema>& schema() const override { return schema_; }
+  Json Marker() const override { return marker_; }
   uint64_t pending_rows() const override { return pending_.rows; }
   bool HasPending() const override { return pending_.rows > 0 || pending_.deletes > 0; }
   // A marker alone is one row update.
@@ -51,8 +54,9 @@ class TransactionalStream : public SinkStream {
                               const MarkerCheck& already_landed) override;
 
  protected:
-  // `table_text`: the table as messages name it ("public.orders").
-  explicit TransactionalStream(std::string table_text) : table_text_(std::move(table_text)) {}
+  // `table_text`: the table as messages name it ("public.orders"); `schema`: the stream's;
+  // `marker`: the checkpoint row's when the stream was opened.
+  TransactionalStream(std::string table_text, std::shared_ptr<const Schema> schema, Json marker);
 
   // What was written since the last commit; the destination counts what it writes into it.
   struct Pending {
@@ -77,6 +81,9 @@ class TransactionalStream : public SinkStream {
 
   const std::string& table_text() const { return table_text_; }
 
+  const std::shared_ptr<const Schema> schema_;
+  const std::vector<size_t> all_;   // every column's position: 0, 1, ...
+  const std::vector<size_t> keys_;  // the key columns' positions, in key order
   Pending pending_;
 
   // ---- what the destination supplies ----
@@ -111,6 +118,7 @@ class TransactionalStream : public SinkStream {
   Status CommitOrSettle(const MarkerCheck& already_landed);
 
   const std::string table_text_;
+  const Json marker_;
   Totals totals_;
 };
 

@@ -14,10 +14,9 @@ class MemoryStream : public TransactionalStream {
  public:
   enum class Cut { kNone, kAfterCommit, kBeforeCommit };
 
-  MemoryStream() : TransactionalStream("mem.t") {}
+  MemoryStream() : TransactionalStream("mem.t", std::make_shared<Schema>(), nullptr) {}
 
-  const std::shared_ptr<const Schema>& schema() const override { return schema_; }
-  Json Marker() const override { return committed_marker_; }
+  const Json& committed_marker() const { return committed_marker_; }
   Status StartLoad(const std::string&) override { return Status::OK(); }
   Status Write(const Batch&) override { return Status::OK(); }
   Status WriteUpserts(const Batch&) override { return Status::OK(); }
@@ -89,7 +88,6 @@ class MemoryStream : public TransactionalStream {
   }
 
  private:
-  std::shared_ptr<const Schema> schema_ = std::make_shared<Schema>();
   Json committed_marker_ = nullptr;
   Json txn_marker_ = nullptr;
   uint64_t staged_ = 0;
@@ -171,7 +169,7 @@ TEST(TransactionalStreamTest, PublishIsTheSameProtocol) {
   s.cut = MemoryStream::Cut::kAfterCommit;
   auto r = s.Publish("run-1", Json(2), AtLeast(2));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(s.Marker(), Json(2));
+  EXPECT_EQ(s.committed_marker(), Json(2));
   s.cut = MemoryStream::Cut::kNone;
   r = s.Publish("run-1", Json(2), AtLeast(2));
   ASSERT_TRUE(r.ok());

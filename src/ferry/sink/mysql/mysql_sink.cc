@@ -178,25 +178,17 @@ class MysqlStream : public TransactionalStream {
  public:
   MysqlStream(const Settings& s, std::unique_ptr<Connection> conn, std::string stream,
               std::shared_ptr<const Schema> schema, std::vector<ColumnSpec> specs, Json marker)
-      : TransactionalStream(s.database + "." + stream),
+      : TransactionalStream(s.database + "." + stream, std::move(schema), std::move(marker)),
         s_(s),
         conn_(std::move(conn)),
         stream_(std::move(stream)),
         target_(Qualified(s.database, stream_)),
-        schema_(std::move(schema)),
         specs_(specs),
         encoder_(
             schema_, std::move(specs),
             [this](std::string_view in, std::string* out) { conn_->AppendEscaped(in, out); },
-            s.database + "." + stream_),
-        marker_(std::move(marker)) {
-    for (size_t i = 0; i < schema_->fields.size(); ++i) all_.push_back(i);
-    keys_ = KeyPositions(*schema_);
-  }
+            s.database + "." + stream_) {}
   ~MysqlStream() override { Rollback(); }
-
-  const std::shared_ptr<const Schema>& schema() const override { return schema_; }
-  Json Marker() const override { return marker_; }
 
   // Sets up the load table of `run` (DDL: outside any transaction). A load whose table was already
   // swapped in (a crash between the swap and the marker) has nothing to set up.
@@ -601,12 +593,8 @@ class MysqlStream : public TransactionalStream {
   std::unique_ptr<Connection> conn_;
   std::string stream_;
   std::string target_;  // quoted, qualified
-  std::shared_ptr<const Schema> schema_;
   std::vector<ColumnSpec> specs_;
   mysql::RowEncoder encoder_;
-  Json marker_;
-  std::vector<size_t> all_;
-  std::vector<size_t> keys_;
   std::string run_;        // the load's run, set by StartLoad or Publish
   std::string load_name_;  // load_<hex>
   std::string old_name_;   // old_<hex>: the replaced table, between RENAME and DROP

@@ -133,20 +133,12 @@ class PostgresStream : public TransactionalStream {
  public:
   PostgresStream(const Settings& s, std::unique_ptr<PgConnection> conn, std::string stream,
                  std::shared_ptr<const Schema> schema, Json marker)
-      : TransactionalStream(s.schema + "." + stream),
+      : TransactionalStream(s.schema + "." + stream, std::move(schema), std::move(marker)),
         s_(s),
         conn_(std::move(conn)),
         stream_(std::move(stream)),
-        target_(Qualified(s.schema, stream_)),
-        schema_(std::move(schema)),
-        marker_(std::move(marker)) {
-    for (size_t i = 0; i < schema_->fields.size(); ++i) all_.push_back(i);
-    keys_ = KeyPositions(*schema_);
-  }
+        target_(Qualified(s.schema, stream_)) {}
   ~PostgresStream() override { DiscardPending(); }
-
-  const std::shared_ptr<const Schema>& schema() const override { return schema_; }
-  Json Marker() const override { return marker_; }
 
   Status StartLoad(const std::string& run) override {
     load_name_ = "load_" + LoadId({s_.pipeline, stream_, run});
@@ -376,10 +368,6 @@ class PostgresStream : public TransactionalStream {
   std::unique_ptr<PgConnection> conn_;
   std::string stream_;
   std::string target_;  // quoted, qualified
-  std::shared_ptr<const Schema> schema_;
-  Json marker_;
-  std::vector<size_t> all_;
-  std::vector<size_t> keys_;
   std::string load_name_;
   std::string load_;  // quoted, qualified; set by StartLoad
   bool in_txn_ = false;
