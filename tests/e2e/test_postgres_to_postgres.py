@@ -205,6 +205,18 @@ class PostgresToPostgresTest(ferrytest.FerryTestCase):
             self.assertIn("reading the checkpoint row back", p.stderr)
             self.assert_matches()
 
+    def test_a_settled_commit_counts_its_rows_in_the_report(self):
+        # The COMMIT's answer is lost, the checkpoint row shows it landed: its rows were written
+        # by this sync, and the report says so.
+        self.configure(streams=["items"])
+        self.sync()
+        self.sql("INSERT INTO items (id, name) SELECT g, 'settled' FROM "
+                 "generate_series(700001, 700025) g")
+        p = self.sync(env={"FERRY_FAULT": "sink.commit_outcome_lost:1"})
+        self.assertIn("reading the checkpoint row back", p.stderr)
+        self.assertEqual(self.stream_report(p.stdout, "items")["rows"], 25, p.stdout)
+        self.assert_matches("items")
+
     def test_a_lost_state_file_is_repaired_from_the_checkpoint_row(self):
         self.configure()
         self.sync()

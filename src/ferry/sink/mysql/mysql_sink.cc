@@ -10,6 +10,8 @@
 #include "ferry/base/log.h"
 #include "ferry/sink/mysql/mysql_conn.h"
 #include "ferry/sink/mysql/mysql_sql.h"
+#include "ferry/sink/sink_util.h"
+#include "ferry/sink/transactional.h"
 
 namespace ferry::sink {
 namespace {
@@ -39,40 +41,14 @@ struct Settings {
   std::string pipeline;
 };
 
-std::string Hex16(uint64_t v) {
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-uint64_t Fnv64(const std::vector<std::string>& parts) {
-  uint64_t h = 1469598103934665603ull;
-  for (const auto& p : parts) {
-    for (unsigned char c : p) h = (h ^ c) * 1099511628211ull;
-    h = (h ^ 0) * 1099511628211ull;
-  }
-  return h;
-}
-
 // The comment a load table carries from StartLoad on; after the swap it is the target's, which is
 // how Publish recognizes a swap that happened before a crash.
 std::string LoadComment(const std::string& run) { return "ferry load " + run; }
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
+// The checkpoint row's marker from a query of it.
 Result<Json> ParseMarker(const Rows& r, const std::string& what) {
-  if (r.empty() || !r[0][0]) return Json(nullptr);
-  Json j = Json::parse(*r[0][0], nullptr, false);
-  if (j.is_discarded()) {
-    return Status::Corruption("the checkpoint row of " + what + " is not JSON");
-  }
-  return j;
+  return ParseCheckpointMarker(
+      r.empty() || !r[0][0] ? std::nullopt : std::optional<std::string_view>(*r[0][0]), what);
 }
 
 // A table as information_schema describes it; empty when it does not exist.
@@ -81,21 +57,9 @@ struct TableDesc {
   std::vector<std::string> charset;    // per column: CHARACTER_SET_NAME ("" for none)
   std::vector<std::string> collation;  // per column: COLLATION_NAME
   bool exists() const { return !columns.empty(); }
-  const ServerColumn* Find(const std::string& name) const {
-    for (const auto& c : columns) {
-      if (c.name == name) return &c;
-    }
-    return nullptr;
-  }
+  const ServerColumn* Find(const std::string& name) const { return FindColumn(columns, name); }
   std::vector<std::string> PrimaryKey() const {
-    std::vector<std::pair<int, std::string>> k;
-    for (const auto& c : columns) {
-      if (c.key_position > 0) k.emplace_back(c.key_position, c.name);
-    }
-    std::sort(k.begin(), k.end());
-    std::vector<std::string> out;
-    for (auto& [pos, name] : k) out.push_back(std::move(name));
-    return out;
+    return PrimaryKeyOf(columns, &ServerColumn::key_position);
   }
 };
 
@@ -161,13 +125,6 @@ Result<bool> HasPrimaryKey(Connection* c, const std::string& db, const std::stri
   return false;
 }
 
-bool IsKey(const Schema& s, int32_t id) {
-  for (int32_t k : s.identifier_field_ids) {
-    if (k == id) return true;
-  }
-  return false;
-}
-
 // "`a` INT NOT NULL, ..., PRIMARY KEY (`a`)"
 std::string ColumnDefinitions(const Schema& s, const std::vector<ColumnSpec>& specs) {
   std::string sql;
@@ -190,13 +147,8 @@ std::string TableOptions(const mysql::Flavor& f) {
   return " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=" + f.binary_collation();
 }
 
-std::string ColumnList(const Schema& s, const std::vector<size_t>& cols, const char* prefix = "") {
-  std::string out;
-  for (size_t i : cols) {
-    if (!out.empty()) out += ", ";
-    out += prefix + QuoteIdent(s.fields[i].name);
-  }
-  return out;
+std::string ColumnList(const Schema& s, const std::vector<size_t>& cols) {
+  return sink::ColumnList(s, cols, QuoteIdent);
 }
 
 // Checks the names MySQL must take: the table's and its columns'. Column names are compared
@@ -222,56 +174,21 @@ Status CheckNames(const std::string& stream, const Schema& schema) {
   return Status::OK();
 }
 
-// How a column's type in the target relates to the type the source now has.
-enum class Fit { kSame, kWidenTarget, kTargetWider, kIncompatible };
-
-Fit ComparePrimitive(const DataType& have, const DataType& want) {
-  const TypeKind h = have.kind(), w = want.kind();
-  if (h == w && have.precision() == want.precision() && have.scale() == want.scale()) {
-    return Fit::kSame;
-  }
-  if (h == TypeKind::kInt32 && w == TypeKind::kInt64) return Fit::kWidenTarget;
-  if (h == TypeKind::kInt64 && w == TypeKind::kInt32) return Fit::kTargetWider;
-  if (h == TypeKind::kFloat32 && w == TypeKind::kFloat64) return Fit::kWidenTarget;
-  if (h == TypeKind::kFloat64 && w == TypeKind::kFloat32) return Fit::kTargetWider;
-  if (h == TypeKind::kDecimal && w == TypeKind::kDecimal && have.scale() == want.scale()) {
-    return want.precision() > have.precision() ? Fit::kWidenTarget : Fit::kTargetWider;
-  }
-  return Fit::kIncompatible;
-}
-
-Fit Compare(const DataType& have, const DataType& want) {
-  if (have.is_list() != want.is_list()) return Fit::kIncompatible;
-  if (!have.is_list()) return ComparePrimitive(have, want);
-  return ComparePrimitive(have.list().type, want.list().type);
-}
-
-class MysqlStream : public SinkStream {
+class MysqlStream : public TransactionalStream {
  public:
   MysqlStream(const Settings& s, std::unique_ptr<Connection> conn, std::string stream,
               std::shared_ptr<const Schema> schema, std::vector<ColumnSpec> specs, Json marker)
-      : s_(s),
+      : TransactionalStream(s.database + "." + stream, std::move(schema), std::move(marker)),
+        s_(s),
         conn_(std::move(conn)),
         stream_(std::move(stream)),
         target_(Qualified(s.database, stream_)),
-        schema_(std::move(schema)),
         specs_(specs),
         encoder_(
             schema_, std::move(specs),
             [this](std::string_view in, std::string* out) { conn_->AppendEscaped(in, out); },
-            s.database + "." + stream_),
-        marker_(std::move(marker)) {
-    for (size_t i = 0; i < schema_->fields.size(); ++i) all_.push_back(i);
-    for (int32_t id : schema_->identifier_field_ids) {
-      for (size_t i = 0; i < schema_->fields.size(); ++i) {
-        if (schema_->fields[i].id == id) keys_.push_back(i);
-      }
-    }
-  }
+            s.database + "." + stream_) {}
   ~MysqlStream() override { Rollback(); }
-
-  const std::shared_ptr<const Schema>& schema() const override { return schema_; }
-  Json Marker() const override { return marker_; }
 
   // Sets up the load table of `run` (DDL: outside any transaction). A load whose table was already
   // swapped in (a crash between the swap and the marker) has nothing to set up.
@@ -330,7 +247,7 @@ class MysqlStream : public SinkStream {
     }
     FERRY_RETURN_IF_ERROR(Begin());
     FERRY_RETURN_IF_ERROR(Insert(load_, batch, all_));
-    pending_rows_ += batch.num_rows();
+    pending_.rows += batch.num_rows();
     return Status::OK();
   }
 
@@ -339,8 +256,8 @@ class MysqlStream : public SinkStream {
     FERRY_RETURN_IF_ERROR(EnsureStaging());
     FERRY_RETURN_IF_ERROR(Begin());
     FERRY_RETURN_IF_ERROR(Insert(Qualified(s_.state_database, kUpsertsTable), batch, all_));
-    pending_rows_ += batch.num_rows();
-    upserts_ += batch.num_rows();
+    pending_.rows += batch.num_rows();
+    pending_.upserts += batch.num_rows();
     return Status::OK();
   }
 
@@ -351,39 +268,8 @@ class MysqlStream : public SinkStream {
     // A key the table cannot hold (too long, out of range) cannot be in it: nothing to delete.
     FERRY_RETURN_IF_ERROR(Insert(Qualified(s_.state_database, kDeletesTable), batch, keys_,
                                  /*skip_unstorable=*/true));
-    deletes_ += batch.num_rows();
+    pending_.deletes += batch.num_rows();
     return Status::OK();
-  }
-
-  uint64_t pending_rows() const override { return pending_rows_; }
-  bool HasPending() const override { return pending_rows_ > 0 || deletes_ > 0; }
-  bool CheapMarkerCommits() const override { return true; }
-
-  Result<CommitResult> Commit(const std::string& load, const Json& marker,
-                              const std::map<std::string, std::string>&,
-                              const MarkerCheck& already_landed) override {
-    FaultPoint("sink.data_written");
-    if (!load.empty() && pending_rows_ > 0 && load != run_) {
-      return Status::Internal("rows of load " + run_ + " committed as load " + load + " on " +
-                              TableText());
-    }
-    FERRY_RETURN_IF_ERROR(Begin());
-    Result<CommitResult> r = [&]() -> Result<CommitResult> {
-      FERRY_ASSIGN_OR_RETURN(Json current, LockedMarker());
-      if (already_landed(current)) return CommitResult{true};
-      if (load.empty()) FERRY_RETURN_IF_ERROR(ApplyChanges());
-      FERRY_RETURN_IF_ERROR(SetMarker(marker));
-      FaultPoint("sink.before_commit");
-      return CommitResult{false};
-    }();
-    if (!r.ok() || r->already_landed) {
-      Rollback();
-      if (!r.ok()) return r.status().WithContext("committing to " + TableText());
-      return r;
-    }
-    FERRY_ASSIGN_OR_RETURN(bool landed, CommitOrSettle(already_landed));
-    FaultPoint("sink.after_commit");
-    return CommitResult{landed};
   }
 
   // Makes the load's rows the table's rows. MySQL commits implicitly at each DDL statement, so
@@ -455,25 +341,15 @@ class MysqlStream : public SinkStream {
     if (!st.ok()) return st.WithContext("publishing the load of " + TableText());
     if (landed_before) return CommitResult{true};
     FaultPoint("sink.before_publish");
-    FERRY_RETURN_IF_ERROR(Begin());
-    Result<CommitResult> r = [&]() -> Result<CommitResult> {
-      FERRY_ASSIGN_OR_RETURN(Json current, LockedMarker());
-      if (already_landed(current)) return CommitResult{true};
-      FERRY_RETURN_IF_ERROR(SetMarker(marker));
-      FERRY_RETURN_IF_ERROR(conn_->Exec("DELETE FROM " + Qualified(s_.state_database, "loads") +
-                                        " WHERE pipeline = " + conn_->Literal(s_.pipeline) +
-                                        " AND split = " + conn_->Literal(stream_)));
-      return CommitResult{false};
-    }();
-    if (!r.ok() || r->already_landed) {
-      Rollback();
-      if (!r.ok()) return r.status().WithContext("publishing the load of " + TableText());
-      return r;
-    }
-    FERRY_ASSIGN_OR_RETURN(bool landed, CommitOrSettle(already_landed));
-    swapped_ = true;
-    FaultPoint("sink.after_publish");
-    return CommitResult{landed};
+    auto forget_load = [&] {
+      return conn_->Exec("DELETE FROM " + Qualified(s_.state_database, "loads") +
+                         " WHERE pipeline = " + conn_->Literal(s_.pipeline) +
+                         " AND split = " + conn_->Literal(stream_));
+    };
+    auto r = Transact(marker, already_landed, forget_load, nullptr, "sink.after_publish",
+                      "publishing the load of");
+    if (r.ok() && !r->already_landed) swapped_ = true;
+    return r;
   }
 
   void DiscardPending() override { Rollback(); }
@@ -494,13 +370,20 @@ class MysqlStream : public SinkStream {
       FERRY_LOG(kWarn) << TableText() << ": " << s.ToString();
     }
   }
-  Totals totals() const override { return totals_; }
 
  private:
-  std::string TableText() const { return s_.database + "." + stream_; }
+  std::string TableText() const { return table_text(); }
+
+  Status CheckCommitLoad(const std::string& load) const override {
+    if (!load.empty() && pending_.rows > 0 && load != run_) {
+      return Status::Internal("rows of load " + run_ + " committed as load " + load + " on " +
+                              TableText());
+    }
+    return Status::OK();
+  }
 
   void SetLoad(const std::string& run) {
-    const std::string hex = Hex16(Fnv64({s_.pipeline, stream_, run}));
+    const std::string hex = LoadId({s_.pipeline, stream_, run});
     run_ = run;
     load_name_ = "load_" + hex;
     old_name_ = "old_" + hex;
@@ -526,13 +409,7 @@ class MysqlStream : public SinkStream {
         s_.state_database + ".checkpoints to start the full refresh again");
   }
 
-  Status NeedKey() const {
-    if (!keys_.empty()) return Status::OK();
-    return Status::InvalidArgument(
-        "table " + TableText() +
-        " has no primary key, so rows cannot be upserted; declare a key on the source table (NOT "
-        "NULL columns) or set the stream's primary_key");
-  }
+  Status NeedKey() const { return RequireKeyToUpsert(!keys_.empty(), TableText()); }
 
   // A connection that was lost is opened again (staging tables and any transaction went with it).
   Status Ready() {
@@ -540,7 +417,7 @@ class MysqlStream : public SinkStream {
     FERRY_ASSIGN_OR_RETURN(conn_, Connection::Connect(s_.stream_connect));
     in_txn_ = false;
     staged_ = false;
-    ResetPending();
+    pending_ = Pending();
     return Status::OK();
   }
 
@@ -569,7 +446,7 @@ class MysqlStream : public SinkStream {
     return Status::OK();
   }
 
-  Status Begin() {
+  Status Begin() override {
     if (in_txn_) return Status::OK();
     FERRY_RETURN_IF_ERROR(Ready());
     FERRY_RETURN_IF_ERROR(conn_->Exec("START TRANSACTION", "starting a transaction"));
@@ -577,12 +454,9 @@ class MysqlStream : public SinkStream {
     return Status::OK();
   }
 
-  void ResetPending() { pending_rows_ = upserts_ = deletes_ = pending_bytes_ = 0; }
-
-  void Rollback() {
+  void RollbackTransaction() override {
     if (in_txn_ && !conn_->lost()) (void)conn_->Exec("ROLLBACK");
     in_txn_ = false;
-    ResetPending();
   }
 
   // The batch's rows (columns `cols`) into `table`, in multi-row INSERTs of about 1 MiB.
@@ -596,7 +470,7 @@ class MysqlStream : public SinkStream {
         4096,
         std::min<size_t>(kStatementBytes, static_cast<size_t>(conn_->max_allowed_packet()) / 2));
     auto send = [&]() -> Status {
-      pending_bytes_ += buf_.size();
+      pending_.bytes += buf_.size();
       Status s = conn_->Exec(buf_);
       if (!s.ok()) {
         Rollback();
@@ -636,12 +510,12 @@ class MysqlStream : public SinkStream {
 
   // The checkpoint row, locked until the transaction ends (a second writer of the same pipeline
   // and table waits, then sees this commit's marker).
-  Result<Json> LockedMarker() {
+  Result<Json> LockedMarker() override {
     FERRY_ASSIGN_OR_RETURN(Rows r, conn_->Query(MarkerQuery(true), "reading the checkpoint row"));
     return ParseMarker(r, TableText());
   }
 
-  Status SetMarker(const Json& marker) {
+  Status SetMarker(const Json& marker) override {
     std::string text;
     try {
       text = marker.dump(-1, ' ', false, Json::error_handler_t::strict);
@@ -659,10 +533,10 @@ class MysqlStream : public SinkStream {
 
   // The staged changes, set-based: one DELETE ... JOIN and one INSERT ... ON DUPLICATE KEY UPDATE
   // for the whole commit; then the staging tables are emptied in the same transaction.
-  Status ApplyChanges() {
+  Status ApplyChanges() override {
     const std::string ups = Qualified(s_.state_database, kUpsertsTable);
     const std::string dels = Qualified(s_.state_database, kDeletesTable);
-    if (deletes_ > 0) {
+    if (pending_.deletes > 0) {
       std::string on;
       for (size_t k : keys_) {
         if (!on.empty()) on += " AND ";
@@ -674,7 +548,7 @@ class MysqlStream : public SinkStream {
                       "deleting rows by key"));
       FERRY_RETURN_IF_ERROR(conn_->Exec("DELETE FROM " + dels));
     }
-    if (upserts_ > 0) {
+    if (pending_.upserts > 0) {
       std::string set;
       for (size_t i : all_) {
         if (std::find(keys_.begin(), keys_.end(), i) != keys_.end()) continue;
@@ -694,40 +568,24 @@ class MysqlStream : public SinkStream {
     return Status::OK();
   }
 
-  // COMMIT; when its outcome is unknown (the connection died), the checkpoint row read on a new
-  // connection says whether it landed. Returns false: this commit landed (an earlier attempt's
-  // landing is reported before COMMIT, by the caller).
-  Result<bool> CommitOrSettle(const MarkerCheck& already_landed) {
-    Status s = FaultInjected("sink.commit_outcome_lost") ? conn_->SendAndCut("COMMIT")
-                                                         : conn_->Exec("COMMIT");
+  Status SendCommit(bool cut) override {
+    Status s = cut ? conn_->SendAndCut("COMMIT") : conn_->Exec("COMMIT");
     in_txn_ = false;
-    const uint64_t rows = pending_rows_, bytes = pending_bytes_;
-    ResetPending();
-    if (s.ok()) {
-      totals_.rows += rows;
-      totals_.bytes += bytes;
-      return false;
-    }
-    if (!conn_->lost()) return s.WithContext("committing to " + TableText());
-    FERRY_LOG(kWarn) << TableText() << ": the connection was lost during COMMIT; reading the "
-                     << "checkpoint row back to learn whether it landed";
-    auto fresh = Connection::Connect(s_.stream_connect);
-    if (!fresh.ok()) return s.WithContext("committing to " + TableText());
+    return s;
+  }
+  bool OutcomeUnknown(const Status&) const override { return conn_->lost(); }
+  Status Reconnect() override {
+    FERRY_ASSIGN_OR_RETURN(auto fresh, Connection::Connect(s_.stream_connect));
     {
       std::lock_guard<std::mutex> lock(conn_mu_);
-      conn_ = std::move(*fresh);
+      conn_ = std::move(fresh);
     }
     staged_ = false;
+    return Status::OK();
+  }
+  Result<Json> ReadMarker() override {
     FERRY_ASSIGN_OR_RETURN(Rows r, conn_->Query(MarkerQuery(false), "reading the checkpoint row"));
-    FERRY_ASSIGN_OR_RETURN(Json current, ParseMarker(r, TableText()));
-    if (already_landed(current)) {
-      totals_.rows += rows;
-      totals_.bytes += bytes;
-      return false;
-    }
-    return Status::Unavailable("the connection to the destination was lost during COMMIT and the " +
-                               TableText() +
-                               " checkpoint row shows the commit did not land; it is retried");
+    return ParseMarker(r, TableText());
   }
 
   Settings s_;
@@ -735,12 +593,8 @@ class MysqlStream : public SinkStream {
   std::unique_ptr<Connection> conn_;
   std::string stream_;
   std::string target_;  // quoted, qualified
-  std::shared_ptr<const Schema> schema_;
   std::vector<ColumnSpec> specs_;
   mysql::RowEncoder encoder_;
-  Json marker_;
-  std::vector<size_t> all_;
-  std::vector<size_t> keys_;
   std::string run_;        // the load's run, set by StartLoad or Publish
   std::string load_name_;  // load_<hex>
   std::string old_name_;   // old_<hex>: the replaced table, between RENAME and DROP
@@ -748,13 +602,8 @@ class MysqlStream : public SinkStream {
   bool swapped_ = false;   // the load's table is the target already
   bool in_txn_ = false;
   bool staged_ = false;
-  uint64_t pending_rows_ = 0;
-  uint64_t upserts_ = 0;
-  uint64_t deletes_ = 0;
-  uint64_t pending_bytes_ = 0;
   std::string buf_;
   std::string row_;
-  Totals totals_;
 };
 
 // Rows of a table read back (streamed, text protocol), for `ferry verify`.
@@ -935,8 +784,7 @@ class MysqlSink : public Sink {
     for (Field& f : schema->fields) {
       if (f.type.is_list()) f.type = f.type.WithElementId(++next_id);
     }
-    std::sort(key.begin(), key.end());
-    for (auto [pos, id] : key) schema->identifier_field_ids.push_back(id);
+    SetKeyInOrder(std::move(key), schema.get());
     return std::unique_ptr<TableReader>(
         new MysqlReader(std::move(conn), Qualified(s_.database, stream), TableName(stream),
                         std::move(schema), std::move(exprs)));
@@ -957,19 +805,7 @@ class MysqlSink : public Sink {
   // would lose data or break the key, and stops with the fix.
   Status Evolve(Connection* conn, const std::string& stream, const TableDesc& desc,
                 const Schema& source, const std::vector<ColumnSpec>& specs) {
-    std::vector<std::string> want_key;
-    for (int32_t id : source.identifier_field_ids) want_key.push_back(source.FindById(id)->name);
-    if (!want_key.empty() && desc.PrimaryKey() != want_key) {
-      std::string have;
-      for (const auto& k : desc.PrimaryKey()) have += (have.empty() ? "" : ", ") + k;
-      std::string want;
-      for (const auto& k : want_key) want += (want.empty() ? "" : ", ") + k;
-      return Status::InvalidArgument(
-          "table " + TableName(stream) + " has primary key (" + (have.empty() ? "none" : have) +
-          ") but the stream's key is (" + want +
-          "); changes are applied by key, so the two must match: give the table that primary "
-          "key, or run a full refresh of the stream, which recreates it");
-    }
+    FERRY_RETURN_IF_ERROR(CheckSameKey(desc.PrimaryKey(), source, TableName(stream)));
     // A column's definition as it is, without NOT NULL.
     auto relaxed = [&](size_t i) {
       const ServerColumn& c = desc.columns[i];
@@ -1001,8 +837,8 @@ class MysqlSink : public Sink {
       }
       const size_t at = static_cast<size_t>(c - desc.columns.data());
       auto have = mysql::TypeOfServerColumn(*c);
-      Fit fit = have.ok() ? Compare(*have, f.type) : Fit::kIncompatible;
-      if (fit == Fit::kIncompatible) {
+      const TypeChange fit = mysql::CompareColumnType(*c, f.type);
+      if (fit == TypeChange::kRefused) {
         return Status::InvalidArgument(
             "column " + QuoteIdent(f.name) + " of " + TableName(stream) + " is " + c->column_type +
             (have.ok() ? " (" + have->ToIceberg() + ")" : "") + " but the source now has " +
@@ -1011,7 +847,7 @@ class MysqlSink : public Sink {
             "decimal's precision): run a full refresh of the stream, which recreates the table, "
             "or change the column yourself (ALTER TABLE ... MODIFY COLUMN)");
       }
-      if (fit == Fit::kWidenTarget) {
+      if (fit == TypeChange::kWiden) {
         const bool not_null = !c->nullable && (key || f.required);
         alters.push_back("MODIFY COLUMN " + mysql::ColumnDefinition(f, specs[i], not_null));
       } else if (!c->nullable && !key && !f.required) {
@@ -1025,8 +861,7 @@ class MysqlSink : public Sink {
       }
     }
     if (alters.empty()) return Status::OK();
-    std::string sql = "ALTER TABLE " + Qualified(s_.database, stream);
-    for (size_t i = 0; i < alters.size(); ++i) sql += (i ? ", " : " ") + alters[i];
+    const std::string sql = AlterTableSql(Qualified(s_.database, stream), alters);
     FERRY_LOG(kInfo) << TableName(stream) << ": schema change applied: " << sql;
     Status st = conn->Exec(sql);
     if (!st.ok()) return st.WithContext("changing the columns of " + TableName(stream));

@@ -62,7 +62,8 @@
 // staging tables inside the commit's transaction, and applied set-based (DELETE ... JOIN,
 // INSERT ... SELECT ... ON DUPLICATE KEY UPDATE) in that same transaction, which also upserts the
 // checkpoint row. A COMMIT whose outcome is unknown (the connection died during it; fault point
-// sink.commit_outcome_lost) is settled by reading the checkpoint row back on a new connection.
+// sink.commit_outcome_lost) is settled by reading the checkpoint row back on a new connection
+// (the protocol of sink/transactional.h).
 // Deleted keys the table cannot hold (too long, out of range) are skipped: no row has them.
 //
 // Loads (full refresh, CDC backfill) are inserted into the load table (created with its primary
@@ -73,7 +74,8 @@
 // mysql_sink.cc for the protocol. The target keeps that comment until the next full refresh.
 //
 // Schema changes of a stream that is not replacing its table: added columns are added
-// (nullable), int->long, float->double and decimal precision widen in place, NOT NULL is dropped
+// (nullable), int->long, float->double and decimal precision widen in place (types/type_change.h,
+// the rule of every destination; a narrower source type is refused), NOT NULL is dropped
 // when the source's column becomes nullable or disappears; anything else stops the sync naming
 // the table, the column, both types and the fix.
 #pragma once

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ferry/sink/sink_util.h"
 #include "ferry/types/value_json.h"
 #include "ferry/types/value_parse.h"
 #include "ferry/types/value_text.h"
@@ -23,21 +24,6 @@ constexpr int64_t kMicrosPerDay = 86400000000LL;
 constexpr int64_t kMinYear = 1000;
 constexpr int64_t kMaxYear = 9999;
 
-template <typename T>
-T FixedAt(const Column& col, size_t row) {
-  T v;
-  std::memcpy(&v, col.fixed_data() + row * sizeof(T), sizeof(T));
-  return v;
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 // Bytes InnoDB keys take for DECIMAL(p,s): 4 per 9 digits, fewer for the rest, on each side of
@@ -46,13 +32,6 @@ int DecimalBytes(int precision, int scale) {
   static const int kRest[] = {0, 1, 1, 2, 2, 3, 3, 4, 4};
   auto side = [](int digits) { return digits / 9 * 4 + kRest[digits % 9]; };
   return side(precision - scale) + side(scale);
-}
-
-bool IsKey(const Schema& s, int32_t id) {
-  for (int32_t k : s.identifier_field_ids) {
-    if (k == id) return true;
-  }
-  return false;
 }
 
 double DoubleAt(const Column& col, size_t row) {
@@ -397,6 +376,11 @@ Result<DataType> TypeOfServerColumn(const ServerColumn& c) {
                               ", which ferry does not read");
 }
 
+TypeChange CompareColumnType(const ServerColumn& have, const DataType& want) {
+  auto t = TypeOfServerColumn(have);
+  return t.ok() ? CompareTypes(*t, want) : TypeChange::kRefused;
+}
+
 std::string ReadExpression(const ServerColumn& c, const DataType& t) {
   const std::string q = QuoteIdent(c.name);
   const TypeKind k = t.kind();
@@ -473,11 +457,7 @@ RowEncoder::RowEncoder(std::shared_ptr<const Schema> schema, std::vector<ColumnS
       specs_(std::move(specs)),
       escape_(std::move(escape)),
       table_(std::move(table)) {
-  for (int32_t id : schema_->identifier_field_ids) {
-    for (size_t i = 0; i < schema_->fields.size(); ++i) {
-      if (schema_->fields[i].id == id) keys_.push_back(i);
-    }
-  }
+  keys_ = KeyPositions(*schema_);
 }
 
 std::string RowEncoder::RowText(const Batch& batch, size_t row) const {

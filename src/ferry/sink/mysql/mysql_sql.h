@@ -12,6 +12,7 @@
 
 #include "ferry/base/status.h"
 #include "ferry/types/batch.h"
+#include "ferry/types/type_change.h"
 
 namespace ferry::sink::mysql {
 
@@ -78,6 +79,10 @@ struct ServerColumn {
   int key_position = 0;   // 1.. in the primary key, 0 when not a key column
 };
 Result<DataType> TypeOfServerColumn(const ServerColumn& c);
+// How a target column `have` takes values of ferry type `want` when the table is updated in
+// place: the one rule of types/type_change.h on the column's ferry type (TypeOfServerColumn);
+// kRefused when ferry cannot read the column's type.
+TypeChange CompareColumnType(const ServerColumn& have, const DataType& want);
 // The SELECT expression that reads column `c` (of ferry type `t`) back exactly: FLOAT columns are
 // widened to DOUBLE (the server prints FLOAT with 6 digits only).
 std::string ReadExpression(const ServerColumn& c, const DataType& t);

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 
+#include "ferry/types/type_change_cases.h"
 #include "ferry/types/value_parse.h"
 
 namespace ferry::sink::mysql {
@@ -353,6 +355,39 @@ TEST(MysqlSql, ServerColumnsMapBackToFerryTypes) {
   f.name = "r`4";
   EXPECT_EQ(ReadExpression(f, DataType::Float32()), "(`r``4` + 0e0)");
   EXPECT_EQ(ReadExpression(f, DataType::Date()), "`r``4`");
+}
+
+// The column ferry declares for `t`, as MariaDB's information_schema.COLUMNS then describes it.
+ServerColumn DescribedColumn(const DataType& t) {
+  auto specs = ColumnSpecs(*MakeSchema({MakeField(1, "c", t)}), MariaDb());
+  EXPECT_TRUE(specs.ok());
+  const ColumnSpec& spec = (*specs)[0];
+  std::string declared = spec.type.substr(0, spec.type.find(' '));
+  for (char& ch : declared) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  ServerColumn c;
+  c.name = "c";
+  c.data_type = declared.substr(0, declared.find('('));
+  c.column_type = declared;
+  c.comment = spec.comment;
+  if (c.data_type == "boolean") {
+    c.data_type = "tinyint";
+    c.column_type = "tinyint(1)";
+  }
+  if (c.data_type == "json") c.data_type = c.column_type = "longtext";  // MariaDB's JSON
+  c.precision = t.precision();
+  c.scale = t.scale();
+  return c;
+}
+
+TEST(MysqlSql, ColumnsFollowTheOneSchemaEvolutionRule) {
+  for (const auto& c : testing::TypeChangeCases()) {
+    const ServerColumn have = DescribedColumn(c.table);
+    EXPECT_EQ(CompareColumnType(have, c.source), c.expected)
+        << have.column_type << " <- " << c.source.ToIceberg();
+  }
+  ServerColumn geometry;
+  geometry.data_type = geometry.column_type = "geometry";
+  EXPECT_EQ(CompareColumnType(geometry, DataType::String()), TypeChange::kRefused);
 }
 
 TEST(MysqlSql, UrlsParse) {

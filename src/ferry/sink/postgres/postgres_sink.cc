@@ -7,6 +7,9 @@
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
 #include "ferry/sink/postgres/copy_encoder.h"
+#include "ferry/sink/postgres/pg_evolve.h"
+#include "ferry/sink/sink_util.h"
+#include "ferry/sink/transactional.h"
 #include "ferry/source/postgres/copy_binary.h"
 #include "ferry/source/postgres/pg_conn.h"
 #include "ferry/source/postgres/pg_types.h"
@@ -36,21 +39,9 @@ struct TableColumn {
 struct TableDesc {
   bool exists = false;
   std::vector<TableColumn> columns;
-  const TableColumn* Find(const std::string& name) const {
-    for (const auto& c : columns) {
-      if (c.name == name) return &c;
-    }
-    return nullptr;
-  }
+  const TableColumn* Find(const std::string& name) const { return FindColumn(columns, name); }
   std::vector<std::string> PrimaryKey() const {
-    std::vector<std::pair<int, std::string>> k;
-    for (const auto& c : columns) {
-      if (c.pk_position > 0) k.emplace_back(c.pk_position, c.name);
-    }
-    std::sort(k.begin(), k.end());
-    std::vector<std::string> out;
-    for (auto& [pos, name] : k) out.push_back(std::move(name));
-    return out;
+    return PrimaryKeyOf(columns, &TableColumn::pk_position);
   }
 };
 
@@ -124,89 +115,33 @@ std::string ColumnDefinitions(const Schema& s, bool with_key) {
   return sql;
 }
 
-std::string ColumnList(const Schema& s, const std::vector<size_t>& cols, const char* prefix = "") {
-  std::string out;
-  for (size_t i : cols) {
-    if (!out.empty()) out += ", ";
-    out += prefix + QuoteIdent(s.fields[i].name);
-  }
-  return out;
+std::string ColumnList(const Schema& s, const std::vector<size_t>& cols) {
+  return sink::ColumnList(s, cols, QuoteIdent);
 }
 
-// Integer and float widths, for "is this change a widening?".
-int Rank(const std::string& t) {
-  if (t == "smallint") return 1;
-  if (t == "integer") return 2;
-  if (t == "bigint") return 3;
-  if (t == "real") return 11;
-  if (t == "double precision") return 12;
-  return 0;
-}
-
-bool ParseNumeric(const std::string& t, int* p, int* s) {
-  return std::sscanf(t.c_str(), "numeric(%d,%d)", p, s) == 2;
-}
-
-enum class Fit { kSame, kWidenTarget, kTargetWider, kIncompatible };
-
-// How the target's column type `have` relates to the type the source now needs, `want`.
-Fit Compare(const std::string& have, const std::string& want) {
-  if (have == want) return Fit::kSame;
-  int rh = Rank(have), rw = Rank(want);
-  if (rh && rw && rh / 10 == rw / 10) return rw > rh ? Fit::kWidenTarget : Fit::kTargetWider;
-  int ph, sh, pw, sw;
-  if (ParseNumeric(have, &ph, &sh) && ParseNumeric(want, &pw, &sw) && sh == sw) {
-    return pw > ph ? Fit::kWidenTarget : Fit::kTargetWider;
-  }
-  if (have == "numeric" && want.rfind("numeric", 0) == 0) return Fit::kTargetWider;
-  if (want == "text" && have == "character varying") return Fit::kTargetWider;
-  return Fit::kIncompatible;
-}
-
-uint64_t Fnv64(const std::vector<std::string>& parts) {
-  uint64_t h = 1469598103934665603ull;
-  for (const auto& p : parts) {
-    for (unsigned char c : p) h = (h ^ c) * 1099511628211ull;
-    h = (h ^ 0) * 1099511628211ull;
-  }
-  return h;
-}
-
+// The checkpoint row's marker from a query of marker::text.
 Result<Json> ParseMarker(const PgResult& r, const std::string& what) {
-  if (r.rows() == 0 || r.IsNull(0, 0)) return Json(nullptr);
-  Json j = Json::parse(r.Text(0, 0), nullptr, false);
-  if (j.is_discarded()) {
-    return Status::Corruption("the checkpoint row of " + what + " is not JSON");
-  }
-  return j;
+  return ParseCheckpointMarker(r.rows() == 0 || r.IsNull(0, 0)
+                                   ? std::nullopt
+                                   : std::optional<std::string_view>(r.Text(0, 0)),
+                               what);
 }
 
 class PostgresSink;
 
-class PostgresStream : public SinkStream {
+class PostgresStream : public TransactionalStream {
  public:
   PostgresStream(const Settings& s, std::unique_ptr<PgConnection> conn, std::string stream,
                  std::shared_ptr<const Schema> schema, Json marker)
-      : s_(s),
+      : TransactionalStream(s.schema + "." + stream, std::move(schema), std::move(marker)),
+        s_(s),
         conn_(std::move(conn)),
         stream_(std::move(stream)),
-        target_(Qualified(s.schema, stream_)),
-        schema_(std::move(schema)),
-        marker_(std::move(marker)) {
-    for (size_t i = 0; i < schema_->fields.size(); ++i) all_.push_back(i);
-    for (int32_t id : schema_->identifier_field_ids) {
-      for (size_t i = 0; i < schema_->fields.size(); ++i) {
-        if (schema_->fields[i].id == id) keys_.push_back(i);
-      }
-    }
-  }
+        target_(Qualified(s.schema, stream_)) {}
   ~PostgresStream() override { DiscardPending(); }
 
-  const std::shared_ptr<const Schema>& schema() const override { return schema_; }
-  Json Marker() const override { return marker_; }
-
   Status StartLoad(const std::string& run) override {
-    load_name_ = "load_" + Hex(Fnv64({s_.pipeline, stream_, run}));
+    load_name_ = "load_" + LoadId({s_.pipeline, stream_, run});
     load_ = Qualified(s_.state_schema, load_name_);
     const std::string loads = Qualified(s_.state_schema, "loads");
     FERRY_RETURN_IF_ERROR(conn_->Exec("BEGIN"));
@@ -243,7 +178,7 @@ class PostgresStream : public SinkStream {
     if (load_.empty()) return Status::Internal("Write before StartLoad on " + TableText());
     FERRY_RETURN_IF_ERROR(Begin(false));
     FERRY_RETURN_IF_ERROR(Copy(load_, batch, all_));
-    pending_rows_ += batch.num_rows();
+    pending_.rows += batch.num_rows();
     return Status::OK();
   }
 
@@ -251,8 +186,8 @@ class PostgresStream : public SinkStream {
     FERRY_RETURN_IF_ERROR(NeedKey());
     FERRY_RETURN_IF_ERROR(Begin(true));
     FERRY_RETURN_IF_ERROR(Copy("pg_temp.ferry_upserts", batch, all_));
-    pending_rows_ += batch.num_rows();
-    upserts_ += batch.num_rows();
+    pending_.rows += batch.num_rows();
+    pending_.upserts += batch.num_rows();
     return Status::OK();
   }
 
@@ -260,76 +195,16 @@ class PostgresStream : public SinkStream {
     FERRY_RETURN_IF_ERROR(NeedKey());
     FERRY_RETURN_IF_ERROR(Begin(true));
     FERRY_RETURN_IF_ERROR(Copy("pg_temp.ferry_deletes", batch, keys_));
-    deletes_ += batch.num_rows();
+    pending_.deletes += batch.num_rows();
     return Status::OK();
-  }
-
-  uint64_t pending_rows() const override { return pending_rows_; }
-  bool HasPending() const override { return pending_rows_ > 0 || deletes_ > 0; }
-  bool CheapMarkerCommits() const override { return true; }
-
-  Result<CommitResult> Commit(const std::string& load, const Json& marker,
-                              const std::map<std::string, std::string>&,
-                              const MarkerCheck& already_landed) override {
-    FaultPoint("sink.data_written");
-    FERRY_RETURN_IF_ERROR(Begin(false));
-    Result<CommitResult> r = [&]() -> Result<CommitResult> {
-      FERRY_ASSIGN_OR_RETURN(Json current, LockedMarker());
-      if (already_landed(current)) return CommitResult{true};
-      if (load.empty()) FERRY_RETURN_IF_ERROR(ApplyChanges());
-      FERRY_RETURN_IF_ERROR(SetMarker(marker));
-      FaultPoint("sink.before_commit");
-      return CommitResult{false};
-    }();
-    if (!r.ok() || r->already_landed) {
-      Rollback();
-      if (!r.ok()) return r.status().WithContext("committing to " + TableText());
-      return r;
-    }
-    FERRY_ASSIGN_OR_RETURN(bool landed, CommitOrSettle(already_landed));
-    FaultPoint("sink.after_commit");
-    return CommitResult{landed};
   }
 
   Result<CommitResult> Publish(const std::string& load, const Json& marker,
                                const MarkerCheck& already_landed) override {
     if (load_.empty()) FERRY_RETURN_IF_ERROR(StartLoad(load));
-    FERRY_RETURN_IF_ERROR(Begin(false));
-    Result<CommitResult> r = [&]() -> Result<CommitResult> {
-      FERRY_ASSIGN_OR_RETURN(Json current, LockedMarker());
-      if (already_landed(current)) return CommitResult{true};
-      if (!keys_.empty()) {
-        FERRY_RETURN_IF_ERROR(conn_->Exec("ALTER TABLE " + load_ + " ADD PRIMARY KEY (" +
-                                          ColumnList(*schema_, keys_) + ")"));
-      }
-      Status dropped = conn_->Exec("DROP TABLE IF EXISTS " + target_);
-      if (!dropped.ok()) {
-        return dropped.WithContext(
-            "a full refresh replaces " + TableText() +
-            ", and other objects (views, foreign keys) depend on it; drop them or sync the stream "
-            "in incremental or cdc mode");
-      }
-      FERRY_RETURN_IF_ERROR(
-          conn_->Exec("ALTER TABLE " + load_ + " SET SCHEMA " + QuoteIdent(s_.schema)));
-      FERRY_RETURN_IF_ERROR(conn_->Exec("ALTER TABLE " + Qualified(s_.schema, load_name_) +
-                                        " RENAME TO " + QuoteIdent(stream_)));
-      FERRY_RETURN_IF_ERROR(conn_
-                                ->Query("DELETE FROM " + Qualified(s_.state_schema, "loads") +
-                                            " WHERE pipeline = $1 AND split = $2",
-                                        {s_.pipeline, stream_})
-                                .status());
-      FERRY_RETURN_IF_ERROR(SetMarker(marker));
-      FaultPoint("sink.before_publish");
-      return CommitResult{false};
-    }();
-    if (!r.ok() || r->already_landed) {
-      Rollback();
-      if (!r.ok()) return r.status().WithContext("publishing the load of " + TableText());
-      return r;
-    }
-    FERRY_ASSIGN_OR_RETURN(bool landed, CommitOrSettle(already_landed));
-    FaultPoint("sink.after_publish");
-    return CommitResult{landed};
+    return Transact(
+        marker, already_landed, [&] { return SwapInLoad(); }, "sink.before_publish",
+        "sink.after_publish", "publishing the load of");
   }
 
   void DiscardPending() override { Rollback(); }
@@ -337,26 +212,39 @@ class PostgresStream : public SinkStream {
     std::lock_guard<std::mutex> lock(conn_mu_);
     conn_->Cancel();
   }
-  Totals totals() const override { return totals_; }
 
  private:
-  static std::string Hex(uint64_t v) {
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-    return buf;
-  }
-  std::string TableText() const { return s_.schema + "." + stream_; }
+  std::string TableText() const { return table_text(); }
 
-  Status NeedKey() const {
-    if (!keys_.empty()) return Status::OK();
-    return Status::InvalidArgument(
-        "table " + TableText() +
-        " has no primary key, so rows cannot be upserted; declare a key on the source table (NOT "
-        "NULL columns) or set the stream's primary_key");
+  // Inside Publish's transaction: the load table, with its primary key, in place of the target.
+  Status SwapInLoad() {
+    if (!keys_.empty()) {
+      FERRY_RETURN_IF_ERROR(conn_->Exec("ALTER TABLE " + load_ + " ADD PRIMARY KEY (" +
+                                        ColumnList(*schema_, keys_) + ")"));
+    }
+    Status dropped = conn_->Exec("DROP TABLE IF EXISTS " + target_);
+    if (!dropped.ok()) {
+      return dropped.WithContext(
+          "a full refresh replaces " + TableText() +
+          ", and other objects (views, foreign keys) depend on it; drop them or sync the stream "
+          "in incremental or cdc mode");
+    }
+    FERRY_RETURN_IF_ERROR(
+        conn_->Exec("ALTER TABLE " + load_ + " SET SCHEMA " + QuoteIdent(s_.schema)));
+    FERRY_RETURN_IF_ERROR(conn_->Exec("ALTER TABLE " + Qualified(s_.schema, load_name_) +
+                                      " RENAME TO " + QuoteIdent(stream_)));
+    return conn_
+        ->Query("DELETE FROM " + Qualified(s_.state_schema, "loads") +
+                    " WHERE pipeline = $1 AND split = $2",
+                {s_.pipeline, stream_})
+        .status();
   }
+
+  Status NeedKey() const { return RequireKeyToUpsert(!keys_.empty(), TableText()); }
 
   // Opens the commit's transaction. `staging`: changes go through temporary tables first, created
   // once per connection (their rows vanish at each COMMIT or ROLLBACK).
+  Status Begin() override { return Begin(false); }
   Status Begin(bool staging) {
     if (staging && !staged_) {
       FERRY_RETURN_IF_ERROR(conn_->Exec("CREATE TEMP TABLE IF NOT EXISTS ferry_upserts (" +
@@ -376,10 +264,9 @@ class PostgresStream : public SinkStream {
     return Status::OK();
   }
 
-  void Rollback() {
+  void RollbackTransaction() override {
     if (in_txn_) (void)conn_->Exec("ROLLBACK");
     in_txn_ = false;
-    pending_rows_ = upserts_ = deletes_ = pending_bytes_ = 0;
   }
 
   Status Copy(const std::string& table, const Batch& batch, const std::vector<size_t>& cols) {
@@ -388,7 +275,7 @@ class PostgresStream : public SinkStream {
     Status s = pg::AppendCopyRows(batch, cols, &buf_);
     if (!s.ok()) return s.WithContext(TableText());
     pg::AppendCopyTrailer(&buf_);
-    pending_bytes_ += buf_.size();
+    pending_.bytes += buf_.size();
     s = conn_->CopyIn(
         "COPY " + table + " (" + ColumnList(*schema_, cols) + ") FROM STDIN (FORMAT binary)", buf_);
     if (!s.ok()) {
@@ -400,7 +287,7 @@ class PostgresStream : public SinkStream {
 
   // The checkpoint row, locked until the transaction ends (a second writer of the same
   // pipeline and table waits, then sees this commit's marker).
-  Result<Json> LockedMarker() {
+  Result<Json> LockedMarker() override {
     FERRY_ASSIGN_OR_RETURN(PgResult r, conn_->Query("SELECT marker::text FROM " +
                                                         Qualified(s_.state_schema, "checkpoints") +
                                                         " WHERE pipeline = $1 AND split = $2 "
@@ -409,7 +296,7 @@ class PostgresStream : public SinkStream {
     return ParseMarker(r, TableText());
   }
 
-  Status SetMarker(const Json& marker) {
+  Status SetMarker(const Json& marker) override {
     return conn_
         ->Query("INSERT INTO " + Qualified(s_.state_schema, "checkpoints") +
                     " (pipeline, split, marker, updated_at) VALUES ($1, $2, $3::jsonb, now()) "
@@ -420,8 +307,8 @@ class PostgresStream : public SinkStream {
   }
 
   // The staged changes, set-based: one DELETE and one INSERT ... ON CONFLICT for the whole batch.
-  Status ApplyChanges() {
-    if (deletes_ > 0) {
+  Status ApplyChanges() override {
+    if (pending_.deletes > 0) {
       std::string on;
       for (size_t k : keys_) {
         if (!on.empty()) on += " AND ";
@@ -434,7 +321,7 @@ class PostgresStream : public SinkStream {
       FERRY_RETURN_IF_ERROR(conn_->Exec("DELETE FROM " + target_ +
                                         " AS t USING pg_temp.ferry_deletes AS d WHERE " + on));
     }
-    if (upserts_ > 0) {
+    if (pending_.upserts > 0) {
       std::string set;
       for (size_t i = 0; i < schema_->fields.size(); ++i) {
         if (std::find(keys_.begin(), keys_.end(), i) != keys_.end()) continue;
@@ -451,39 +338,29 @@ class PostgresStream : public SinkStream {
     return Status::OK();
   }
 
-  // COMMIT; when its outcome is unknown (the connection died), the checkpoint row read on a new
-  // connection says whether it landed. Returns whether the commit is known to have landed by an
-  // earlier attempt (false: this COMMIT did it).
-  Result<bool> CommitOrSettle(const MarkerCheck& already_landed) {
-    Status s = FaultInjected("sink.commit_outcome_lost") ? conn_->SendAndCut("COMMIT")
-                                                         : conn_->Exec("COMMIT");
+  Status SendCommit(bool cut) override {
+    Status s = cut ? conn_->SendAndCut("COMMIT") : conn_->Exec("COMMIT");
     in_txn_ = false;
-    if (s.ok()) {
-      totals_.rows += pending_rows_;
-      totals_.bytes += pending_bytes_;
-      pending_rows_ = upserts_ = deletes_ = pending_bytes_ = 0;
-      return false;
-    }
-    pending_rows_ = upserts_ = deletes_ = pending_bytes_ = 0;
-    if (s.code() != StatusCode::kUnavailable) return s.WithContext("committing to " + TableText());
-    FERRY_LOG(kWarn) << TableText() << ": the connection was lost during COMMIT; reading the "
-                     << "checkpoint row back to learn whether it landed";
-    auto fresh = PgConnection::Connect(s_.dsn);
-    if (!fresh.ok()) return s.WithContext("committing to " + TableText());
+    return s;
+  }
+  bool OutcomeUnknown(const Status& s) const override {
+    return s.code() == StatusCode::kUnavailable;
+  }
+  Status Reconnect() override {
+    FERRY_ASSIGN_OR_RETURN(auto fresh, PgConnection::Connect(s_.dsn));
     {
       std::lock_guard<std::mutex> lock(conn_mu_);
-      conn_ = std::move(*fresh);
+      conn_ = std::move(fresh);
     }
     staged_ = false;
+    return Status::OK();
+  }
+  Result<Json> ReadMarker() override {
     FERRY_ASSIGN_OR_RETURN(PgResult r, conn_->Query("SELECT marker::text FROM " +
                                                         Qualified(s_.state_schema, "checkpoints") +
                                                         " WHERE pipeline = $1 AND split = $2",
                                                     {s_.pipeline, stream_}));
-    FERRY_ASSIGN_OR_RETURN(Json current, ParseMarker(r, TableText()));
-    if (already_landed(current)) return false;
-    return Status::Unavailable("the connection to the destination was lost during COMMIT and the " +
-                               TableText() +
-                               " checkpoint row shows the commit did not land; it is retried");
+    return ParseMarker(r, TableText());
   }
 
   Settings s_;
@@ -491,20 +368,11 @@ class PostgresStream : public SinkStream {
   std::unique_ptr<PgConnection> conn_;
   std::string stream_;
   std::string target_;  // quoted, qualified
-  std::shared_ptr<const Schema> schema_;
-  Json marker_;
-  std::vector<size_t> all_;
-  std::vector<size_t> keys_;
   std::string load_name_;
   std::string load_;  // quoted, qualified; set by StartLoad
   bool in_txn_ = false;
   bool staged_ = false;
-  uint64_t pending_rows_ = 0;
-  uint64_t upserts_ = 0;
-  uint64_t deletes_ = 0;
-  uint64_t pending_bytes_ = 0;
   std::string buf_;
-  Totals totals_;
 };
 
 // Rows of a table read back with COPY binary, for `ferry verify`.
@@ -663,8 +531,7 @@ class PostgresSink : public Sink {
       fields.push_back({c.name, m.wire, static_cast<int>(schema->fields.size())});
       schema->fields.push_back(std::move(f));
     }
-    std::sort(key.begin(), key.end());
-    for (auto [pos, id] : key) schema->identifier_field_ids.push_back(id);
+    SetKeyInOrder(std::move(key), schema.get());
     return std::unique_ptr<TableReader>(
         new PostgresReader(std::move(conn), target, std::move(schema), std::move(fields)));
   }
@@ -683,21 +550,7 @@ class PostgresSink : public Sink {
   Status Evolve(PgConnection* conn, const std::string& stream, const TableDesc& desc,
                 const Schema& source_schema) {
     const std::string target = Qualified(s_.schema, stream);
-    std::vector<std::string> want_key;
-    for (int32_t id : source_schema.identifier_field_ids) {
-      want_key.push_back(source_schema.FindById(id)->name);
-    }
-    if (!want_key.empty() && desc.PrimaryKey() != want_key) {
-      std::string have;
-      for (const auto& k : desc.PrimaryKey()) have += (have.empty() ? "" : ", ") + k;
-      std::string want;
-      for (const auto& k : want_key) want += (want.empty() ? "" : ", ") + k;
-      return Status::InvalidArgument(
-          "table " + TableName(stream) + " has primary key (" + (have.empty() ? "none" : have) +
-          ") but the stream's key is (" + want +
-          "); changes are applied by key, so the two must match: give the table that primary "
-          "key, or run a full refresh of the stream, which recreates it");
-    }
+    FERRY_RETURN_IF_ERROR(CheckSameKey(desc.PrimaryKey(), source_schema, TableName(stream)));
     std::vector<std::string> alters;
     for (const Field& f : source_schema.fields) {
       const std::string want = pg::PgTypeName(f.type);
@@ -706,14 +559,13 @@ class PostgresSink : public Sink {
         alters.push_back("ADD COLUMN " + QuoteIdent(f.name) + " " + want);
         continue;
       }
-      switch (Compare(c->type.display, want)) {
-        case Fit::kSame:
-        case Fit::kTargetWider:
+      switch (pg::CompareColumnType(c->type.display, f.type)) {
+        case TypeChange::kSame:
           break;
-        case Fit::kWidenTarget:
+        case TypeChange::kWiden:
           alters.push_back("ALTER COLUMN " + QuoteIdent(f.name) + " TYPE " + want);
           break;
-        case Fit::kIncompatible:
+        case TypeChange::kRefused:
           return Status::InvalidArgument(
               "column " + f.name + " of " + TableName(stream) + " is " + c->type.display +
               " but the source now has " + want + " (" + f.type.ToIceberg() +
@@ -722,8 +574,7 @@ class PostgresSink : public Sink {
       }
     }
     if (alters.empty()) return Status::OK();
-    std::string sql = "ALTER TABLE " + target;
-    for (size_t i = 0; i < alters.size(); ++i) sql += (i ? ", " : " ") + alters[i];
+    const std::string sql = AlterTableSql(target, alters);
     FERRY_LOG(kInfo) << TableName(stream) << ": schema change applied: " << sql;
     Status st = conn->Exec(sql);
     if (!st.ok()) return st.WithContext("changing the columns of " + TableName(stream));

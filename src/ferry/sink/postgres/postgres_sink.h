@@ -15,8 +15,14 @@
 // the load table in place of the target in one transaction, so readers see the old rows or the
 // new ones, never half a load. Changes are COPYed into temporary staging tables and applied
 // set-based (INSERT ... ON CONFLICT DO UPDATE, DELETE ... USING) in the transaction that moves
-// the checkpoint. A COMMIT whose outcome is unknown (the connection died during it) is settled by
-// reading the checkpoint row back on a new connection.
+// the checkpoint. The commit protocol is sink/transactional.h's: a COMMIT whose outcome is unknown
+// (the connection died during it) is settled by reading the checkpoint row back on a new
+// connection.
+//
+// Schema changes of a stream that is not replacing its table: added columns are added, and
+// columns widen in place by the rule of every destination (types/type_change.h; see pg_evolve.h
+// for smallint, numeric and character varying columns); anything else stops with the column and
+// the fix.
 #pragma once
 
 #include <memory>

@@ -16,6 +16,8 @@
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
 #include "ferry/sink/redis/resp.h"
+#include "ferry/sink/sink_util.h"
+#include "ferry/types/type_change.h"
 #include "ferry/types/value_json.h"
 #include "ferry/types/value_parse.h"
 #include "ferry/types/value_text.h"
@@ -27,13 +29,6 @@ namespace {
 constexpr std::string_view kNaN = "NaN";
 constexpr std::string_view kInfinity = "Infinity";
 constexpr std::string_view kMinusInfinity = "-Infinity";
-
-template <typename T>
-T FixedAt(const Column& col, size_t row) {
-  T v;
-  std::memcpy(&v, col.fixed_data() + row * sizeof(T), sizeof(T));
-  return v;
-}
 
 // The shortest text that reads back as `v` (at T's width), or the special forms.
 template <typename T>
@@ -229,14 +224,6 @@ std::string Shown(std::string_view s) {
   return "'" + out + "'";
 }
 
-Result<std::string> Dump(const Json& j, std::string_view what) {
-  try {
-    return j.dump(-1, ' ', false, Json::error_handler_t::strict);
-  } catch (const Json::exception& e) {
-    return Status::InvalidArgument(std::string(what) + " cannot be written as JSON: " + e.what());
-  }
-}
-
 // ---- keys ----
 
 class Keys {
@@ -276,39 +263,9 @@ bool ReservedStream(const std::string& s) {
 
 // ---- the schema record ----
 
-bool IsKey(const Schema& s, int32_t id) {
-  for (int32_t k : s.identifier_field_ids) {
-    if (k == id) return true;
-  }
-  return false;
-}
-
-std::vector<std::string> KeyNames(const Schema& s) {
-  std::vector<std::string> out;
-  for (int32_t id : s.identifier_field_ids) {
-    if (const Field* f = s.FindById(id)) out.push_back(f->name);
-  }
-  return out;
-}
-
-std::string JoinNames(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return "(" + out + ")";
-}
-
 Result<std::string> RecordText(const std::string& pipeline, const Schema& s) {
-  Json cols = Json::array();
-  for (const Field& f : s.fields) {
-    Json c = {{"name", f.name},
-              {"type", f.type.ToIceberg()},
-              {"required", f.required},
-              {"key", IsKey(s, f.id)}};
-    if (f.type.is_list()) c["element_required"] = f.type.list().required;
-    cols.push_back(std::move(c));
-  }
-  Json rec = {{"pipeline", pipeline}, {"key", KeyNames(s)}, {"columns", std::move(cols)}};
-  return Dump(rec, "the column names");
+  Json rec = {{"pipeline", pipeline}, {"key", KeyNames(s)}, {"columns", ColumnsJson(s)}};
+  return DumpJson(rec, "the column names");
 }
 
 struct TableRecord {
@@ -331,25 +288,13 @@ Result<TableRecord> ParseRecord(const std::string& text, const std::string& key)
   try {
     int32_t id = 0;
     for (const Json& c : j["columns"]) {
-      if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("type") ||
-          !c["type"].is_string()) {
-        return bad("has a column without a name and a type: " + c.dump());
+      auto f = FieldFromColumnsEntry(c, ++id);
+      if (!f.ok()) {
+        return bad(f.status().code() == StatusCode::kNotSupported
+                       ? "names an unknown type '" + f.status().message() + "'"
+                       : "has a column without a name and a type: " + f.status().message());
       }
-      Field f;
-      f.id = ++id;
-      f.name = c["name"].get<std::string>();
-      f.required = c.value("required", false);
-      const std::string type = c["type"].get<std::string>();
-      if (type.rfind("list<", 0) == 0 && type.size() > 6 && type.back() == '>') {
-        auto element = DataType::FromIceberg(type.substr(5, type.size() - 6));
-        if (!element.ok()) return bad("names an unknown type '" + type + "'");
-        f.type = DataType::List(*element, c.value("element_required", false));
-      } else {
-        auto t = DataType::FromIceberg(type);
-        if (!t.ok()) return bad("names an unknown type '" + type + "'");
-        f.type = *t;
-      }
-      r.schema.fields.push_back(std::move(f));
+      r.schema.fields.push_back(std::move(*f));
     }
     for (Field& f : r.schema.fields) {
       if (f.type.is_list()) f.type = f.type.WithElementId(++id);
@@ -366,33 +311,6 @@ Result<TableRecord> ParseRecord(const std::string& text, const std::string& key)
   }
   if (r.schema.fields.empty()) return bad("has no columns");
   return r;
-}
-
-bool IsWidening(const DataType& from, const DataType& to) {
-  if (from.kind() == TypeKind::kInt32 && to.kind() == TypeKind::kInt64) return true;
-  if (from.kind() == TypeKind::kFloat32 && to.kind() == TypeKind::kFloat64) return true;
-  return from.kind() == TypeKind::kDecimal && to.kind() == TypeKind::kDecimal &&
-         from.scale() == to.scale() && to.precision() > from.precision();
-}
-
-bool SamePrimitive(const DataType& a, const DataType& b) {
-  return a.kind() == b.kind() && a.precision() == b.precision() && a.scale() == b.scale();
-}
-
-// The primitive type recorded when values of `now` go where `old` was recorded; nullopt when old
-// rows' texts would not read as the result (or new ones as it).
-std::optional<DataType> EvolvedPrimitive(const DataType& old, const DataType& now) {
-  if (SamePrimitive(old, now) || IsWidening(old, now)) return now;
-  if (IsWidening(now, old)) return old;  // narrower values read as the recorded type
-  return std::nullopt;
-}
-
-std::optional<DataType> Evolved(const DataType& old, const DataType& now) {
-  if (old.is_list() != now.is_list()) return std::nullopt;
-  if (!old.is_list()) return EvolvedPrimitive(old, now);
-  auto e = EvolvedPrimitive(old.list().type, now.list().type);
-  if (!e) return std::nullopt;
-  return DataType::List(*e, old.list().required && now.list().required);
 }
 
 std::string FixText(const std::string& table) {
@@ -416,7 +334,7 @@ Result<Schema> Evolve(const Schema& old, const Schema& source, const std::string
     Field n = f;
     const Field* o = old.FindByName(f.name);
     if (o != nullptr) {
-      auto t = Evolved(o->type, f.type);
+      auto t = EvolvedType(o->type, f.type);
       if (!t) {
         return Status::InvalidArgument(
             "column " + f.name + " of table " + table + " is " + o->type.ToIceberg() +
@@ -614,11 +532,7 @@ class RedisStream final : public SinkStream {
         marker_(std::move(marker)),
         commit_record_(std::move(commit_record)),
         source_record_(std::move(source_record)) {
-    for (int32_t id : schema_->identifier_field_ids) {
-      for (size_t i = 0; i < schema_->fields.size(); ++i) {
-        if (schema_->fields[i].id == id) key_.push_back(i);
-      }
-    }
+    key_ = KeyPositions(*schema_);
   }
 
   const std::shared_ptr<const Schema>& schema() const override { return schema_; }
@@ -655,7 +569,7 @@ class RedisStream final : public SinkStream {
   }
   Status WriteDeleteKeys(const Batch& batch) override {
     FERRY_RETURN_IF_ERROR(RequireKey("deleted by key"));
-    FERRY_RETURN_IF_ERROR(CheckBatch(batch));
+    FERRY_RETURN_IF_ERROR(CheckBatchColumns(batch, *schema_, table_));
     std::string key;
     for (size_t r = 0; r < batch.num_rows(); ++r) {
       FERRY_RETURN_IF_ERROR(RowKey(batch, r, &key));
@@ -673,7 +587,7 @@ class RedisStream final : public SinkStream {
                               const std::map<std::string, std::string>& summary,
                               const MarkerCheck& already_landed) override {
     (void)summary;  // Redis keeps no commit summaries
-    FERRY_ASSIGN_OR_RETURN(std::string marker_text, Dump(marker, "the marker"));
+    FERRY_ASSIGN_OR_RETURN(std::string marker_text, DumpJson(marker, "the marker"));
     FaultPoint("sink.data_written");
     // The load set and the run list, then the checkpoint and the schema record.
     std::string tail;
@@ -711,7 +625,7 @@ class RedisStream final : public SinkStream {
   Result<CommitResult> Publish(const std::string& load, const Json& marker,
                                const MarkerCheck& already_landed) override {
     if (load.empty()) return Status::InvalidArgument("Publish needs the load's run id");
-    FERRY_ASSIGN_OR_RETURN(std::string marker_text, Dump(marker, "the marker"));
+    FERRY_ASSIGN_OR_RETURN(std::string marker_text, DumpJson(marker, "the marker"));
     FERRY_RETURN_IF_ERROR(Connected());
     const std::string what = "publishing the load of " + table_;
     const std::string set = keys_.LoadSet(stream_, load);
@@ -791,19 +705,6 @@ class RedisStream final : public SinkStream {
         "NULL columns) or set the stream's primary_key");
   }
 
-  Status CheckBatch(const Batch& batch) const {
-    bool same = batch.num_columns() == schema_->fields.size();
-    for (size_t i = 0; same && i < batch.num_columns(); ++i) {
-      const DataType& a = batch.column(i).type();
-      const DataType& b = schema_->fields[i].type;
-      same = a.kind() == b.kind() && a.scale() == b.scale() &&
-             (!a.is_list() || (a.list().type.kind() == b.list().type.kind() &&
-                               a.list().type.scale() == b.list().type.scale()));
-    }
-    if (same) return Status::OK();
-    return Status::Internal("a batch for table " + table_ + " does not have the stream's columns");
-  }
-
   // The Redis key of row `row` (see the header).
   Status RowKey(const Batch& batch, size_t row, std::string* key) {
     *key = row_prefix_;
@@ -826,7 +727,7 @@ class RedisStream final : public SinkStream {
 
   // DEL + HSET of every row (NULL columns left out); a load also remembers the keys.
   Status AppendRows(const Batch& batch, bool load) {
-    FERRY_RETURN_IF_ERROR(CheckBatch(batch));
+    FERRY_RETURN_IF_ERROR(CheckBatchColumns(batch, *schema_, table_));
     std::string key;
     for (size_t r = 0; r < batch.num_rows(); ++r) {
       FERRY_RETURN_IF_ERROR(RowKey(batch, r, &key));

@@ -71,11 +71,11 @@
 // (set the stream's primary_key). Memory: the load set holds every row key of the table until
 // publish.
 //
-// Schema changes: hashes need no DDL. A stream that does not replace its table may add columns,
-// widen int->long, float->double and a decimal's precision, and send narrower types than the
-// table records; other type changes and a changed key are refused with the fix (a full refresh,
-// or deleting the table's keys). Columns the source dropped stay in the record (older rows keep
-// them).
+// Schema changes: hashes need no DDL. A stream that does not replace its table may add columns
+// and widen int->long, float->double and a decimal's precision (types/type_change.h, the rule of
+// every destination); other type changes (a narrower type too) and a changed key are refused with
+// the fix (a full refresh, or deleting the table's keys). Columns the source dropped stay in the
+// record (older rows keep them).
 //
 // Readers (`ferry verify`): SCAN the table's keys (deduplicated: SCAN may return a key twice),
 // HGETALL them pipelined, parse by the schema record; a field that does not parse is kCorruption

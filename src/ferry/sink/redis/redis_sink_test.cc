@@ -22,6 +22,7 @@
 
 #include "ferry/base/testing/temp_dir.h"
 #include "ferry/sink/redis/resp.h"
+#include "ferry/sink/sink_testing.h"
 #include "ferry/types/value_parse.h"
 #include "ferry/types/value_text.h"
 
@@ -198,14 +199,8 @@ TEST(RedisKeysTest, PartsAndPatternsEscape) {
 
 // ---- against a server ----
 
-Field F(int32_t id, std::string name, DataType type, bool required = false) {
-  Field f;
-  f.id = id;
-  f.name = std::move(name);
-  f.type = std::move(type);
-  f.required = required;
-  return f;
-}
+using testing::F;
+using testing::Rows;
 
 // (id long key, name string)
 std::shared_ptr<const Schema> KeyedSchema() {
@@ -213,20 +208,6 @@ std::shared_ptr<const Schema> KeyedSchema() {
   s->fields = {F(1, "id", DataType::Int64(), true), F(2, "name", DataType::String())};
   s->identifier_field_ids = {1};
   return s;
-}
-
-Batch Rows(const std::shared_ptr<const Schema>& schema,
-           const std::vector<std::pair<int64_t, std::string>>& rows) {
-  Batch b(schema);
-  for (const auto& [id, name] : rows) {
-    b.column(0).AppendInt64(id);
-    if (name == "NULL") {
-      b.column(1).AppendNull();
-    } else {
-      b.column(1).AppendBytes(name);
-    }
-  }
-  return b;
 }
 
 int FreePort() {
@@ -590,6 +571,12 @@ TEST_F(RedisSinkTest, RefusesWhatCannotBeWritten) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(bad.status().message().find("wr0ng-pass"), std::string::npos);
+}
+
+TEST_F(RedisSinkTest, ColumnTypesEvolveByTheOneRuleOfEveryDestination) {
+  auto sink = Open();
+  ASSERT_TRUE(sink);
+  testing::ExpectColumnTypesEvolveByTheRule(*sink, "rule");
 }
 
 TEST_F(RedisSinkTest, AFieldThatDoesNotParseIsCorruptionNamingKeyAndField) {

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "ferry/config/config.h"
+#include "ferry/sink/sink_util.h"
 
 namespace ferry::sink::redis {
 namespace {
@@ -145,14 +146,6 @@ Status Parse(std::string_view d, size_t* p, Reply* out, int depth, bool* incompl
 std::string ErrorText(const std::string& s) {
   size_t cut = s.find(", with args beginning with");
   return cut == std::string::npos ? s : s.substr(0, cut);
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
 }
 
 int PercentValue(char c) {

@@ -16,7 +16,9 @@
 #include "ferry/base/fs.h"
 #include "ferry/base/log.h"
 #include "ferry/base/uuid.h"
+#include "ferry/sink/sink_util.h"
 #include "ferry/sqlite/sqlite.h"
+#include "ferry/types/type_change.h"
 #include "ferry/types/value_json.h"
 #include "ferry/types/value_parse.h"
 #include "ferry/types/value_text.h"
@@ -39,25 +41,6 @@ std::string Q(std::string_view name) { return sqlite::QuoteIdentifier(name); }
 // Tables are always qualified: an unqualified name would find a TEMP table of the same name first.
 std::string MainTable(std::string_view name) { return "main." + Q(name); }
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-uint64_t Fnv1a64(std::string_view s, uint64_t h = 14695981039346656037ull) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-std::string Hex16(uint64_t v) {
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 std::string LoadTableName(const std::string& pipeline, const std::string& stream,
                           const std::string& run) {
   std::string key = pipeline;
@@ -70,48 +53,10 @@ std::string LoadTableName(const std::string& pipeline, const std::string& stream
 
 std::string NowText() { return FormatTimestampIso(NowMs() * 1000) + "+00:00"; }
 
-Result<std::string> Dump(const Json& j, std::string_view what) {
-  try {
-    return j.dump(-1, ' ', false, Json::error_handler_t::strict);
-  } catch (const Json::exception& e) {
-    return Status::InvalidArgument(std::string(what) + " cannot be written as JSON: " + e.what());
-  }
-}
-
-bool IsKey(const Schema& s, int32_t id) {
-  for (int32_t k : s.identifier_field_ids) {
-    if (k == id) return true;
-  }
-  return false;
-}
-
-std::vector<std::string> KeyNames(const Schema& s) {
-  std::vector<std::string> out;
-  for (int32_t id : s.identifier_field_ids) {
-    if (const Field* f = s.FindById(id)) out.push_back(f->name);
-  }
-  return out;
-}
-
-std::string JoinNames(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return "(" + out + ")";
-}
-
 // ---- the columns record: the table's ferry schema as JSON ----
 
 Result<std::string> ColumnsText(const Schema& s) {
-  Json arr = Json::array();
-  for (const Field& f : s.fields) {
-    Json c = {{"name", f.name},
-              {"type", f.type.ToIceberg()},
-              {"required", f.required},
-              {"key", IsKey(s, f.id)}};
-    if (f.type.is_list()) c["element_required"] = f.type.list().required;
-    arr.push_back(std::move(c));
-  }
-  return Dump(arr, "the column names");
+  return DumpJson(ColumnsJson(s), "the column names");
 }
 
 // The columns record's entries -> a schema (ids 1..n, list elements after them); an error's
@@ -121,26 +66,14 @@ Result<Schema> SchemaFromColumnsJson(const Json& arr) {
   Schema s;
   int32_t id = 0;
   for (const Json& c : arr) {
-    if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("type") ||
-        !c["type"].is_string()) {
-      return bad("hold an entry without a name and a type: " + c.dump());
+    auto f = FieldFromColumnsEntry(c, ++id);
+    if (!f.ok()) {
+      return bad(f.status().code() == StatusCode::kNotSupported
+                     ? "name an unknown type '" + f.status().message() + "'"
+                     : "hold an entry without a name and a type: " + f.status().message());
     }
-    Field f;
-    f.id = ++id;
-    f.name = c["name"].get<std::string>();
-    f.required = c.value("required", false);
-    const std::string type = c["type"].get<std::string>();
-    if (type.rfind("list<", 0) == 0 && type.size() > 6 && type.back() == '>') {
-      auto element = DataType::FromIceberg(type.substr(5, type.size() - 6));
-      if (!element.ok()) return bad("name an unknown type '" + type + "'");
-      f.type = DataType::List(*element, c.value("element_required", false));
-    } else {
-      auto t = DataType::FromIceberg(type);
-      if (!t.ok()) return bad("name an unknown type '" + type + "'");
-      f.type = *t;
-    }
-    if (c.value("key", false)) s.identifier_field_ids.push_back(f.id);
-    s.fields.push_back(std::move(f));
+    if (c.value("key", false)) s.identifier_field_ids.push_back(f->id);
+    s.fields.push_back(std::move(*f));
   }
   if (s.fields.empty()) return bad("are empty");
   for (Field& f : s.fields) {
@@ -397,13 +330,6 @@ Status ConstraintError(const Status& s, const std::string& table, const Schema& 
 
 // ---- values: ferry -> stored ----
 
-template <typename T>
-T FixedAt(const Column& col, size_t row) {
-  T v;
-  std::memcpy(&v, col.fixed_data() + row * sizeof(T), sizeof(T));
-  return v;
-}
-
 double DoubleAt(const Column& col, size_t row) {
   return col.type().kind() == TypeKind::kFloat32 ? static_cast<double>(FixedAt<float>(col, row))
                                                  : FixedAt<double>(col, row);
@@ -650,11 +576,7 @@ class SqliteStream final : public SinkStream {
         marker_(std::move(marker)),
         target_columns_(std::move(target_columns)),
         source_columns_(std::move(source_columns)) {
-    for (int32_t id : schema_->identifier_field_ids) {
-      for (size_t i = 0; i < schema_->fields.size(); ++i) {
-        if (schema_->fields[i].id == id) key_.push_back(i);
-      }
-    }
+    key_ = KeyPositions(*schema_);
   }
 
   const std::shared_ptr<const Schema>& schema() const override { return schema_; }
@@ -692,7 +614,7 @@ class SqliteStream final : public SinkStream {
                               const MarkerCheck& already_landed) override {
     (void)summary;  // SQLite keeps no commit summaries
     FERRY_RETURN_IF_ERROR(broken_);
-    FERRY_ASSIGN_OR_RETURN(std::string marker_text, Dump(marker, "the marker"));
+    FERRY_ASSIGN_OR_RETURN(std::string marker_text, DumpJson(marker, "the marker"));
     FaultPoint("sink.data_written");
     WriteTxn txn(db_.get());
     FERRY_RETURN_IF_ERROR(txn.Begin());
@@ -721,7 +643,7 @@ class SqliteStream final : public SinkStream {
                                const MarkerCheck& already_landed) override {
     FERRY_RETURN_IF_ERROR(broken_);
     if (load.empty()) return Status::InvalidArgument("Publish needs the load's run id");
-    FERRY_ASSIGN_OR_RETURN(std::string marker_text, Dump(marker, "the marker"));
+    FERRY_ASSIGN_OR_RETURN(std::string marker_text, DumpJson(marker, "the marker"));
     WriteTxn txn(db_.get());
     FERRY_RETURN_IF_ERROR(txn.Begin());
     FERRY_ASSIGN_OR_RETURN(Json current, CurrentMarker());
@@ -763,20 +685,6 @@ class SqliteStream final : public SinkStream {
         "; declare a key on the source table (NOT NULL columns) or set the stream's primary_key");
   }
 
-  Status CheckBatch(const Batch& batch) const {
-    bool same = batch.num_columns() == schema_->fields.size();
-    for (size_t i = 0; same && i < batch.num_columns(); ++i) {
-      const DataType& a = batch.column(i).type();
-      const DataType& b = schema_->fields[i].type;
-      same = a.kind() == b.kind() && a.scale() == b.scale() &&
-             (!a.is_list() || (a.list().type.kind() == b.list().type.kind() &&
-                               a.list().type.scale() == b.list().type.scale()));
-    }
-    if (same) return Status::OK();
-    return Status::Internal("a batch for table " + Q(stream_) +
-                            " does not have the stream's columns");
-  }
-
   // Creates the staging tables (untyped columns: values stay as bound) and their inserts.
   Status EnsureStaging() {
     if (staging_ready_) return Status::OK();
@@ -804,7 +712,7 @@ class SqliteStream final : public SinkStream {
   // database, which takes no lock on the main database.
   Status Stage(Staged kind, const Batch& batch) {
     FERRY_RETURN_IF_ERROR(broken_);
-    FERRY_RETURN_IF_ERROR(CheckBatch(batch));
+    FERRY_RETURN_IF_ERROR(CheckBatchColumns(batch, *schema_, Q(stream_)));
     if (batch.num_rows() == 0) return Status::OK();
     FERRY_RETURN_IF_ERROR(EnsureStaging());
     std::vector<size_t> cols = key_;
@@ -984,31 +892,6 @@ class SqliteStream final : public SinkStream {
 
 // ---- schema evolution ----
 
-bool IsWidening(const DataType& from, const DataType& to) {
-  if (from.kind() == TypeKind::kInt32 && to.kind() == TypeKind::kInt64) return true;
-  if (from.kind() == TypeKind::kFloat32 && to.kind() == TypeKind::kFloat64) return true;
-  return from.kind() == TypeKind::kDecimal && to.kind() == TypeKind::kDecimal &&
-         from.scale() == to.scale() && to.precision() > from.precision();
-}
-
-bool SamePrimitive(const DataType& a, const DataType& b) {
-  return a.kind() == b.kind() && a.precision() == b.precision() && a.scale() == b.scale();
-}
-
-// The type the table records when a column of type `old` receives values of type `now`, or
-// nullopt when the table cannot take them.
-std::optional<DataType> Evolved(const DataType& old, const DataType& now) {
-  if (old.is_list() != now.is_list()) return std::nullopt;
-  if (!old.is_list()) {
-    if (SamePrimitive(old, now) || IsWidening(old, now)) return now;
-    return std::nullopt;
-  }
-  const DataType& oe = old.list().type;
-  const DataType& ne = now.list().type;
-  if (!SamePrimitive(oe, ne) && !IsWidening(oe, ne)) return std::nullopt;
-  return DataType::List(ne, old.list().required && now.list().required);
-}
-
 std::string FixText(const std::string& table) {
   return "Run a full refresh of the stream to rebuild the table, or drop (or rename) table " +
          Q(table) + " so that ferry creates it again";
@@ -1065,7 +948,7 @@ Result<std::string> Evolve(Database& db, const std::string& table, const std::st
       out.fields.push_back(std::move(added));
       continue;
     }
-    auto t = Evolved(o->type, f.type);
+    auto t = EvolvedType(o->type, f.type);
     if (!t) {
       return Status::InvalidArgument(
           "column " + Q(f.name) + " of table " + Q(table) + " is " + o->type.ToIceberg() +

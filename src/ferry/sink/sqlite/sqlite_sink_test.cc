@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "ferry/base/testing/temp_dir.h"
+#include "ferry/sink/sink_testing.h"
 #include "ferry/sqlite/sqlite.h"
 #include "ferry/types/value_parse.h"
 
@@ -19,14 +20,8 @@ namespace {
 
 using ferry::sqlite::Database;
 
-Field F(int32_t id, std::string name, DataType type, bool required = false) {
-  Field f;
-  f.id = id;
-  f.name = std::move(name);
-  f.type = std::move(type);
-  f.required = required;
-  return f;
-}
+using testing::F;
+using testing::Rows;
 
 Schema MakeSchema(std::vector<Field> fields, std::vector<int32_t> keys) {
   Schema s;
@@ -38,20 +33,6 @@ Schema MakeSchema(std::vector<Field> fields, std::vector<int32_t> keys) {
 // (id long key, name string)
 Schema KeyedSchema() {
   return MakeSchema({F(1, "id", DataType::Int64(), true), F(2, "name", DataType::String())}, {1});
-}
-
-Batch Rows(const std::shared_ptr<const Schema>& schema,
-           const std::vector<std::pair<int64_t, std::string>>& rows) {
-  Batch b(schema);
-  for (const auto& [id, name] : rows) {
-    b.column(0).AppendInt64(id);
-    if (name == "NULL") {
-      b.column(1).AppendNull();
-    } else {
-      b.column(1).AppendBytes(name);
-    }
-  }
-  return b;
 }
 
 std::string Hex(std::string_view s) {
@@ -659,6 +640,12 @@ TEST_F(SqliteSinkTest, OddIdentifiersAreQuotedEverywhere) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("letter case"), std::string::npos);
   EXPECT_FALSE(sink->OpenStream("ferry_state", KeyedSchema(), false).ok());
+}
+
+TEST_F(SqliteSinkTest, ColumnTypesEvolveByTheOneRuleOfEveryDestination) {
+  auto sink = Open();
+  ASSERT_TRUE(sink);
+  testing::ExpectColumnTypesEvolveByTheRule(*sink, "rule");
 }
 
 TEST_F(SqliteSinkTest, SchemaEvolutionAddsAndWidensAndRefusesTheRest) {
