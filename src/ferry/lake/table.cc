@@ -9,6 +9,7 @@
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
 #include "ferry/base/uuid.h"
+#include "ferry/types/type_change.h"
 
 namespace ferry::lake {
 namespace {
@@ -69,16 +70,6 @@ Status Table::Refresh() {
   location_ = *loc;
   return Status::OK();
 }
-
-namespace {
-// Type changes Iceberg allows without rewriting data.
-bool IsWidening(const DataType& from, const DataType& to) {
-  if (from.kind() == TypeKind::kInt32 && to.kind() == TypeKind::kInt64) return true;
-  if (from.kind() == TypeKind::kFloat32 && to.kind() == TypeKind::kFloat64) return true;
-  return from.kind() == TypeKind::kDecimal && to.kind() == TypeKind::kDecimal &&
-         from.scale() == to.scale() && to.precision() > from.precision();
-}
-}  // namespace
 
 Result<Schema> Table::AssignFieldIds(const Schema& source, bool replacing) const {
   Schema out = source;

@@ -109,14 +109,6 @@ nlohmann::json ColumnsJson(const Schema& s);
 // wrong form.
 Result<Field> FieldFromColumnsEntry(const nlohmann::json& entry, int32_t id);
 
-// Value `row` of a fixed-width column, as T.
-template <typename T>
-T FixedAt(const Column& col, size_t row) {
-  T v;
-  std::memcpy(&v, col.fixed_data() + row * sizeof(T), sizeof(T));
-  return v;
-}
-
 // kInternal (a bug) unless `batch` has `schema`'s columns: kinds and scales, list elements alike.
 // `table`: the table's name for the message.
 Status CheckBatchColumns(const Batch& batch, const Schema& schema, const std::string& table);

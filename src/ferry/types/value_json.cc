@@ -16,13 +16,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-template <typename T>
-T FixedAt(const Column& c, size_t i) {
-  T v;
-  std::memcpy(&v, c.fixed_data() + i * sizeof(T), sizeof(T));
-  return v;
-}
-
 Json FloatJson(double d, bool single) {
   if (std::isnan(d)) return "NaN";
   if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
@@ -38,15 +31,15 @@ Result<Json> ElementJson(const Column& c, size_t i, const ElementToText& text) {
   if (!c.IsValid(i)) return Json(nullptr);
   switch (c.type().kind()) {
     case TypeKind::kBoolean:
-      return Json(FixedAt<uint8_t>(c, i) != 0);
+      return Json(c.ValueAt<uint8_t>(i) != 0);
     case TypeKind::kInt32:
-      return Json(FixedAt<int32_t>(c, i));
+      return Json(c.ValueAt<int32_t>(i));
     case TypeKind::kInt64:
-      return Json(FixedAt<int64_t>(c, i));
+      return Json(c.ValueAt<int64_t>(i));
     case TypeKind::kFloat32:
-      return FloatJson(FixedAt<float>(c, i), true);
+      return FloatJson(c.ValueAt<float>(i), true);
     case TypeKind::kFloat64:
-      return FloatJson(FixedAt<double>(c, i), false);
+      return FloatJson(c.ValueAt<double>(i), false);
     case TypeKind::kString:
       return Json(std::string(c.GetBytes(i)));
     case TypeKind::kBinary:

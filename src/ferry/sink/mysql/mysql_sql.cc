@@ -35,8 +35,8 @@ int DecimalBytes(int precision, int scale) {
 }
 
 double DoubleAt(const Column& col, size_t row) {
-  return col.type().kind() == TypeKind::kFloat32 ? static_cast<double>(FixedAt<float>(col, row))
-                                                 : FixedAt<double>(col, row);
+  return col.type().kind() == TypeKind::kFloat32 ? static_cast<double>(col.ValueAt<float>(row))
+                                                 : col.ValueAt<double>(row);
 }
 
 void AppendDouble(Column* col, double d) {
@@ -92,11 +92,11 @@ std::string DisplayValue(const Column& c, size_t i) {
   if (!c.IsValid(i)) return "NULL";
   switch (c.type().kind()) {
     case TypeKind::kBoolean:
-      return FixedAt<uint8_t>(c, i) ? "true" : "false";
+      return c.ValueAt<uint8_t>(i) ? "true" : "false";
     case TypeKind::kInt32:
-      return std::to_string(FixedAt<int32_t>(c, i));
+      return std::to_string(c.ValueAt<int32_t>(i));
     case TypeKind::kInt64:
-      return std::to_string(FixedAt<int64_t>(c, i));
+      return std::to_string(c.ValueAt<int64_t>(i));
     case TypeKind::kFloat32:
     case TypeKind::kFloat64:
       return DoubleText(DoubleAt(c, i));
@@ -513,13 +513,13 @@ Status RowEncoder::AppendValue(const Column& col, size_t row, size_t field,
   };
   switch (col.type().kind()) {
     case TypeKind::kBoolean:
-      out->push_back(FixedAt<uint8_t>(col, row) ? '1' : '0');
+      out->push_back(col.ValueAt<uint8_t>(row) ? '1' : '0');
       return Status::OK();
     case TypeKind::kInt32:
-      out->append(std::to_string(FixedAt<int32_t>(col, row)));
+      out->append(std::to_string(col.ValueAt<int32_t>(row)));
       return Status::OK();
     case TypeKind::kInt64:
-      out->append(std::to_string(FixedAt<int64_t>(col, row)));
+      out->append(std::to_string(col.ValueAt<int64_t>(row)));
       return Status::OK();
     case TypeKind::kFloat32:
     case TypeKind::kFloat64: {
@@ -538,21 +538,21 @@ Status RowEncoder::AppendValue(const Column& col, size_t row, size_t field,
       return Status::OK();
     }
     case TypeKind::kDecimal:
-      out->append(FormatDecimal(FixedAt<int128_t>(col, row), col.type().scale()));
+      out->append(FormatDecimal(col.ValueAt<int128_t>(row), col.type().scale()));
       return Status::OK();
     case TypeKind::kDate: {
-      const int32_t days = FixedAt<int32_t>(col, row);
+      const int32_t days = col.ValueAt<int32_t>(row);
       const int64_t y = YearOfDays(days);
       if (y < kMinYear || y > kMaxYear) return out_of_range("date", FormatDateIso(days));
       quoted(FormatDateIso(days));
       return Status::OK();
     }
     case TypeKind::kTime:
-      quoted(FormatTimeIso(FixedAt<int64_t>(col, row)));
+      quoted(FormatTimeIso(col.ValueAt<int64_t>(row)));
       return Status::OK();
     case TypeKind::kTimestamp:
     case TypeKind::kTimestampTz: {
-      const int64_t us = FixedAt<int64_t>(col, row);
+      const int64_t us = col.ValueAt<int64_t>(row);
       const int64_t y = YearOfDays(FloorDiv(us, kMicrosPerDay));
       if (y < kMinYear || y > kMaxYear) return out_of_range("timestamp", FormatTimestampIso(us));
       quoted(FormatTimestampIso(us));

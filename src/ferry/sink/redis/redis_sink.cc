@@ -72,19 +72,19 @@ std::optional<T> ParseIntText(std::string_view t) {
 Status AppendValueText(const Column& col, size_t row, std::string* out) {
   switch (col.type().kind()) {
     case TypeKind::kBoolean:
-      out->append(FixedAt<uint8_t>(col, row) != 0 ? "true" : "false");
+      out->append(col.ValueAt<uint8_t>(row) != 0 ? "true" : "false");
       return Status::OK();
     case TypeKind::kInt32:
-      out->append(std::to_string(FixedAt<int32_t>(col, row)));
+      out->append(std::to_string(col.ValueAt<int32_t>(row)));
       return Status::OK();
     case TypeKind::kInt64:
-      out->append(std::to_string(FixedAt<int64_t>(col, row)));
+      out->append(std::to_string(col.ValueAt<int64_t>(row)));
       return Status::OK();
     case TypeKind::kFloat32:
-      AppendFloatText(FixedAt<float>(col, row), out);
+      AppendFloatText(col.ValueAt<float>(row), out);
       return Status::OK();
     case TypeKind::kFloat64:
-      AppendFloatText(FixedAt<double>(col, row), out);
+      AppendFloatText(col.ValueAt<double>(row), out);
       return Status::OK();
     case TypeKind::kDecimal:
     case TypeKind::kDate:

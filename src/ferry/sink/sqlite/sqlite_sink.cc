@@ -331,8 +331,8 @@ Status ConstraintError(const Status& s, const std::string& table, const Schema& 
 // ---- values: ferry -> stored ----
 
 double DoubleAt(const Column& col, size_t row) {
-  return col.type().kind() == TypeKind::kFloat32 ? static_cast<double>(FixedAt<float>(col, row))
-                                                 : FixedAt<double>(col, row);
+  return col.type().kind() == TypeKind::kFloat32 ? static_cast<double>(col.ValueAt<float>(row))
+                                                 : col.ValueAt<double>(row);
 }
 
 // The text form of a value of a text-stored primitive type (not string, list).
@@ -358,13 +358,13 @@ Status BindValue(sqlite3_stmt* st, int i, const Column& col, size_t row, std::st
   } else {
     switch (col.type().kind()) {
       case TypeKind::kBoolean:
-        rc = sqlite3_bind_int64(st, i, FixedAt<uint8_t>(col, row) != 0 ? 1 : 0);
+        rc = sqlite3_bind_int64(st, i, col.ValueAt<uint8_t>(row) != 0 ? 1 : 0);
         break;
       case TypeKind::kInt32:
-        rc = sqlite3_bind_int64(st, i, FixedAt<int32_t>(col, row));
+        rc = sqlite3_bind_int64(st, i, col.ValueAt<int32_t>(row));
         break;
       case TypeKind::kInt64:
-        rc = sqlite3_bind_int64(st, i, FixedAt<int64_t>(col, row));
+        rc = sqlite3_bind_int64(st, i, col.ValueAt<int64_t>(row));
         break;
       case TypeKind::kFloat32:
       case TypeKind::kFloat64: {
