@@ -397,6 +397,8 @@ class PostgresToPostgresTest(ferrytest.FerryTestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("destination", p.stderr)
         self.assertIn("retrying in", p.stderr)
+        self.assertIn("check host and port in destination.dsn", p.stderr)  # the setting to fix
+        self.assertNotIn("source.dsn", p.stderr)
         self.assertNotIn("s3cr3t", p.stderr + p.stdout)
 
 

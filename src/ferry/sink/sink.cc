@@ -1,3 +1,5 @@
+// The destinations this build writes, by their `type:` name: one line per destination in
+// kDestinations. A new destination adds its folder and one line there.
 #include "ferry/sink/sink.h"
 
 #include "ferry/sink/iceberg/iceberg_sink.h"
@@ -7,22 +9,41 @@
 #include "ferry/sink/sqlite/sqlite_sink.h"
 
 namespace ferry::sink {
+namespace {
+
+Result<std::unique_ptr<Sink>> OpenIcebergSink(config::DestinationConfig& cfg,
+                                              const std::string& pipeline) {
+  FERRY_ASSIGN_OR_RETURN(auto s, IcebergSink::Open(cfg, pipeline));
+  return std::unique_ptr<Sink>(std::move(s));
+}
+
+struct DestinationType {
+  const char* name;
+  const char* alias;  // another name for it, or nullptr
+  Result<std::unique_ptr<Sink>> (*open)(config::DestinationConfig& cfg,
+                                        const std::string& pipeline);
+};
+
+constexpr DestinationType kDestinations[] = {
+    {"iceberg", nullptr, OpenIcebergSink}, {"postgres", "postgresql", OpenPostgresSink},
+    {"mysql", "mariadb", OpenMysqlSink},   {"sqlite", nullptr, OpenSqliteSink},
+    {"redis", nullptr, OpenRedisSink},
+};
+
+}  // namespace
 
 Result<std::unique_ptr<Sink>> Sink::Open(config::DestinationConfig& cfg,
                                          const std::string& pipeline) {
-  if (cfg.type == "iceberg") {
-    FERRY_ASSIGN_OR_RETURN(auto s, IcebergSink::Open(cfg, pipeline));
-    return std::unique_ptr<Sink>(std::move(s));
+  std::string known;
+  for (const DestinationType& d : kDestinations) {
+    if (cfg.type == d.name || (d.alias != nullptr && cfg.type == d.alias)) {
+      return d.open(cfg, pipeline);
+    }
+    known += (known.empty() ? "" : ", ") + std::string(d.name) +
+             (d.alias != nullptr ? std::string(" (or ") + d.alias + ")" : "");
   }
-  if (cfg.type == "postgres" || cfg.type == "postgresql") {
-    return OpenPostgresSink(cfg, pipeline);
-  }
-  if (cfg.type == "mysql" || cfg.type == "mariadb") return OpenMysqlSink(cfg, pipeline);
-  if (cfg.type == "sqlite") return OpenSqliteSink(cfg, pipeline);
-  if (cfg.type == "redis") return OpenRedisSink(cfg, pipeline);
-  return Status::InvalidArgument(
-      "destination type '" + cfg.type +
-      "' is not known; ferry writes to: iceberg, postgres, mysql (or mariadb), sqlite, redis");
+  return Status::InvalidArgument("destination type '" + cfg.type +
+                                 "' is not known; ferry writes to: " + known);
 }
 
 }  // namespace ferry::sink

@@ -347,7 +347,7 @@ class PostgresStream : public TransactionalStream {
     return s.code() == StatusCode::kUnavailable;
   }
   Status Reconnect() override {
-    FERRY_ASSIGN_OR_RETURN(auto fresh, PgConnection::Connect(s_.dsn));
+    FERRY_ASSIGN_OR_RETURN(auto fresh, PgConnection::Connect(s_.dsn, false, "destination.dsn"));
     {
       std::lock_guard<std::mutex> lock(conn_mu_);
       conn_ = std::move(fresh);
@@ -482,7 +482,7 @@ class PostgresSink : public Sink {
     for (const Field& f : source_schema.fields) {
       if (f.name.size() > 63) return too_long(f.name, "column of " + TableName(stream) + ",");
     }
-    FERRY_ASSIGN_OR_RETURN(auto conn, PgConnection::Connect(s_.dsn));
+    FERRY_ASSIGN_OR_RETURN(auto conn, PgConnection::Connect(s_.dsn, false, "destination.dsn"));
     const std::string target = Qualified(s_.schema, stream);
     FERRY_ASSIGN_OR_RETURN(TableDesc desc, DescribeTable(conn.get(), target));
     if (!desc.exists) {
@@ -510,7 +510,7 @@ class PostgresSink : public Sink {
   }
 
   Result<std::unique_ptr<TableReader>> OpenReader(const std::string& stream) override {
-    FERRY_ASSIGN_OR_RETURN(auto conn, PgConnection::Connect(s_.dsn));
+    FERRY_ASSIGN_OR_RETURN(auto conn, PgConnection::Connect(s_.dsn, false, "destination.dsn"));
     const std::string target = Qualified(s_.schema, stream);
     FERRY_ASSIGN_OR_RETURN(TableDesc desc, DescribeTable(conn.get(), target));
     if (!desc.exists) return std::unique_ptr<TableReader>();
@@ -606,7 +606,7 @@ Result<std::unique_ptr<Sink>> OpenPostgresSink(config::DestinationConfig& cfg,
     return Status::InvalidArgument("destination.schema and destination.state_schema are both '" +
                                    s.schema + "'; give ferry's checkpoint tables their own schema");
   }
-  auto conn = PgConnection::Connect(s.dsn);
+  auto conn = PgConnection::Connect(s.dsn, false, "destination.dsn");
   if (!conn.ok()) return conn.status().WithContext("connecting to the destination");
   auto sink = std::make_unique<PostgresSink>(s, std::move(*conn));
   FERRY_RETURN_IF_ERROR(sink->Prepare());

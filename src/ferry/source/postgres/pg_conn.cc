@@ -61,7 +61,8 @@ bool PgResult::Bool(int row, int col) const {
 }
 
 Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const std::string& dsn,
-                                                            bool replication) {
+                                                            bool replication,
+                                                            std::string_view setting) {
   // Parse first: to validate, to know the password (to scrub it from any message) and to name
   // the server in errors without echoing the DSN.
   char* parse_error = nullptr;
@@ -69,8 +70,8 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const std::string& d
   if (!opts) {
     std::string m = parse_error ? Trim(parse_error) : "out of memory";
     if (parse_error) PQfreemem(parse_error);
-    return Status::InvalidArgument("source.dsn is not a valid libpq connection string (" +
-                                   config::Redact(m) +
+    return Status::InvalidArgument(std::string(setting) +
+                                   " is not a valid libpq connection string (" + config::Redact(m) +
                                    "); write it as \"host=... port=... dbname=... user=... "
                                    "password=${PGPASSWORD}\" or as a postgresql:// URI");
   }
@@ -101,15 +102,17 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const std::string& d
     if (Contains(m, "password authentication failed") || Contains(m, "no password supplied") ||
         Contains(m, "authentication failed") || Contains(m, "pg_hba.conf")) {
       return Status::PermissionDenied("cannot log in to " + server + ": " + m +
-                                      "; check the user and password in source.dsn (e.g. "
+                                      "; check the user and password in " + std::string(setting) +
+                                      " (e.g. "
                                       "password=${PGPASSWORD}) and the server's pg_hba.conf");
     }
     if (Contains(m, "does not exist")) {
       return Status::NotFound("cannot connect to " + server + ": " + m +
-                              "; check dbname and user in source.dsn");
+                              "; check dbname and user in " + std::string(setting));
     }
     return Status::Unavailable("cannot connect to " + server + ": " + m +
-                               "; check host and port in source.dsn and that the server runs and "
+                               "; check host and port in " + std::string(setting) +
+                               " and that the server runs and "
                                "accepts TCP connections from here (listen_addresses, pg_hba.conf)");
   }
   PQsetNoticeProcessor(conn, NoticeToLog, nullptr);

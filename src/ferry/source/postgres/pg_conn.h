@@ -55,8 +55,10 @@ class PgConnection {
   // `replication`: open a logical-replication (walsender) session on the DSN's database, which
   // takes replication commands and simple-protocol SQL only (Query with parameters and
   // QueryBinary are refused by the server there; use SimpleQuery).
+  // `setting`: where the DSN comes from, as errors name it ("source.dsn", "destination.dsn").
   static Result<std::unique_ptr<PgConnection>> Connect(const std::string& dsn,
-                                                       bool replication = false);
+                                                       bool replication = false,
+                                                       std::string_view setting = "source.dsn");
   ~PgConnection();
   PgConnection(const PgConnection&) = delete;
   PgConnection& operator=(const PgConnection&) = delete;
