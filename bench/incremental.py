@@ -8,8 +8,6 @@ second-resolution value (ties: the window's end holds them all) and measures
   ferry  ferry sync --once (incremental on updated_at) reading the window: the rows at the last
          value (skipped by fingerprint), those above it, the rows at the new end (fingerprinted)
 and then a quiet round (nothing changed), which must commit nothing."""
-import argparse
-import datetime
 import json
 import os
 import statistics
@@ -17,7 +15,7 @@ import sys
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
-from postgres_bench import bench_server, measure  # noqa: E402
+from postgres_bench import bench_server, measure, parse_args, write_result  # noqa: E402
 sys.path.insert(0, os.path.join(BENCH, "..", "tests", "lib"))
 import pgserver  # noqa: E402
 
@@ -38,19 +36,7 @@ VACUUM (ANALYZE, FREEZE) t;
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ferry", required=True)
-    ap.add_argument("--cpu", default="")
-    ap.add_argument("--rows", type=int, default=2000000)
-    ap.add_argument("--changes", type=int, default=200000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json")
-    ap.add_argument("--keep", action="store_true")
-    a = ap.parse_args()
-    if not a.json:
-        os.makedirs(os.path.join(BENCH, "results"), exist_ok=True)
-        a.json = os.path.join(BENCH, "results", "incremental-" +
-                              datetime.datetime.now().strftime("%Y%m%d-%H%M%S") + ".json")
+    a = parse_args("incremental", repeat=3, rows=2000000, changes=200000)
     with bench_server("ferry-bench-inc.", a.keep) as (server, work, env):
         print(f"# generating {a.rows:,} rows", file=sys.stderr)
         server.psql(TABLE.format(rows=a.rows), db="bench")
@@ -96,9 +82,7 @@ state: ./state.json
                   "quiet_seconds": recs["quiet"], "ferry_peak_rss_kb": recs["ferry_rss"],
                   "ratio_ferry_to_copy": round(med(recs["copy"]) / med(recs["ferry"]), 3),
                   "snapshots": snapshots}
-        with open(a.json, "w") as f:
-            json.dump(result, f, indent=2)
-            f.write("\n")
+        write_result(a.json, result)
         print(f"{a.rows:,} rows, windows of {a.changes:,} rows tied at one value, median of "
               f"{a.repeat}; {a.cpu}, {os.cpu_count()} cores")
         print(f"COPY of the window {med(recs['copy']):.2f} s, ferry {med(recs['ferry']):.2f} s: "

@@ -10,7 +10,7 @@ import time
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(BENCH, "..", "tests", "lib"))
 import pgserver  # noqa: E402
-from postgres_bench import TABLE, bench_server, measure, parse_args  # noqa: E402
+from postgres_bench import TABLE, bench_server, measure, parse_args, write_result  # noqa: E402
 
 # The destination table of native replication: the subscription needs it to exist.
 TARGET = """
@@ -226,9 +226,7 @@ state: ./state.json
             "native_apply_cpu_median": median_cpu(recs["native_apply_cpu"]),
             "ferry_apply_cpu_median": median_cpu(recs["ferry_apply_cpu"]),
         }
-        with open(a.json, "w") as f:
-            json.dump(result, f, indent=2)
-            f.write("\n")
+        write_result(a.json, result)
         print(f"PostgreSQL {result['server']}, {a.rows:,} rows; median of {a.repeat}; {a.cpu}, "
               f"{os.cpu_count()} cores; both destinations equal the source")
         print(f"initial copy: native {med(recs['native_copy']):.2f} s, ferry "

@@ -68,24 +68,33 @@ def bench_server(prefix, keep=False):
             shutil.rmtree(work, ignore_errors=True)
 
 
-def parse_args(name, repeat):
-    """The arguments of the PostgreSQL benchmarks (see their shell scripts); --json defaults to
-    bench/results/<name>-<date>.json."""
+def parse_args(name, repeat, rows=5000000, changes=1000000, extra=None):
+    """The arguments the benchmarks share (see their shell scripts), with `extra(parser)` adding a
+    benchmark's own; --json defaults to bench/results/<name>-<date>.json."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--ferry", required=True)
     ap.add_argument("--cpu", default="")
-    ap.add_argument("--rows", type=int, default=5000000)
-    ap.add_argument("--changes", type=int, default=1000000)
+    ap.add_argument("--rows", type=int, default=rows)
+    ap.add_argument("--changes", type=int, default=changes)
     ap.add_argument("--txns", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=repeat)
     ap.add_argument("--json")
     ap.add_argument("--keep", action="store_true")
+    if extra:
+        extra(ap)
     a = ap.parse_args()
     if not a.json:
         os.makedirs(os.path.join(BENCH, "results"), exist_ok=True)
         a.json = os.path.join(BENCH, "results",
                               f"{name}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.json")
     return a
+
+
+def write_result(path, result):
+    """The benchmark's figures as indented JSON (bench/results/ by default)."""
+    with open(path, "w") as f:
+        json.dump(result, f, indent=2)
+        f.write("\n")
 
 
 def main():
@@ -184,9 +193,7 @@ state: ./state.json
                 "ferry_changes_per_s": round(changes / med(recs["cdc"])),
                 "ratio_ferry_to_pg_recvlogical": round(med(recs["recv"]) / med(recs["cdc"]), 3)},
         }
-        with open(a.json, "w") as f:
-            json.dump(result, f, indent=2)
-            f.write("\n")
+        write_result(a.json, result)
         fr, c = result["full_refresh"], result["cdc"]
         print(f"PostgreSQL {result['server']}, {a.rows:,} rows ({table_bytes / 1e6:.0f} MB heap); "
               f"median of {a.repeat}; {a.cpu}, {os.cpu_count()} cores")

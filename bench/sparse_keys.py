@@ -7,7 +7,6 @@ and PostgreSQL. Both tables are written in key order, as a table whose ids grow 
 (snowflakes, sequences) is; docs/limits.md says what keys in no physical order cost. Reported per source and key shape: ferry's wall time and rows/s, the ratio
 sparse/dense rows/s, the planning time and chunk count (ferry's own log line), the data files and
 their mean size, and the files' bytes against DuckDB's single zstd file of the same rows."""
-import argparse
 import datetime
 import glob
 import json
@@ -23,7 +22,7 @@ import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
-from postgres_bench import bench_server  # noqa: E402
+from postgres_bench import bench_server, parse_args, write_result  # noqa: E402
 
 P = 9223372036854775783  # the largest prime below 2^63
 M = 6364136223846793005  # coprime with P: i -> i * M mod P is one-to-one on 1..P-1
@@ -148,19 +147,8 @@ def both_tables(a, source, work, src, env):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ferry", required=True)
-    ap.add_argument("--cpu", default="")
-    ap.add_argument("--rows", type=int, default=5000000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--sources", default="sqlite,postgres")
-    ap.add_argument("--json")
-    ap.add_argument("--keep", action="store_true")
-    a = ap.parse_args()
-    if not a.json:
-        os.makedirs(os.path.join(BENCH, "results"), exist_ok=True)
-        a.json = os.path.join(BENCH, "results", "sparse_keys-" +
-                              datetime.datetime.now().strftime("%Y%m%d-%H%M%S") + ".json")
+    a = parse_args("sparse_keys", repeat=3,
+                   extra=lambda ap: ap.add_argument("--sources", default="sqlite,postgres"))
     result = {"benchmark": "sparse_keys", "rows": a.rows, "repeat": a.repeat,
               "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
               "machine": {"cpu": a.cpu, "cores": os.cpu_count()}}
@@ -185,9 +173,7 @@ def main():
             src = f"  type: postgres\n  dsn: \"{server.dsn('bench')}\""
             result["postgres"] = both_tables(a, "postgres", work, src, env_pg)
             result["postgres"]["server"] = server.psql("SHOW server_version").strip()
-    with open(a.json, "w") as f:
-        json.dump(result, f, indent=2)
-        f.write("\n")
+    write_result(a.json, result)
     print(f"{a.rows:,} rows, median of {a.repeat}; {a.cpu}, {os.cpu_count()} cores")
     for source in ("sqlite", "postgres"):
         if source not in result:
