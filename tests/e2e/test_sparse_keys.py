@@ -64,31 +64,31 @@ class SparseKeys:
             state = json.load(f)
         return {e["stream"].split(".")[-1]: e["state"]["plan"] for e in state["streams"]}
 
-    def assert_plans_follow_the_rows(self, sizes):
+    def assert_chunks_follow_the_rows(self, sizes, bounds):
+        """Each table's plan holds about `chunk_rows` rows a chunk (within 2x), by boundaries
+        taken from the data (`bounds`: "bounds" of integers, or "key_bounds" of key values)."""
         plans = self.plans()
         for table, rows in sizes.items():
             plan = plans[table]
             needed = rows // CHUNK_ROWS + 1
             self.assertLessEqual(plan["count"], 2 * needed, f"{table}: {plan}")
             self.assertGreaterEqual(plan["count"], needed // 2, f"{table}: {plan}")
-            # Boundaries taken from the data: a grid over these spans would be billions of chunks.
-            self.assertIn("bounds", plan, table)
-            # A plan of boundaries is a list, not one entry per chunk of the key's span.
-            self.assertLessEqual(len(json.dumps(plan)), 40 * (plan["count"] + 10), table)
-
+            self.assertIn(bounds, plan, table)
+            self.assertEqual(len(plan[bounds]) + 1, plan["count"], table)
         return plans
 
+    def assert_plans_follow_the_rows(self, sizes):
+        plans = self.assert_chunks_follow_the_rows(sizes, "bounds")
+        for table in sizes:
+            # Boundaries taken from the data: a grid over these spans would be billions of chunks,
+            # and a plan of boundaries is a list, not one entry per chunk of the key's span.
+            self.assertLessEqual(len(json.dumps(plans[table])), 40 * (plans[table]["count"] + 10),
+                                 table)
+
     def assert_plans_of_key_ranges(self, sizes):
-        """Tables keyed otherwise than by one integer: plans of key values (`key_bounds`) of
-        about `chunk_rows` rows a chunk; `pairs` is keyed by (tenant, name)."""
-        plans = self.plans()
-        for table, rows in sizes.items():
-            plan = plans[table]
-            needed = rows // CHUNK_ROWS + 1
-            self.assertLessEqual(plan["count"], 2 * needed, f"{table}: {plan}")
-            self.assertGreaterEqual(plan["count"], needed // 2, f"{table}: {plan}")
-            self.assertIn("key_bounds", plan, table)
-            self.assertEqual(len(plan["key_bounds"]) + 1, plan["count"], table)
+        """Tables keyed otherwise than by one integer: plans of key values; `pairs` is keyed by
+        (tenant, name)."""
+        plans = self.assert_chunks_follow_the_rows(sizes, "key_bounds")
         self.assertEqual(json.loads(plans["pairs"]["key"]), ["tenant", "name"])
 
     def assert_verify_matches(self):

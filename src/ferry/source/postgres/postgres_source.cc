@@ -732,11 +732,11 @@ class PostgresSource final : public Source {
     std::vector<pg::TableIdentity> found;
     pg::Lsn start = ~pg::Lsn{0};
     for (const auto& ss : streams) {
-      FERRY_ASSIGN_OR_RETURN(pg::ChangeTable t, ChangeTableOf(ss));
+      FERRY_ASSIGN_OR_RETURN(pg::TableIdentity h, HeldIdentity(ss));
+      FERRY_ASSIGN_OR_RETURN(pg::ChangeTable t, ChangeTableOf(ss, h));
       FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(*ss.info));
       if (t.relid != rel->oid) replaced.push_back(tables.size());
       discovered.push_back(rel->oid);
-      FERRY_ASSIGN_OR_RETURN(pg::TableIdentity h, HeldIdentity(ss));
       held.push_back(std::move(h));
       FERRY_ASSIGN_OR_RETURN(pg::TableIdentity f, pg::TableIdentity::Parse(ss.info->table_id));
       found.push_back(std::move(f));
@@ -1219,8 +1219,8 @@ class PostgresSource final : public Source {
   };
 
   // The followed table of a shared stream: columns, key, position, and the relation whose
-  // changes its destination holds.
-  Result<pg::ChangeTable> ChangeTableOf(const SharedStream& ss) {
+  // changes its destination holds (`held`, HeldIdentity).
+  Result<pg::ChangeTable> ChangeTableOf(const SharedStream& ss, const pg::TableIdentity& held) {
     FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(*ss.info));
     pg::ChangeTable t;
     t.stream = ss.info->name;
@@ -1236,12 +1236,8 @@ class PostgresSource final : public Source {
     }
     t.schema = ss.schema;
     t.position = static_cast<pg::Lsn>(ss.position);
-    t.relid = rel->oid;
+    t.relid = held.relid;
     t.since = ss.table_since > 0 ? static_cast<pg::Lsn>(ss.table_since) : 0;
-    if (!ss.table_id.empty()) {
-      FERRY_ASSIGN_OR_RETURN(pg::TableIdentity held, HeldIdentity(ss));
-      t.relid = held.relid;
-    }
     return t;
   }
 

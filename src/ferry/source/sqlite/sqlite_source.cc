@@ -70,12 +70,14 @@ struct ChunkKey {
   // SQLite's order (types, then each column's collation), with ChunkPlan::key the names' JSON.
   std::vector<std::string> columns;
   std::string Name() const { return nlohmann::json(columns).dump(); }
-  std::string RowValue() const {
-    std::string out = "(";
+  // "k1", "k2": the key's columns, quoted (a select list, an ORDER BY).
+  std::string List() const {
+    std::string out;
     for (size_t i = 0; i < columns.size(); ++i)
       out += (i ? ", " : "") + QuoteIdentifier(columns[i]);
-    return out + ")";
+    return out;
   }
+  std::string RowValue() const { return "(" + List() + ")"; }
   // "(?<first>, ?<first+1>, ...)": one parameter per key column.
   std::string Parameters(int first) const {
     std::string out = "(";
@@ -218,10 +220,7 @@ class SqliteSource final : public Source {
     if (!range) return ChunkPlan{};
     auto [lo, hi] = *range;
     const std::string table = "main." + QuoteIdentifier(stream.name);
-    // count(*) walks the b-tree's pages without decoding a row.
-    FERRY_ASSIGN_OR_RETURN(auto count, db_->Prepare("SELECT count(*) FROM " + table));
-    FERRY_ASSIGN_OR_RETURN(bool counted, count.Step());
-    const int64_t rows = counted ? count.Int64(0) : 0;
+    FERRY_ASSIGN_OR_RETURN(const int64_t rows, CountRows(table));
     if (auto grid = GridPlan(lo, hi, rows, chunk_rows)) return *grid;
     // Sparse or skewed keys: a boundary every chunk_rows keys, walking the key's b-tree (the
     // keys only, in order: one pass over them for the whole plan).
@@ -247,6 +246,13 @@ class SqliteSource final : public Source {
     return plan;
   }
 
+  // The rows of `table` (quoted): count(*) walks the b-tree's pages without decoding a row.
+  Result<int64_t> CountRows(const std::string& table) {
+    FERRY_ASSIGN_OR_RETURN(auto count, db_->Prepare("SELECT count(*) FROM " + table));
+    FERRY_ASSIGN_OR_RETURN(bool counted, count.Step());
+    return counted ? count.Int64(0) : 0;
+  }
+
   // A WITHOUT ROWID table's key ranges: a boundary every chunk_rows keys, walking the primary
   // key's b-tree in order (the key's columns only: one pass over them for the whole plan).
   Result<ChunkPlan> RowValuePlan(const StreamInfo& stream, const ChunkKey& key,
@@ -255,20 +261,15 @@ class SqliteSource final : public Source {
     chunk_rows = std::max<int64_t>(chunk_rows, 1);
     ChunkPlan plan;
     plan.key = key.Name();
-    FERRY_ASSIGN_OR_RETURN(auto count, db_->Prepare("SELECT count(*) FROM " + table));
-    FERRY_ASSIGN_OR_RETURN(bool counted, count.Step());
-    plan.rows = counted ? count.Int64(0) : 0;
+    FERRY_ASSIGN_OR_RETURN(plan.rows, CountRows(table));
     if (plan.rows <= chunk_rows) return plan;
-    const std::string row = key.RowValue();
     const int k = static_cast<int>(key.columns.size());
-    const std::string select = "SELECT " + row.substr(1, row.size() - 2) + " FROM " + table;
-    FERRY_ASSIGN_OR_RETURN(
-        auto first,
-        db_->Prepare(select + " ORDER BY " + row.substr(1, row.size() - 2) + " LIMIT 1 OFFSET ?1"));
-    FERRY_ASSIGN_OR_RETURN(
-        auto next,
-        db_->Prepare(select + " WHERE " + row + " > " + key.Parameters(1) + " ORDER BY " +
-                     row.substr(1, row.size() - 2) + " LIMIT 1 OFFSET ?" + std::to_string(k + 1)));
+    const std::string select = "SELECT " + key.List() + " FROM " + table;
+    FERRY_ASSIGN_OR_RETURN(auto first,
+                           db_->Prepare(select + " ORDER BY " + key.List() + " LIMIT 1 OFFSET ?1"));
+    FERRY_ASSIGN_OR_RETURN(auto next, db_->Prepare(select + " WHERE " + key.RowValue() + " > " +
+                                                   key.Parameters(1) + " ORDER BY " + key.List() +
+                                                   " LIMIT 1 OFFSET ?" + std::to_string(k + 1)));
     first.Bind(1, chunk_rows);  // the first chunk holds the first chunk_rows keys
     Statement* at = &first;
     for (;;) {
@@ -316,8 +317,7 @@ class SqliteSource final : public Source {
       if (!chunk.lo_key.is_null()) where.push_back(key.RowValue() + " >= " + key.Parameters(1));
       if (!chunk.hi_key.is_null()) where.push_back(key.RowValue() + " < " + key.Parameters(k + 1));
       for (size_t i = 0; i < where.size(); ++i) sql += (i ? " AND " : " WHERE ") + where[i];
-      const std::string row = key.RowValue();
-      sql += " ORDER BY " + row.substr(1, row.size() - 2);
+      sql += " ORDER BY " + key.List();
     }
     FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
     if (chunk.lo) st.Bind(1, *chunk.lo);
