@@ -1,7 +1,7 @@
 // The SQL catalog's connection to an embedded SQLite file.
 #include "ferry/base/fs.h"
+#include "ferry/clients/sqlite/sqlite.h"
 #include "ferry/lake/sql_connection.h"
-#include "ferry/sqlite/sqlite.h"
 
 namespace ferry::lake {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
-#include "ferry/sink/mysql/mysql_conn.h"
+#include "ferry/clients/mysql/mysql_conn.h"
 #include "ferry/sink/mysql/mysql_sql.h"
 #include "ferry/sink/sink_util.h"
 #include "ferry/sink/transactional.h"

@@ -11,10 +11,14 @@
 #include <vector>
 
 #include "ferry/base/status.h"
+#include "ferry/clients/mysql/mysql_server.h"
 #include "ferry/types/batch.h"
 #include "ferry/types/type_change.h"
 
 namespace ferry::sink::mysql {
+
+// The client's names (Connection, Flavor, QuoteIdent, ParseUrl) are this namespace's too.
+using namespace ferry::mysql;
 
 // Longest identifier MySQL and MariaDB accept (characters, not bytes).
 inline constexpr size_t kMaxIdentifierChars = 64;
@@ -22,21 +26,6 @@ inline constexpr size_t kMaxIdentifierChars = 64;
 // bytes of all primary-key columns together.
 inline constexpr int kMaxKeyBytes = 3072;
 
-// What the server is: picks the binary collation.
-struct Flavor {
-  bool mariadb = true;
-  int version = 0;  // 100711 for 10.7.11, 80036 for 8.0.36
-  // A collation comparing strings byte by byte WITHOUT padding (so 'a' and 'a ' are two keys, as
-  // in the source): utf8mb4_nopad_bin (MariaDB 10.2+), utf8mb4_0900_bin (MySQL 8.0.17+), else
-  // utf8mb4_bin (which ignores trailing spaces in comparisons).
-  std::string binary_collation() const;
-};
-
-// "10.11.19-MariaDB-0+deb12u1" / "8.0.36" -> the flavor.
-Flavor ParseServerInfo(std::string_view server_info);
-
-// `name` with embedded backticks doubled: safe for any name.
-std::string QuoteIdent(std::string_view name);
 // `db`.`table`
 std::string Qualified(std::string_view db, std::string_view table);
 // Characters (code points) of UTF-8 text.
@@ -124,17 +113,6 @@ class RowEncoder {
   std::string table_;
   std::vector<size_t> keys_;
 };
-
-// destination.url: mysql://user:password@host:port/database (also mariadb://); user and password
-// percent-decoded; port 3306 when left out.
-struct Url {
-  std::string user;
-  std::string password;
-  std::string host;
-  int port = 3306;
-  std::string database;
-};
-Result<Url> ParseUrl(std::string_view url);
 
 // Formats a double so that the server reads back exactly the same value ("%.17g").
 std::string DoubleText(double d);

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <limits>
 
-#include "ferry/source/postgres/pg_oids.h"
+#include "ferry/clients/postgres/pg_oids.h"
 #include "ferry/types/value_parse.h"
 
 namespace ferry::sink::pg {

@@ -7,17 +7,17 @@
 #include <functional>
 #include <limits>
 
-#include "ferry/source/postgres/copy_binary.h"
+#include "ferry/clients/postgres/copy_binary.h"
 #include "ferry/types/value_parse.h"
 
 namespace ferry::sink::pg {
 namespace {
 
-using source::pg::CopyBinaryDecoder;
-using source::pg::CopyField;
-using source::pg::DecodePgValue;
-using source::pg::PgArrayOf;
-using source::pg::PgWire;
+using ferry::pg::CopyBinaryDecoder;
+using ferry::pg::CopyField;
+using ferry::pg::DecodePgValue;
+using ferry::pg::PgArrayOf;
+using ferry::pg::PgWire;
 
 constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();

@@ -6,20 +6,20 @@
 
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
+#include "ferry/clients/postgres/copy_binary.h"
+#include "ferry/clients/postgres/pg_conn.h"
+#include "ferry/clients/postgres/pg_types.h"
 #include "ferry/sink/postgres/copy_encoder.h"
 #include "ferry/sink/postgres/pg_evolve.h"
 #include "ferry/sink/sink_util.h"
 #include "ferry/sink/transactional.h"
-#include "ferry/source/postgres/copy_binary.h"
-#include "ferry/source/postgres/pg_conn.h"
-#include "ferry/source/postgres/pg_types.h"
 
 namespace ferry::sink {
 namespace {
 
-using source::pg::PgConnection;
-using source::pg::PgResult;
-using source::pg::QuoteIdent;
+using ferry::pg::PgConnection;
+using ferry::pg::PgResult;
+using ferry::pg::QuoteIdent;
 
 struct Settings {
   std::string dsn;
@@ -31,7 +31,7 @@ struct Settings {
 // A column of an existing table, as the catalog describes it.
 struct TableColumn {
   std::string name;
-  source::pg::PgBaseType type;
+  ferry::pg::PgBaseType type;
   bool not_null = false;
   int pk_position = 0;
 };
@@ -80,7 +80,7 @@ Result<TableDesc> DescribeTable(PgConnection* conn, const std::string& qualified
     c.type.display = r.Text(i, 5);
     c.not_null = r.Bool(i, 6);
     if (c.type.typcategory == 'A' && r.Int64(i, 7) != 0) {
-      auto e = std::make_shared<source::pg::PgBaseType>();
+      auto e = std::make_shared<ferry::pg::PgBaseType>();
       e->oid = static_cast<uint32_t>(r.Int64(i, 7));
       e->typtype = r.Text(i, 8)[0];
       e->typcategory = r.Text(i, 9)[0];
@@ -347,7 +347,8 @@ class PostgresStream : public TransactionalStream {
     return s.code() == StatusCode::kUnavailable;
   }
   Status Reconnect() override {
-    FERRY_ASSIGN_OR_RETURN(auto fresh, PgConnection::Connect(s_.dsn, false, "destination.dsn"));
+    FERRY_ASSIGN_OR_RETURN(auto fresh,
+                           PgConnection::Connect(s_.dsn, {.setting = "destination.dsn"}));
     {
       std::lock_guard<std::mutex> lock(conn_mu_);
       conn_ = std::move(fresh);
@@ -379,7 +380,7 @@ class PostgresStream : public TransactionalStream {
 class PostgresReader : public TableReader {
  public:
   PostgresReader(std::unique_ptr<PgConnection> conn, std::string table,
-                 std::shared_ptr<const Schema> schema, std::vector<source::pg::CopyField> fields)
+                 std::shared_ptr<const Schema> schema, std::vector<ferry::pg::CopyField> fields)
       : conn_(std::move(conn)),
         table_(std::move(table)),
         schema_(std::move(schema)),
@@ -389,7 +390,7 @@ class PostgresReader : public TableReader {
   Status Read(const std::function<Status(const Batch&)>& each) override {
     std::string cols;
     for (const auto& f : fields_) cols += (cols.empty() ? "" : ", ") + QuoteIdent(f.name);
-    source::pg::CopyBinaryDecoder dec(fields_);
+    ferry::pg::CopyBinaryDecoder dec(fields_);
     Batch batch(schema_);
     FERRY_RETURN_IF_ERROR(
         conn_->CopyOut("COPY (SELECT " + cols + " FROM " + table_ + ") TO STDOUT (FORMAT binary)",
@@ -410,7 +411,7 @@ class PostgresReader : public TableReader {
   std::unique_ptr<PgConnection> conn_;
   std::string table_;
   std::shared_ptr<const Schema> schema_;
-  std::vector<source::pg::CopyField> fields_;
+  std::vector<ferry::pg::CopyField> fields_;
 };
 
 class PostgresSink : public Sink {
@@ -482,7 +483,8 @@ class PostgresSink : public Sink {
     for (const Field& f : source_schema.fields) {
       if (f.name.size() > 63) return too_long(f.name, "column of " + TableName(stream) + ",");
     }
-    FERRY_ASSIGN_OR_RETURN(auto conn, PgConnection::Connect(s_.dsn, false, "destination.dsn"));
+    FERRY_ASSIGN_OR_RETURN(auto conn,
+                           PgConnection::Connect(s_.dsn, {.setting = "destination.dsn"}));
     const std::string target = Qualified(s_.schema, stream);
     FERRY_ASSIGN_OR_RETURN(TableDesc desc, DescribeTable(conn.get(), target));
     if (!desc.exists) {
@@ -510,15 +512,16 @@ class PostgresSink : public Sink {
   }
 
   Result<std::unique_ptr<TableReader>> OpenReader(const std::string& stream) override {
-    FERRY_ASSIGN_OR_RETURN(auto conn, PgConnection::Connect(s_.dsn, false, "destination.dsn"));
+    FERRY_ASSIGN_OR_RETURN(auto conn,
+                           PgConnection::Connect(s_.dsn, {.setting = "destination.dsn"}));
     const std::string target = Qualified(s_.schema, stream);
     FERRY_ASSIGN_OR_RETURN(TableDesc desc, DescribeTable(conn.get(), target));
     if (!desc.exists) return std::unique_ptr<TableReader>();
     auto schema = std::make_shared<Schema>();
-    std::vector<source::pg::CopyField> fields;
+    std::vector<ferry::pg::CopyField> fields;
     std::vector<std::pair<int, int32_t>> key;
     for (const auto& c : desc.columns) {
-      source::pg::PgMapping m = source::pg::MapPgType(c.type, c.name);
+      ferry::pg::PgMapping m = ferry::pg::MapPgType(c.type, c.name);
       if (!m.error.empty()) {
         return Status::NotSupported("table " + TableName(stream) + ": " + m.error);
       }
@@ -606,7 +609,7 @@ Result<std::unique_ptr<Sink>> OpenPostgresSink(config::DestinationConfig& cfg,
     return Status::InvalidArgument("destination.schema and destination.state_schema are both '" +
                                    s.schema + "'; give ferry's checkpoint tables their own schema");
   }
-  auto conn = PgConnection::Connect(s.dsn, false, "destination.dsn");
+  auto conn = PgConnection::Connect(s.dsn, {.setting = "destination.dsn"});
   if (!conn.ok()) return conn.status().WithContext("connecting to the destination");
   auto sink = std::make_unique<PostgresSink>(s, std::move(*conn));
   FERRY_RETURN_IF_ERROR(sink->Prepare());

@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "ferry/base/testing/temp_dir.h"
+#include "ferry/clients/sqlite/sqlite.h"
 #include "ferry/sink/sink_testing.h"
-#include "ferry/sqlite/sqlite.h"
 #include "ferry/types/value_parse.h"
 
 namespace ferry::sink {

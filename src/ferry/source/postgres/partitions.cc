@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <charconv>
 
-#include "ferry/source/postgres/pg_conn.h"
+#include "ferry/clients/postgres/pg_conn.h"
 
 namespace ferry::source::pg {
+
+// The PostgreSQL client's names (PgConnection, the COPY codec, the type map) are this
+// namespace's too.
+using namespace ferry::pg;
 namespace {
 
 Result<uint32_t> ParseOid(std::string_view text, std::string_view whole) {

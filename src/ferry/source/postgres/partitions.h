@@ -11,9 +11,13 @@
 
 #include "ferry/base/status.h"
 
+namespace ferry::pg {
+class PgConnection;
+}  // namespace ferry::pg
+
 namespace ferry::source::pg {
 
-class PgConnection;
+using ferry::pg::PgConnection;
 
 // StreamInfo::table_id of a PostgreSQL table: its relation OID in decimal, and for a partitioned
 // table "/" and the OIDs of its leaf partitions, ascending and comma-separated

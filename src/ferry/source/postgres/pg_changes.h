@@ -39,11 +39,15 @@
 #include <vector>
 
 #include "ferry/base/status.h"
-#include "ferry/source/postgres/copy_binary.h"
+#include "ferry/clients/postgres/copy_binary.h"
 #include "ferry/source/postgres/pgoutput.h"
 #include "ferry/types/batch.h"
 
 namespace ferry::source::pg {
+
+// The PostgreSQL client's names (PgConnection, the COPY codec, the type map) are this
+// namespace's too.
+using namespace ferry::pg;
 
 // A table whose changes are followed.
 struct ChangeTable {

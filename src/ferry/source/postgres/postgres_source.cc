@@ -16,10 +16,10 @@
 
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
-#include "ferry/source/postgres/copy_binary.h"
+#include "ferry/clients/postgres/copy_binary.h"
+#include "ferry/clients/postgres/pg_conn.h"
+#include "ferry/clients/postgres/pg_types.h"
 #include "ferry/source/postgres/partitions.h"
-#include "ferry/source/postgres/pg_conn.h"
-#include "ferry/source/postgres/pg_types.h"
 
 namespace ferry::source {
 namespace {
@@ -766,7 +766,7 @@ class PostgresSource final : public Source {
     if (target <= start) return out;  // nothing was written since
 
     if (!repl_) {
-      FERRY_ASSIGN_OR_RETURN(repl_, PgConnection::Connect(cdc_.dsn, /*replication=*/true));
+      FERRY_ASSIGN_OR_RETURN(repl_, PgConnection::Connect(cdc_.dsn, {.replication = true}));
     }
     int v = repl_->ServerVersion();
     std::string proto = v >= 160000 ? "4" : v >= 150000 ? "3" : "2";
@@ -1582,7 +1582,7 @@ class PostgresSource final : public Source {
       return std::string();
     }
     if (!repl_) {
-      FERRY_ASSIGN_OR_RETURN(repl_, PgConnection::Connect(cdc_.dsn, /*replication=*/true));
+      FERRY_ASSIGN_OR_RETURN(repl_, PgConnection::Connect(cdc_.dsn, {.replication = true}));
     }
     auto created = repl_->SimpleQuery("CREATE_REPLICATION_SLOT " + cdc_.slot +
                                       " LOGICAL pgoutput EXPORT_SNAPSHOT");

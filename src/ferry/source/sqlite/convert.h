@@ -8,7 +8,7 @@
 #include <string>
 
 #include "ferry/base/status.h"
-#include "ferry/sqlite/sqlite.h"
+#include "ferry/clients/sqlite/sqlite.h"
 #include "ferry/types/batch.h"
 
 namespace ferry::source::sqlite_src {

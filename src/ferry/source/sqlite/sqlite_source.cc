@@ -10,8 +10,8 @@
 #include "ferry/base/fault.h"
 #include "ferry/base/fs.h"
 #include "ferry/base/log.h"
+#include "ferry/clients/sqlite/sqlite.h"
 #include "ferry/source/sqlite/convert.h"
-#include "ferry/sqlite/sqlite.h"
 #include "ferry/types/value_parse.h"
 
 namespace ferry::source {

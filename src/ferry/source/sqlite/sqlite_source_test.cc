@@ -7,7 +7,7 @@
 #include <set>
 
 #include "ferry/base/testing/temp_dir.h"
-#include "ferry/sqlite/sqlite.h"
+#include "ferry/clients/sqlite/sqlite.h"
 
 namespace ferry::source {
 namespace {

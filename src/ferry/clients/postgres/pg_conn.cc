@@ -1,4 +1,4 @@
-#include "ferry/source/postgres/pg_conn.h"
+#include "ferry/clients/postgres/pg_conn.h"
 
 #include "ferry/base/sql.h"
 
@@ -15,7 +15,7 @@
 #include "ferry/base/log.h"
 #include "ferry/config/config.h"
 
-namespace ferry::source::pg {
+namespace ferry::pg {
 namespace {
 
 void NoticeToLog(void*, const char* message) {
@@ -39,6 +39,11 @@ std::string QuoteIdent(std::string_view name) { return QuoteSqlIdentifier(name);
 
 PgResult::PgResult(pg_result* r) : r_(r, PQclear) {}
 int PgResult::rows() const { return r_ ? PQntuples(r_.get()) : 0; }
+int PgResult::cols() const { return r_ ? PQnfields(r_.get()) : 0; }
+int64_t PgResult::AffectedRows() const {
+  const char* n = r_ ? PQcmdTuples(r_.get()) : nullptr;
+  return (n && *n) ? std::strtoll(n, nullptr, 10) : 0;
+}
 bool PgResult::IsNull(int row, int col) const { return PQgetisnull(r_.get(), row, col) != 0; }
 std::string PgResult::Text(int row, int col) const {
   return std::string(PQgetvalue(r_.get(), row, col),
@@ -60,11 +65,16 @@ bool PgResult::Bool(int row, int col) const {
   return !IsNull(row, col) && PQgetvalue(r_.get(), row, col)[0] == 't';
 }
 
-Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const std::string& dsn,
-                                                            bool replication,
-                                                            std::string_view setting) {
-  // Parse first: to validate, to know the password (to scrub it from any message) and to name
-  // the server in errors without echoing the DSN.
+namespace {
+
+// What a DSN may show of itself: its password only to scrub messages of it.
+struct ParsedDsn {
+  std::string password;
+  std::string where;  // "host=... port=... dbname=... user=..."
+  std::string uri;    // "postgresql://user@host:port/database"
+};
+
+Result<ParsedDsn> ParseDsn(const std::string& dsn, std::string_view setting) {
   char* parse_error = nullptr;
   PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &parse_error);
   if (!opts) {
@@ -75,43 +85,83 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const std::string& d
                                    "); write it as \"host=... port=... dbname=... user=... "
                                    "password=${PGPASSWORD}\" or as a postgresql:// URI");
   }
-  std::string password, where;
+  ParsedDsn out;
+  std::string user, host, port, db;
   for (PQconninfoOption* o = opts; o->keyword; ++o) {
     if (!o->val) continue;
     std::string k = o->keyword;
-    if (k == "password") password = o->val;
+    if (k == "password") out.password = o->val;
     if (k == "host" || k == "hostaddr" || k == "port" || k == "dbname" || k == "user") {
-      where += (where.empty() ? "" : " ") + k + "=" + o->val;
+      out.where += (out.where.empty() ? "" : " ") + k + "=" + o->val;
     }
+    if (k == "user") user = o->val;
+    if (k == "host" && host.empty()) host = o->val;
+    if (k == "hostaddr") host = o->val;
+    if (k == "port") port = o->val;
+    if (k == "dbname") db = o->val;
   }
   PQconninfoFree(opts);
+  out.uri = "postgresql://" + (user.empty() ? "" : user + "@") + host + (port.empty() ? "" : ":") +
+            port + "/" + db;
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> PgConnection::DsnUri(const std::string& dsn, std::string_view setting) {
+  FERRY_ASSIGN_OR_RETURN(ParsedDsn parsed, ParseDsn(dsn, setting));
+  return parsed.uri;
+}
+
+Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const std::string& dsn,
+                                                            const PgConnectOptions& options) {
+  // Parse first: to validate, to know the password (to scrub it from any message) and to name
+  // the server in errors without echoing the DSN.
+  const std::string setting(options.setting);
+  FERRY_ASSIGN_OR_RETURN(ParsedDsn parsed, ParseDsn(dsn, setting));
 
   // Later keywords override earlier ones, and the expanded DSN sits in the middle: the DSN may
-  // override the timeout, never the encoding (COPY's text values must be UTF-8).
-  const char* keys[] = {"connect_timeout",           "dbname",      "client_encoding",
-                        "fallback_application_name", "replication", nullptr};
-  const char* vals[] = {"10",   dsn.c_str(), "UTF8", "ferry", replication ? "database" : nullptr,
+  // override the timeout, the keepalives and the name, never the encoding (COPY's text values
+  // must be UTF-8).
+  const std::string application(options.application);
+  const char* keys[] = {
+      "connect_timeout",  "keepalives", "keepalives_idle", "keepalives_interval",
+      "keepalives_count", "dbname",     "client_encoding", "fallback_application_name",
+      "replication",      nullptr};
+  const char* vals[] = {"10",
+                        "1",
+                        "30",
+                        "10",
+                        "3",
+                        dsn.c_str(),
+                        "UTF8",
+                        application.c_str(),
+                        options.replication ? "database" : nullptr,
                         nullptr};
   PGconn* conn = PQconnectdbParams(keys, vals, 1);
   if (!conn) return Status::Unavailable("cannot allocate a PostgreSQL connection");
-  auto c = std::unique_ptr<PgConnection>(new PgConnection(conn, password));
+  auto c = std::unique_ptr<PgConnection>(new PgConnection(conn, parsed.password));
   if (PQstatus(conn) != CONNECTION_OK) {
     std::string m = c->Clean(Trim(PQerrorMessage(conn)));
     std::string server =
-        "PostgreSQL (" + (where.empty() ? std::string("libpq defaults") : where) + ")";
+        options.role.empty()
+            ? "PostgreSQL (" +
+                  (parsed.where.empty() ? std::string("libpq defaults") : parsed.where) + ")"
+            : std::string(options.role) + " " + parsed.uri;
     if (Contains(m, "password authentication failed") || Contains(m, "no password supplied") ||
         Contains(m, "authentication failed") || Contains(m, "pg_hba.conf")) {
       return Status::PermissionDenied("cannot log in to " + server + ": " + m +
-                                      "; check the user and password in " + std::string(setting) +
+                                      "; check the user and password in " + setting +
                                       " (e.g. "
                                       "password=${PGPASSWORD}) and the server's pg_hba.conf");
     }
     if (Contains(m, "does not exist")) {
       return Status::NotFound("cannot connect to " + server + ": " + m +
-                              "; check dbname and user in " + std::string(setting));
+                              "; check dbname and user in " + setting +
+                              " (or create the database)");
     }
     return Status::Unavailable("cannot connect to " + server + ": " + m +
-                               "; check host and port in " + std::string(setting) +
+                               "; check host and port in " + setting +
                                " and that the server runs and "
                                "accepts TCP connections from here (listen_addresses, pg_hba.conf)");
   }
@@ -165,11 +215,13 @@ Status PgConnection::ConnectionError(const std::string& what) const {
 }
 
 Status PgConnection::ErrorOf(pg_result* r, const std::string& what) const {
+  last_sqlstate_.clear();
   if (PQstatus(conn_) != CONNECTION_OK) return ConnectionError(what);
   const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
   const char* primary = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
   const char* hint = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_HINT) : nullptr;
   std::string code = state ? state : "";
+  last_sqlstate_ = code;
   std::string m = primary ? primary : Trim(PQerrorMessage(conn_));
   if (hint) m += " (hint: " + std::string(hint) + ")";
   m = what + ": PostgreSQL: " + Clean(m) + (code.empty() ? "" : " [SQLSTATE " + code + "]");
@@ -237,6 +289,8 @@ Result<PgResult> PgConnection::QueryBinary(const std::string& sql,
 }
 
 int PgConnection::ServerVersion() const { return PQserverVersion(conn_); }
+
+bool PgConnection::connected() const { return PQstatus(conn_) == CONNECTION_OK; }
 
 Status PgConnection::StartCopyBoth(const std::string& sql) {
   PGresult* r = PQexec(conn_, sql.c_str());
@@ -365,4 +419,4 @@ Status PgConnection::CopyOut(const std::string& sql,
   return result;
 }
 
-}  // namespace ferry::source::pg
+}  // namespace ferry::pg

@@ -1,8 +1,8 @@
-#include "ferry/source/postgres/pg_types.h"
+#include "ferry/clients/postgres/pg_types.h"
 
-#include "ferry/source/postgres/pg_oids.h"
+#include "ferry/clients/postgres/pg_oids.h"
 
-namespace ferry::source::pg {
+namespace ferry::pg {
 namespace {
 
 PgMapping Map(PgWire wire, DataType type) {
@@ -186,4 +186,4 @@ CursorSupport ClassifyCursor(const PgBaseType& t) {
   return s;
 }
 
-}  // namespace ferry::source::pg
+}  // namespace ferry::pg

@@ -1,4 +1,4 @@
-#include "ferry/sqlite/sqlite.h"
+#include "ferry/clients/sqlite/sqlite.h"
 
 #include "ferry/base/sql.h"
 

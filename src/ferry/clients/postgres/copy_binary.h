@@ -19,7 +19,7 @@
 #include "ferry/base/status.h"
 #include "ferry/types/batch.h"
 
-namespace ferry::source::pg {
+namespace ferry::pg {
 
 // How a column's values arrive (the base type's send format) and how they are stored.
 enum class PgWire : uint8_t {
@@ -124,4 +124,4 @@ std::string TimeTzToText(int64_t micros, int32_t zone_seconds_west);
 // interval send format -> PostgreSQL's IntervalStyle iso_8601 text ("P1Y2M3DT4H5M6.5S", "PT0S").
 std::string IntervalToText(int64_t micros, int32_t days, int32_t months);
 
-}  // namespace ferry::source::pg
+}  // namespace ferry::pg

@@ -4,13 +4,13 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ferry/source/postgres/copy_binary.h"
+#include "ferry/clients/postgres/copy_binary.h"
 
 using ferry::DataType;
-using ferry::source::pg::CopyBinaryDecoder;
-using ferry::source::pg::CopyField;
-using ferry::source::pg::PgArrayOf;
-using ferry::source::pg::PgWire;
+using ferry::pg::CopyBinaryDecoder;
+using ferry::pg::CopyField;
+using ferry::pg::PgArrayOf;
+using ferry::pg::PgWire;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::vector<std::pair<PgWire, DataType>> kColumns = {

@@ -1,4 +1,4 @@
-#include "ferry/sink/mysql/mysql_conn.h"
+#include "ferry/clients/mysql/mysql_conn.h"
 
 #include <errmsg.h>
 #include <mysql.h>
@@ -7,7 +7,7 @@
 
 #include <mutex>
 
-namespace ferry::sink::mysql {
+namespace ferry::mysql {
 namespace {
 
 // The session every statement of the destination runs in (see the header).
@@ -249,4 +249,4 @@ std::string Connection::Where() const {
   return (v6 ? "[" + params_.host + "]" : params_.host) + ":" + std::to_string(params_.port);
 }
 
-}  // namespace ferry::sink::mysql
+}  // namespace ferry::mysql

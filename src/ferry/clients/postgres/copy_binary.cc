@@ -1,11 +1,11 @@
-#include "ferry/source/postgres/copy_binary.h"
+#include "ferry/clients/postgres/copy_binary.h"
 
 #include <cstring>
 #include <limits>
 
 #include "ferry/types/value_parse.h"
 
-namespace ferry::source::pg {
+namespace ferry::pg {
 namespace {
 
 constexpr char kSignature[] = "PGCOPY\n\377\r\n";  // + the terminating NUL: 11 bytes
@@ -688,4 +688,4 @@ Status CopyBinaryDecoder::DecodeTuple(std::string_view tuple, Batch* batch) {
   return Status::OK();
 }
 
-}  // namespace ferry::source::pg
+}  // namespace ferry::pg

@@ -19,7 +19,22 @@ struct pg_conn;
 struct pg_cancel;
 struct pg_result;
 
-namespace ferry::source::pg {
+namespace ferry::pg {
+
+// How a connection is opened and named in errors.
+struct PgConnectOptions {
+  // A logical-replication (walsender) session on the DSN's database, which takes replication
+  // commands and simple-protocol SQL only (Query with parameters and QueryBinary are refused by
+  // the server there; use SimpleQuery).
+  bool replication = false;
+  // Where the DSN comes from, as errors name it ("source.dsn", "destination.dsn").
+  std::string_view setting = "source.dsn";
+  // The session's application_name unless the DSN sets one (what pg_stat_activity shows).
+  std::string_view application = "ferry";
+  // When set, connection errors name the server as this followed by its URI ("the catalog
+  // database postgresql://ferry@db:5432/lake"); else as "PostgreSQL (host=... port=...)".
+  std::string_view role;
+};
 
 // "name" -> "\"name\"", doubling embedded quotes: safe for any identifier.
 std::string QuoteIdent(std::string_view name);
@@ -29,6 +44,9 @@ class PgResult {
   PgResult() = default;
   explicit PgResult(pg_result* r);
   int rows() const;
+  int cols() const;
+  // Rows a command inserted, updated or deleted (0 for others).
+  int64_t AffectedRows() const;
   bool IsNull(int row, int col) const;
   std::string Text(int row, int col) const;
   int64_t Int64(int row, int col) const;  // 0 for NULL or non-numbers
@@ -43,22 +61,20 @@ class PgResult {
 
 class PgConnection {
  public:
-  // Connects with a libpq connection string or URI. Adds client_encoding=UTF8 and (unless the DSN
-  // sets them) connect_timeout=10 and application_name=ferry. The session then pins TimeZone UTC,
+  // Connects with a libpq connection string or URI. Adds client_encoding=UTF8, TCP keepalives
+  // (a dead server is noticed within about a minute instead of waited on) and, unless the DSN
+  // sets them, connect_timeout=10 and application_name. The session then pins TimeZone UTC,
   // DateStyle ISO and extra_float_digits 3, so that values printed as text (cursor values, views
   // computing text) are unambiguous and exact whatever the server's or role's defaults. Errors:
   //   kInvalidArgument  the DSN does not parse;
   //   kPermissionDenied authentication failed;
   //   kNotFound         the database or role does not exist;
   //   kUnavailable      the server cannot be reached (retryable).
-  //
-  // `replication`: open a logical-replication (walsender) session on the DSN's database, which
-  // takes replication commands and simple-protocol SQL only (Query with parameters and
-  // QueryBinary are refused by the server there; use SimpleQuery).
-  // `setting`: where the DSN comes from, as errors name it ("source.dsn", "destination.dsn").
   static Result<std::unique_ptr<PgConnection>> Connect(const std::string& dsn,
-                                                       bool replication = false,
-                                                       std::string_view setting = "source.dsn");
+                                                       const PgConnectOptions& options = {});
+  // "postgresql://user@host:port/database" from a DSN, without its password: how the server may
+  // be named before (or without) a connection. kInvalidArgument when the DSN does not parse.
+  static Result<std::string> DsnUri(const std::string& dsn, std::string_view setting);
   ~PgConnection();
   PgConnection(const PgConnection&) = delete;
   PgConnection& operator=(const PgConnection&) = delete;
@@ -84,6 +100,10 @@ class PgConnection {
   // whose outcome the client cannot know). The connection is unusable afterwards.
   Status SendAndCut(const std::string& sql);
   int ServerVersion() const;
+  // Whether the connection is still up (false once the server or the network dropped it).
+  bool connected() const;
+  // The SQLSTATE of the last statement that failed ("23505"; empty when the server sent none).
+  const std::string& last_sqlstate() const { return last_sqlstate_; }
   // `value` as a quoted SQL string literal (PQescapeLiteral: quotes and backslashes escaped for
   // this connection's encoding and settings), for statements that take no parameters (COPY).
   Result<std::string> Literal(std::string_view value) const;
@@ -113,6 +133,7 @@ class PgConnection {
   pg_conn* conn_;
   pg_cancel* cancel_ = nullptr;  // made when connected: PQgetCancel is not for other threads
   std::string password_;         // only to scrub messages
+  mutable std::string last_sqlstate_;
 };
 
-}  // namespace ferry::source::pg
+}  // namespace ferry::pg

@@ -20,11 +20,11 @@
 #include <vector>
 
 #include "ferry/base/status.h"
-#include "ferry/sink/mysql/mysql_sql.h"
+#include "ferry/clients/mysql/mysql_server.h"
 
 struct st_mysql;
 
-namespace ferry::sink::mysql {
+namespace ferry::mysql {
 
 struct ConnectParams {
   std::string host;
@@ -97,4 +97,4 @@ class Connection {
   std::string last_error_;
 };
 
-}  // namespace ferry::sink::mysql
+}  // namespace ferry::mysql

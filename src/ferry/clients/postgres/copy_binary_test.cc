@@ -1,4 +1,4 @@
-#include "ferry/source/postgres/copy_binary.h"
+#include "ferry/clients/postgres/copy_binary.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "ferry/types/value_parse.h"
 
-namespace ferry::source::pg {
+namespace ferry::pg {
 namespace {
 
 // ---- building COPY binary bytes by hand ----
@@ -355,4 +355,4 @@ TEST(WidenTest, OlderIntegersAndFloatsTakeTheWiderForm) {
 }
 
 }  // namespace
-}  // namespace ferry::source::pg
+}  // namespace ferry::pg

@@ -1,8 +1,8 @@
-#include "ferry/source/postgres/pg_types.h"
+#include "ferry/clients/postgres/pg_types.h"
 
 #include <gtest/gtest.h>
 
-namespace ferry::source::pg {
+namespace ferry::pg {
 namespace {
 
 PgBaseType T(uint32_t oid, int32_t typmod = -1, char typtype = 'b', char cat = 'N') {
@@ -128,4 +128,4 @@ TEST(PgTypesTest, ArraysMapToListsOfTheirElement) {
 }
 
 }  // namespace
-}  // namespace ferry::source::pg
+}  // namespace ferry::pg

@@ -12,10 +12,10 @@
 #include <memory>
 #include <string>
 
-#include "ferry/source/postgres/copy_binary.h"
+#include "ferry/clients/postgres/copy_binary.h"
 #include "ferry/types/data_type.h"
 
-namespace ferry::source::pg {
+namespace ferry::pg {
 
 struct PgBaseType {
   uint32_t oid = 0;
@@ -57,4 +57,4 @@ CursorSupport ClassifyCursor(const PgBaseType& t);
 // numeric's type modifier -> precision and scale; false when unconstrained (typmod -1).
 bool NumericTypmod(int32_t typmod, int* precision, int* scale);
 
-}  // namespace ferry::source::pg
+}  // namespace ferry::pg
