@@ -38,7 +38,8 @@ Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport
       FERRY_ASSIGN_OR_RETURN(Json marker, (*dst)->ReadMarker(info.name));
       r.marker = PartOfMarker(marker, s->cfg->name);
       if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
-        auto d = DecideCdc(r.state, r.marker, sc.mode == config::SyncMode::kCdc, info.table_id);
+        auto d = DecideCdc(r.state, r.marker, sc.mode == config::SyncMode::kCdc,
+                           s->src->position_kind(), info.table_id);
         if (!d.ok()) {
           r.restart = "stops: " + d.status().message();
           out->push_back(std::move(r));
@@ -52,7 +53,7 @@ Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport
         r.restart = d->explanation;
         r.state_behind = d->state_behind;
       } else {
-        auto d = DecideFullRefresh(r.state, r.marker);
+        auto d = DecideFullRefresh(r.state, r.marker, s->src->position_kind());
         if (!d.ok()) return d.status();
         r.restart = d->explanation;
         r.state_behind = d->state_behind;

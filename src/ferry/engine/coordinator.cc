@@ -36,37 +36,36 @@ bool Coordinator::Due(const Held& held) {
 
 void Coordinator::Taken() { last_ = Clock::now(); }
 
-int64_t Coordinator::Floor(const SourceRun& run, Recorder* recorder, int64_t upper) {
-  int64_t floor = upper;
+std::optional<Position> Coordinator::Floor(const SourceRun& run, Recorder* recorder,
+                                           std::optional<Position> upper) {
+  std::optional<Position> floor = upper;
+  const Position::Kind kind = run.src->position_kind();
   for (const auto& info : run.streams) {
     config::StreamConfig sc = StreamSettings(*run.cfg, info.name);
     if (sc.mode != config::SyncMode::kCdc && sc.mode != config::SyncMode::kCdcOnly) continue;
-    Json st = recorder->Get(StateNamespace(*run.cfg, info), info.name);
-    if (st.is_object() && st.value("mode", "") == "cdc") {
-      floor = std::min(floor, st.value("position", int64_t{0}));
-    } else if (st.is_object() && st.contains("cdc_start")) {
-      floor = std::min(floor, st.value("cdc_start", int64_t{0}));
-    } else {
-      return 0;
-    }
+    // A stream without a position yet (or with one that does not read) holds the whole log.
+    const std::optional<Position> at =
+        ChangesNeededAfter(recorder->Get(StateNamespace(*run.cfg, info), info.name), kind);
+    if (!at) return Position();
+    if (!floor || *at < *floor) floor = *at;
   }
   return floor;
 }
 
 void Coordinator::Confirm(const SourceRun& run, Recorder* recorder) {
-  const int64_t floor = Floor(run, recorder, std::numeric_limits<int64_t>::max());
-  if (floor > 0 && floor < std::numeric_limits<int64_t>::max()) {
-    run.src->ConfirmSharedLog(floor);
-  }
+  const std::optional<Position> floor = Floor(run, recorder, std::nullopt);
+  if (floor && !floor->none()) run.src->ConfirmSharedLog(*floor);
 }
 
 Status Coordinator::Acknowledge(SourceRun& run, Recorder* recorder) {
   for (const auto& [info, position] : run.to_acknowledge) {
     FERRY_RETURN_IF_ERROR(InSource(*run.cfg, run.src->AcknowledgeChanges(info, position)));
   }
-  if (run.read.position > 0) {
-    const int64_t floor = Floor(run, recorder, run.read.position);
-    if (floor > 0) FERRY_RETURN_IF_ERROR(InSource(*run.cfg, run.src->AcknowledgeSharedLog(floor)));
+  if (!run.read.position.none()) {
+    const std::optional<Position> floor = Floor(run, recorder, run.read.position);
+    if (floor && !floor->none()) {
+      FERRY_RETURN_IF_ERROR(InSource(*run.cfg, run.src->AcknowledgeSharedLog(*floor)));
+    }
   }
   return Status::OK();
 }

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 
 #include "ferry/base/status.h"
 #include "ferry/config/config.h"
@@ -44,8 +45,10 @@ class Coordinator final : public source::Source::CheckpointTrigger {
 
   // How far `run`'s shared change log may be forgotten: up to what EVERY cdc stream of the source
   // has in its table and in the state file, including backfills still in flight (their changes
-  // start at cdc_start); 0 while a stream has no position yet.
-  static int64_t Floor(const SourceRun& run, Recorder* recorder, int64_t upper);
+  // start at cdc_start), and at most `upper`: none while a stream has no position yet; nullopt
+  // when no stream and no upper bound limit it.
+  static std::optional<source::Position> Floor(const SourceRun& run, Recorder* recorder,
+                                               std::optional<source::Position> upper);
 
   // After a checkpoint is in the state file: the source's log may forget what every stream holds
   // (during the read).

@@ -136,8 +136,8 @@ class SourceNode : public graph::Node {
         if (opts_.stop && opts_.stop->requested()) return Status::Cancelled("stop requested");
         return s;
       }
-      graph::Barrier barrier{graph::CheckpointId(c.position), t->info.name,
-                             Json{{"position", c.position}}};
+      graph::Barrier barrier{graph::CheckpointId(1), t->info.name,
+                             Json{{"position", c.position.ToJson()}}};
       if (!t->edge->Send(graph::Message::MakeBarrier(std::move(barrier)))) {
         return Status::Cancelled("sink stopped");
       }
@@ -178,12 +178,14 @@ class SharedLogSourceNode : public graph::Node {
     auto emit = [&](size_t i, Batch& b, bool deletes) {
       return Forward(tasks_[i], b, deletes, opts_);
     };
-    auto checkpoint = [&](int64_t position, const std::vector<std::string>& table_ids) {
+    int64_t checkpoints = 0;
+    auto checkpoint = [&](source::Position position, const std::vector<std::string>& table_ids) {
+      ++checkpoints;
       for (size_t i = 0; i < tasks_.size(); ++i) {
         StreamTask* t = tasks_[i];
-        Json at{{"position", position}};
+        Json at{{"position", position.ToJson()}};
         if (i < table_ids.size() && !table_ids[i].empty()) at["table_id"] = table_ids[i];
-        graph::Barrier barrier{graph::CheckpointId(position), t->info.name, std::move(at)};
+        graph::Barrier barrier{graph::CheckpointId(checkpoints), t->info.name, std::move(at)};
         if (!t->edge->Send(graph::Message::MakeBarrier(std::move(barrier)))) return false;
       }
       return true;
@@ -317,6 +319,8 @@ class SinkNode : public graph::Node {
     for (size_t i = 0; i < parts(); ++i) m["sources"][part(i).source->cfg->name] = markers[i];
     return m;
   }
+  // How part i's source writes change-log positions (its records are read so).
+  source::Position::Kind Kind(size_t i) { return part(i).source->src->position_kind(); }
   Json PartMarker(const Json& table_marker, size_t i) {
     return PartOfMarker(table_marker, table_->merged ? part(i).source->cfg->name : "");
   }
@@ -372,7 +376,9 @@ class SinkNode : public graph::Node {
     auto landed = [&](const Json& m) {
       for (size_t i = 0; i < parts(); ++i) {
         for (const auto& p : at[i]) {
-          if (!ChunkLanded(PartMarker(m, i), run(), p["chunk"].get<int64_t>())) return false;
+          if (!ChunkLanded(PartMarker(m, i), run(), p["chunk"].get<int64_t>(), Kind(i))) {
+            return false;
+          }
         }
       }
       return true;
@@ -415,7 +421,7 @@ class SinkNode : public graph::Node {
     }
     auto landed = [&](const Json& m) {
       for (size_t i = 0; i < parts(); ++i) {
-        if (!LoadPublished(PartMarker(m, i), run())) return false;
+        if (!LoadPublished(PartMarker(m, i), run(), Kind(i))) return false;
       }
       return true;
     };
@@ -485,7 +491,9 @@ class SinkNode : public graph::Node {
     for (size_t i = 0; i < parts(); ++i) {
       if (at[i].empty()) continue;
       CdcProgress& c = part(i).changes;
-      c.position = std::max(at[i].back()["position"].get<int64_t>(), c.from);
+      auto reached = source::Position::FromJson(at[i].back()["position"], Kind(i), "position");
+      if (!reached.ok()) return reached.status().WithContext("a checkpoint of " + part(i).label);
+      c.position = std::max(*reached, c.from);
       // The table whose changes these are (a shared log tells it with each checkpoint).
       c.table_id = at[i].back().value("table_id", c.table_id);
       moved = moved || c.position > c.from;
@@ -510,11 +518,11 @@ class SinkNode : public graph::Node {
       part(i).changes.landed = true;
       markers[i] = part(i).changes.ToJson();
       positions.push_back((table_->merged ? part(i).source->cfg->name + ":" : std::string()) +
-                          std::to_string(part(i).changes.position));
+                          part(i).changes.position.ToString());
     }
     auto landed = [&](const Json& m) {
       for (size_t i : in) {
-        if (!ChangesLanded(PartMarker(m, i), part(i).changes.position)) return false;
+        if (!ChangesLanded(PartMarker(m, i), part(i).changes.position, Kind(i))) return false;
       }
       return true;
     };

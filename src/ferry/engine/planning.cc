@@ -60,11 +60,11 @@ Status PlanChanges(StreamTask* t, CdcDecision cd, const Json& state, Recorder* r
   t->changes.stream = t->info.name;
   // A record of an older ferry names no table: its changes are taken to be the table's now.
   t->changes.table_id = cd.backfill || cd.table_id.empty() ? t->info.table_id : cd.table_id;
-  t->changes.table_since = cd.backfill ? 0 : cd.table_since;
+  t->changes.table_since = cd.backfill ? source::Position() : cd.table_since;
   if (cd.backfill) {
     // cdc_only: no backfill; changes from now on.
     FERRY_ASSIGN_OR_RETURN(cd.position, src->ChangeLogEnd(t->info));
-    cd.explanation = "cdc_only: applying changes after position " + std::to_string(cd.position);
+    cd.explanation = "cdc_only: applying changes after position " + cd.position.ToString();
     CdcProgress start{t->info.name, cd.position, cd.position, false, t->changes.table_id};
     FERRY_RETURN_IF_ERROR(recorder->Record(t->state_ns, t->info.name, start.ToJson()));
   } else if (cd.state_behind) {
@@ -79,17 +79,17 @@ Status PlanChanges(StreamTask* t, CdcDecision cd, const Json& state, Recorder* r
     t->shared_log = true;
     t->changes.from = t->changes.position = cd.position;
     t->report_from = cd.position;
-    t->report->action = "cdc: changes after position " + std::to_string(cd.position);
+    t->report->action = "cdc: changes after position " + cd.position.ToString();
     return Status::OK();
   }
-  FERRY_ASSIGN_OR_RETURN(int64_t end, src->ChangeLogEnd(t->info));
+  FERRY_ASSIGN_OR_RETURN(source::Position end, src->ChangeLogEnd(t->info));
   t->changes.from = cd.position;
   t->changes.position = std::max(cd.position, end);
   t->source->to_acknowledge.emplace_back(t->info, t->changes.position);
-  t->report->action = t->changes.position > t->changes.from
-                          ? "cdc: changes " + std::to_string(t->changes.from) + ".." +
-                                std::to_string(t->changes.position)
-                          : "cdc: no new changes";
+  t->report->action =
+      t->changes.position > t->changes.from
+          ? "cdc: changes " + t->changes.from.ToString() + ".." + t->changes.position.ToString()
+          : "cdc: no new changes";
   return Status::OK();
 }
 
@@ -124,7 +124,7 @@ Result<bool> ApplyLoad(StreamTask* t, const Decision& d, const std::string& new_
                      << std::chrono::duration<double>(Clock::now() - planning).count() << " s";
     if (t->cdc_backfill) {
       // Changes after this point are applied once the load is published.
-      FERRY_ASSIGN_OR_RETURN(int64_t start, src->ChangeLogEnd(t->info));
+      FERRY_ASSIGN_OR_RETURN(source::Position start, src->ChangeLogEnd(t->info));
       p.cdc_start = start;
       p.table_since = src->SnapshotLogPosition();
     }
@@ -156,7 +156,7 @@ Status PlanTable(TableTask* table, Recorder* recorder, const std::string& state_
     PartPlan pp{t, recorder->Get(t->state_ns, t->info.name), std::nullopt, std::nullopt};
     if (t->cdc()) {
       auto decided = DecideCdc(pp.state, t->marker, t->settings.mode == config::SyncMode::kCdc,
-                               t->info.table_id);
+                               t->source->src->position_kind(), t->info.table_id);
       if (!decided.ok()) {
         return decided.status().WithContext("stream " + t->label + " (table " + table->table + ")");
       }
@@ -166,7 +166,7 @@ Status PlanTable(TableTask* table, Recorder* recorder, const std::string& state_
       }
       pp.cdc = std::move(*decided);
     } else if (!t->incremental()) {
-      auto d = DecideFullRefresh(pp.state, t->marker);
+      auto d = DecideFullRefresh(pp.state, t->marker, t->source->src->position_kind());
       if (!d.ok()) {
         return d.status().WithContext("stream " + t->label + " (state file " + state_path + ")");
       }

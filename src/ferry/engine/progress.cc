@@ -82,14 +82,14 @@ Json FullRefreshProgress::ToJson() const {
          {"committed", committed.ToJson()},
          {"rows", rows},
          {"published", published}};
-  if (cdc_start) j["cdc_start"] = *cdc_start;
+  if (cdc_start) j["cdc_start"] = cdc_start->ToJson();
   if (!table_id.empty()) j["table_id"] = table_id;
-  if (table_since > 0) j["table_since"] = table_since;
+  if (!table_since.none()) j["table_since"] = table_since.ToJson();
   return j;
 }
 
-Result<FullRefreshProgress> FullRefreshProgress::FromJson(const Json& j,
-                                                          const std::string& origin) {
+Result<FullRefreshProgress> FullRefreshProgress::FromJson(const Json& j, const std::string& origin,
+                                                          Position::Kind kind) {
   auto bad = [&](const std::string& what) {
     return Status::Corruption(origin + " is not a valid full-refresh progress record: " + what);
   };
@@ -157,28 +157,31 @@ Result<FullRefreshProgress> FullRefreshProgress::FromJson(const Json& j,
   p.rows = j.value("rows", int64_t{0});
   p.published = j.value("published", false);
   if (j.contains("cdc_start")) {
-    if (!j["cdc_start"].is_number_integer()) return bad("cdc_start is not an integer");
-    p.cdc_start = j["cdc_start"].get<int64_t>();
+    auto start = Position::FromJson(j["cdc_start"], kind, "cdc_start");
+    if (!start.ok()) return bad(start.status().message());
+    p.cdc_start = *start;
   }
   if (j.contains("table_id")) {
     if (!j["table_id"].is_string()) return bad("table_id is not a string");
     p.table_id = j["table_id"].get<std::string>();
   }
   if (j.contains("table_since")) {
-    if (!j["table_since"].is_number_integer()) return bad("table_since is not an integer");
-    p.table_since = j["table_since"].get<int64_t>();
+    auto since = Position::FromJson(j["table_since"], kind, "table_since");
+    if (!since.ok()) return bad(since.status().message());
+    p.table_since = *since;
   }
   return p;
 }
 
-Result<Decision> DecideFullRefresh(const Json& state, const Json& marker) {
+Result<Decision> DecideFullRefresh(const Json& state, const Json& marker, Position::Kind kind) {
   Decision d;
   std::optional<FullRefreshProgress> st, mk;
   if (!state.is_null()) {
-    FERRY_ASSIGN_OR_RETURN(st, FullRefreshProgress::FromJson(state, "the state file's entry"));
+    FERRY_ASSIGN_OR_RETURN(st,
+                           FullRefreshProgress::FromJson(state, "the state file's entry", kind));
   }
   if (!marker.is_null()) {
-    FERRY_ASSIGN_OR_RETURN(mk, FullRefreshProgress::FromJson(marker, "the table's marker"));
+    FERRY_ASSIGN_OR_RETURN(mk, FullRefreshProgress::FromJson(marker, "the table's marker", kind));
   }
   // A state whose load was published is finished: a new sync starts a new load.
   if (st && st->published) {
@@ -319,38 +322,53 @@ Result<IncrementalDecision> DecideIncremental(const std::string& stream, const s
 }
 
 Json CdcProgress::ToJson() const {
-  Json j{{"mode", "cdc"}, {"stream", stream}, {"position", position}, {"from", from}};
+  Json j{{"mode", "cdc"},
+         {"stream", stream},
+         {"position", position.ToJson()},
+         {"from", from.ToJson()}};
   if (landed) j["landed"] = true;
   if (!table_id.empty()) j["table_id"] = table_id;
-  if (table_since > position) j["table_since"] = table_since;
+  if (table_since > position) j["table_since"] = table_since.ToJson();
   return j;
 }
 
-namespace {
-// The change position a record proves: a CDC record's position, or the start of a published
-// backfill. -1 when it proves none.
-Result<int64_t> CdcPosition(const Json& j, const std::string& origin) {
-  if (!j.is_object()) return int64_t{-1};
+Result<std::optional<Position>> ProvenPosition(const Json& j, const std::string& origin,
+                                               Position::Kind kind) {
+  if (!j.is_object()) return std::optional<Position>();
   if (j.value("mode", "") == "cdc") {
-    if (!j.contains("position") || !j["position"].is_number_integer()) {
+    if (!j.contains("position")) {
       return Status::Corruption(origin + " is not a valid cdc progress record");
     }
-    return j["position"].get<int64_t>();
+    auto p = Position::FromJson(j["position"], kind, "position");
+    if (!p.ok()) {
+      return Status::Corruption(origin +
+                                " is not a valid cdc progress record: " + p.status().message());
+    }
+    return std::optional<Position>(*p);
   }
   if (j.value("mode", "") == "full_refresh" && j.value("published", false) &&
       j.contains("cdc_start")) {
-    FERRY_ASSIGN_OR_RETURN(FullRefreshProgress p, FullRefreshProgress::FromJson(j, origin));
-    return *p.cdc_start;
+    FERRY_ASSIGN_OR_RETURN(FullRefreshProgress p, FullRefreshProgress::FromJson(j, origin, kind));
+    return p.cdc_start;
   }
-  return int64_t{-1};
+  return std::optional<Position>();
 }
 
-// Where a record's rows of its table were read (0: it does not say).
-int64_t TableSinceOf(const Json& j) {
-  if (!j.is_object() || !j.contains("table_since") || !j["table_since"].is_number_integer()) {
-    return 0;
-  }
-  return j["table_since"].get<int64_t>();
+std::optional<Position> ChangesNeededAfter(const Json& record, Position::Kind kind) {
+  if (!record.is_object()) return std::nullopt;
+  const char* field = record.value("mode", "") == "cdc" ? "position" : "cdc_start";
+  if (!record.contains(field)) return std::nullopt;
+  auto at = Position::FromJson(record[field], kind, field);
+  if (!at.ok()) return std::nullopt;
+  return *at;
+}
+
+namespace {
+// Where a record's rows of its table were read (none: it does not say).
+Position TableSinceOf(const Json& j, Position::Kind kind) {
+  if (!j.is_object() || !j.contains("table_since")) return Position();
+  auto p = Position::FromJson(j["table_since"], kind, "table_since");
+  return p.ok() ? *p : Position();
 }
 
 // The table a record's changes are of (empty: it does not say).
@@ -364,16 +382,18 @@ Result<std::string> TableIdOf(const Json& j, const std::string& origin) {
 }  // namespace
 
 Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfilled,
-                              const std::string& table_id) {
+                              Position::Kind kind, const std::string& table_id) {
   CdcDecision d;
-  FERRY_ASSIGN_OR_RETURN(int64_t ps, CdcPosition(state, "the state file's entry"));
-  FERRY_ASSIGN_OR_RETURN(int64_t pm, CdcPosition(marker, "the table's marker"));
+  FERRY_ASSIGN_OR_RETURN(std::optional<Position> ps,
+                         ProvenPosition(state, "the state file's entry", kind));
+  FERRY_ASSIGN_OR_RETURN(std::optional<Position> pm,
+                         ProvenPosition(marker, "the table's marker", kind));
   FERRY_ASSIGN_OR_RETURN(std::string ts, TableIdOf(state, "the state file's entry"));
   FERRY_ASSIGN_OR_RETURN(std::string tm, TableIdOf(marker, "the table's marker"));
-  if (ps < 0 && pm >= 0 && !tm.empty() && !table_id.empty() && tm != table_id) {
+  if (!ps && pm && !tm.empty() && !table_id.empty() && tm != table_id) {
     // The table holds another table's rows and nothing says to go on with them: start over.
     d.backfill = true;
-    FERRY_ASSIGN_OR_RETURN(d.full, DecideFullRefresh(Json(nullptr), Json(nullptr)));
+    FERRY_ASSIGN_OR_RETURN(d.full, DecideFullRefresh(Json(nullptr), Json(nullptr), kind));
     d.explanation =
         "backfill: the table holds the rows of a source table dropped since, or of partitions "
         "that changed since (table " +
@@ -381,9 +401,9 @@ Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfi
     return d;
   }
   const bool landed = state.is_object() && state.value("landed", false);
-  if ((backfilled || landed) && ps >= 0 && marker.is_null()) {
+  if ((backfilled || landed) && ps && marker.is_null()) {
     return Status::Corruption(
-        "the state file says the table holds the changes up to position " + std::to_string(ps) +
+        "the state file says the table holds the changes up to position " + ps->ToString() +
         ", but the table has no marker of this pipeline: it was dropped or emptied, or the "
         "destination is not the one the state was written for, and the rows it held are gone. "
         "To load it again, remove the stream's entry from the state file (`ferry state` shows "
@@ -393,23 +413,24 @@ Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfi
                                  "(cdc_only: the rows it had are not read again; use mode "
                                  "cdc to backfill them)"));
   }
-  if (ps >= 0 || pm >= 0) {
-    d.position = std::max(ps, pm);
-    d.state_behind = pm > ps;
-    const Json& proof = pm > ps || ts.empty() ? marker : state;
-    d.table_id = pm > ps || ts.empty() ? tm : ts;
+  if (ps || pm) {
+    const bool marker_ahead = pm && (!ps || *pm > *ps);
+    d.position = marker_ahead ? *pm : *ps;
+    d.state_behind = marker_ahead;
+    const Json& proof = marker_ahead || ts.empty() ? marker : state;
+    d.table_id = marker_ahead || ts.empty() ? tm : ts;
     if (d.table_id.empty()) d.table_id = ts;
-    d.table_since = TableSinceOf(proof);
+    d.table_since = TableSinceOf(proof, kind);
     d.explanation = d.state_behind
-                        ? "the table already holds changes up to " + std::to_string(pm) +
-                              " (the state had " + std::to_string(ps) +
+                        ? "the table already holds changes up to " + pm->ToString() +
+                              " (the state had " + (ps ? ps->ToString() : std::string("none")) +
                               "): state repaired from the marker, those changes are not read again"
-                        : "applying changes after position " + std::to_string(d.position);
+                        : "applying changes after position " + d.position.ToString();
     return d;
   }
   // No change position yet: the backfill (a full refresh) is new or in flight.
   d.backfill = true;
-  FERRY_ASSIGN_OR_RETURN(d.full, DecideFullRefresh(state, marker));
+  FERRY_ASSIGN_OR_RETURN(d.full, DecideFullRefresh(state, marker, kind));
   if (d.full.action == Action::kAlreadyPublished) {
     if (!d.full.progress.cdc_start) {
       return Status::Corruption("the backfill record of stream " + d.full.progress.stream +
@@ -423,7 +444,7 @@ Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfi
     d.explanation =
         "the backfill was published but the state missed it: state repaired, "
         "applying changes after position " +
-        std::to_string(d.position);
+        d.position.ToString();
     return d;
   }
   if (d.full.action == Action::kResume && !d.full.progress.cdc_start) {
@@ -453,21 +474,21 @@ Json PartOfMarker(const Json& table_marker, const std::string& source_name) {
 }
 
 namespace {
-std::optional<FullRefreshProgress> LoadOf(const Json& marker) {
+std::optional<FullRefreshProgress> LoadOf(const Json& marker, Position::Kind kind) {
   if (!marker.is_object()) return std::nullopt;
-  auto p = FullRefreshProgress::FromJson(marker, "marker");
+  auto p = FullRefreshProgress::FromJson(marker, "marker", kind);
   if (!p.ok()) return std::nullopt;
   return *p;
 }
 }  // namespace
 
-bool ChunkLanded(const Json& marker, const std::string& run, int64_t chunk) {
-  auto m = LoadOf(marker);
+bool ChunkLanded(const Json& marker, const std::string& run, int64_t chunk, Position::Kind kind) {
+  auto m = LoadOf(marker, kind);
   return m && m->run == run && m->committed.Contains(chunk);
 }
 
-bool LoadPublished(const Json& marker, const std::string& run) {
-  auto m = LoadOf(marker);
+bool LoadPublished(const Json& marker, const std::string& run, Position::Kind kind) {
+  auto m = LoadOf(marker, kind);
   return m && m->run == run && m->published;
 }
 
@@ -476,10 +497,12 @@ bool WindowLanded(const Json& marker, const std::string& window) {
          marker.value("window", "") == window;
 }
 
-bool ChangesLanded(const Json& marker, int64_t position) {
+bool ChangesLanded(const Json& marker, Position position, Position::Kind kind) {
   if (!marker.is_object() || marker.value("mode", "") != "cdc") return false;
   const auto it = marker.find("position");
-  return it != marker.end() && it->is_number_integer() && it->get<int64_t>() >= position;
+  if (it == marker.end()) return false;
+  auto at = Position::FromJson(*it, kind, "position");
+  return at.ok() && *at >= position;
 }
 
 }  // namespace ferry::engine

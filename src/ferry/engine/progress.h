@@ -17,6 +17,7 @@
 namespace ferry::engine {
 
 using Json = nlohmann::json;
+using source::Position;
 
 // A set of chunk indices kept as sorted, disjoint half-open intervals: chunks mostly commit in
 // order, so a load of thousands of chunks stays a handful of numbers in the marker.
@@ -44,18 +45,21 @@ struct FullRefreshProgress {
   std::string stream;
   // CDC backfill: the change-log position of the snapshot the load started from; changes after
   // it are applied once the load is published.
-  std::optional<int64_t> cdc_start;
+  std::optional<Position> cdc_start;
   // The source's id of the table the load reads (StreamInfo::table_id; empty when the source has
   // none): a load is never resumed on another table, nor a backfill's changes taken from one.
   std::string table_id;
   // CDC backfill: where in the change log the load's first snapshot stands
-  // (Source::SnapshotLogPosition); 0 when not known.
-  int64_t table_since = 0;
+  // (Source::SnapshotLogPosition); none when not known.
+  Position table_since;
 
   bool AllCommitted() const { return committed.Count() >= plan.count; }
 
   Json ToJson() const;  // the marker form
-  static Result<FullRefreshProgress> FromJson(const Json& j, const std::string& origin);
+  // `kind`: the source's kind of change-log position (Source::position_kind), as the record's
+  // positions are read.
+  static Result<FullRefreshProgress> FromJson(const Json& j, const std::string& origin,
+                                              Position::Kind kind);
 };
 
 enum class Action {
@@ -72,8 +76,8 @@ struct Decision {
 };
 
 // `state` is the stream's state object (or null); `marker` the table's marker (or null).
-// Corrupt contents are an error, never guessed around.
-Result<Decision> DecideFullRefresh(const Json& state, const Json& marker);
+// Corrupt contents are an error, never guessed around. `kind` as FullRefreshProgress::FromJson.
+Result<Decision> DecideFullRefresh(const Json& state, const Json& marker, Position::Kind kind);
 
 // Progress of an incremental stream (engine/window.h says how a window reads). A window starts at
 // the last committed value `from` (its ties re-read) and ends at the largest value above it, or
@@ -114,8 +118,8 @@ Result<IncrementalDecision> DecideIncremental(const std::string& stream, const s
 // with from < position <= to and commits `to` as the stream's position.
 struct CdcProgress {
   std::string stream;
-  int64_t position = 0;  // every change at or below it is in the table
-  int64_t from = 0;      // marker: where the committed batch of changes started
+  Position position;  // every change at or below it is in the table
+  Position from;      // marker: where the committed batch of changes started
   // Something of the stream's was committed into its table (so the table has a marker): a
   // table without one then was dropped or emptied, not merely never written.
   bool landed = false;
@@ -124,16 +128,16 @@ struct CdcProgress {
   std::string table_id;
   // Where the table's rows of `table_id` were read (its backfill's SnapshotLogPosition); kept in
   // the record while `position` is below it (SharedStream::table_since).
-  int64_t table_since = 0;
+  Position table_since;
   Json ToJson() const;
 };
 
 struct CdcDecision {
-  bool backfill = false;    // true: a full refresh first (new or resumed), see `full`
-  Decision full;            // the backfill's decision
-  int64_t position = 0;     // !backfill: apply changes after this position
-  std::string table_id;     // !backfill: whose changes the table holds (empty: not known)
-  int64_t table_since = 0;  // !backfill: where those rows were read (0: not known)
+  bool backfill = false;  // true: a full refresh first (new or resumed), see `full`
+  Decision full;          // the backfill's decision
+  Position position;      // !backfill: apply changes after this position
+  std::string table_id;   // !backfill: whose changes the table holds (empty: not known)
+  Position table_since;   // !backfill: where those rows were read (none: not known)
   bool state_behind = false;
   std::string explanation;
 };
@@ -146,8 +150,20 @@ struct CdcDecision {
 // state entry whose marker holds the changes of another table (dropped and created again since)
 // starts over (a new backfill, or for cdc_only the changes from now on), so that removing the
 // state entry is how a stream stopped by a recreated table is started again.
+// The change position a record (a state entry or a marker) proves the table holds: a CDC
+// record's position, or the cdc_start of a published backfill; nullopt when it proves none.
+// kCorruption when the record's position does not read as `kind`.
+Result<std::optional<Position>> ProvenPosition(const Json& record, const std::string& origin,
+                                               Position::Kind kind);
+
+// Where a stream's state entry needs its change log from: a CDC record's position, or a
+// backfill's cdc_start (published or still loading); nullopt when the entry holds neither, or
+// one that does not read as `kind` (then the whole log is needed).
+std::optional<Position> ChangesNeededAfter(const Json& record, Position::Kind kind);
+
+// `kind`: the source's kind of change-log position (Source::position_kind).
 Result<CdcDecision> DecideCdc(const Json& state, const Json& marker, bool backfilled,
-                              const std::string& table_id = "");
+                              Position::Kind kind, const std::string& table_id = "");
 
 // A stream's marker within its table's: the whole marker for the stream of a single source
 // (`source_name` empty); its entry of {"sources": {NAME: marker, ...}} when several sources feed
@@ -157,10 +173,12 @@ Json PartOfMarker(const Json& table_marker, const std::string& source_name);
 // Whether a stream's marker, read back after a commit whose outcome was unknown, shows that the
 // commit landed: chunk `chunk` of load `run` committed; load `run` published; window `window`
 // committed; the changes up to `position` (or later ones) applied.
-bool ChunkLanded(const Json& marker, const std::string& run, int64_t chunk);
-bool LoadPublished(const Json& marker, const std::string& run);
+// `kind` as FullRefreshProgress::FromJson; ChangesLanded reads the marker's position as
+// `position`'s kind.
+bool ChunkLanded(const Json& marker, const std::string& run, int64_t chunk, Position::Kind kind);
+bool LoadPublished(const Json& marker, const std::string& run, Position::Kind kind);
 bool WindowLanded(const Json& marker, const std::string& window);
-bool ChangesLanded(const Json& marker, int64_t position);
+bool ChangesLanded(const Json& marker, Position position, Position::Kind kind);
 
 // "20261129T124500Z-3f2a1c"
 std::string NewRunId();

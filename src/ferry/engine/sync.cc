@@ -181,8 +181,8 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     }
     for (TableTask* table : shared) {
       for (StreamTask* t : table->parts) {
-        t->report->action = t->commits > 0 ? "cdc: changes " + std::to_string(t->report_from) +
-                                                 ".." + std::to_string(t->changes.position)
+        t->report->action = t->commits > 0 ? "cdc: changes " + t->report_from.ToString() + ".." +
+                                                 t->changes.position.ToString()
                                            : "cdc: no new changes";
       }
     }

@@ -68,7 +68,7 @@ struct SourceRun {
   std::unique_ptr<source::Source> src;
   std::vector<source::StreamInfo> streams;
   // Per-stream change logs read this sync: acknowledged once the sync succeeded.
-  std::vector<std::pair<source::StreamInfo, int64_t>> to_acknowledge;
+  std::vector<std::pair<source::StreamInfo, source::Position>> to_acknowledge;
   source::Source::SharedRead read;  // the shared change log's read, if any
   // When its change log checkpoints, and what it may forget (a merged table's checkpoint that
   // waits for this source's barrier asks it for one at the next transaction boundary).
@@ -90,7 +90,7 @@ struct StreamTask {
   CdcProgress changes;           // cdc after the backfill: the changes this sync applies
   bool cdc_backfill = false;     // cdc stream whose full refresh is new or in flight
   bool shared_log = false;       // cdc stream read from the source's shared change log
-  int64_t report_from = 0;       // shared log: the position this sync started from
+  source::Position report_from;  // shared log: the position this sync started from
   int64_t commits = 0;           // cdc: commits of changes made by this sync
   bool incremental() const { return settings.mode == config::SyncMode::kIncremental; }
   bool cdc() const {

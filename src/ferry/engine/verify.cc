@@ -545,44 +545,39 @@ class Verifier {
     auto table_marker = dst_->ReadMarker(p.info.name);
     if (!table_marker.ok()) return "";
     const Json marker = PartOfMarker(*table_marker, p.cfg->name);
-    int64_t applied = -1;
-    if (marker.is_object() && marker.value("mode", "") == "cdc" &&
-        marker["position"].is_number_integer()) {
-      applied = marker["position"].get<int64_t>();
-    } else if (marker.is_object() && marker.value("mode", "") == "full_refresh" &&
-               marker.value("published", false) && marker["cdc_start"].is_number_integer()) {
-      applied = marker["cdc_start"].get<int64_t>();  // a backfill, its changes not applied yet
-    }
-    if (applied < 0) return "";
+    // A backfill's cdc_start when its changes are not applied yet.
+    auto proven = ProvenPosition(marker, "the table's marker", p.src->position_kind());
+    if (!proven.ok() || !*proven) return "";
+    const source::Position applied = **proven;
     if (p.src->SharedChangeLog()) return SharedLogLag(p, marker, applied);
     auto end = p.src->ChangeLogEnd(p.info);
     if (!end.ok()) return "";
     if (*end > applied) {
-      return "cdc: replication lag — the source's change log reaches position " +
-             std::to_string(*end) + ", the table has the changes up to " + std::to_string(applied) +
+      return "cdc: replication lag — the source's change log reaches position " + end->ToString() +
+             ", the table has the changes up to " + applied.ToString() +
              "; the differences include changes not yet synced: run ferry sync --once and verify "
              "again";
     }
     return "cdc: divergence — every change in the source's change log (up to position " +
-           std::to_string(*end) +
+           end->ToString() +
            ") is in the table, so these differences are not replication lag: no sync will mend "
            "them";
   }
 
   // A change log shared by every table (PostgreSQL): the log is looked into for changes of this
   // table after the position the table holds (the log moves on for other tables too).
-  std::string SharedLogLag(const VerifiedPart& p, const Json& marker, int64_t applied) {
+  std::string SharedLogLag(const VerifiedPart& p, const Json& marker, source::Position applied) {
     auto changed = p.src->TableChanged(p.info, marker.value("table_id", ""));
     if (changed.ok() && !changed->empty()) {
-      return "cdc: divergence — " + *changed + ", after position " + std::to_string(applied) +
+      return "cdc: divergence — " + *changed + ", after position " + applied.ToString() +
              ", the position the table holds: no change in the log mends it. ferry sync stops at "
              "it and says how to start the stream over";
     }
     auto pending = p.src->SharedLogPending(p.info, applied);
     if (!pending.ok()) return "";
-    const std::string where = "position " + std::to_string(applied) +
+    const std::string where = "position " + applied.ToString() +
                               ", the position the table holds (the log reaches " +
-                              std::to_string(pending->log_end) + ")";
+                              pending->log_end.ToString() + ")";
     switch (pending->kind) {
       case source::Source::PendingChanges::Kind::kSome:
         return "cdc: replication lag — the source's change log holds changes of this table after " +

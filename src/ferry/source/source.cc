@@ -130,28 +130,30 @@ Status NoChangeLog(const StreamInfo& stream) {
 }  // namespace
 
 Status Source::PrepareChangeCapture(const StreamInfo& stream) { return NoChangeLog(stream); }
-Result<int64_t> Source::ChangeLogEnd(const StreamInfo& stream) { return NoChangeLog(stream); }
-Status Source::ReadChanges(const StreamInfo& stream, int64_t, int64_t,
+Result<Position> Source::ChangeLogEnd(const StreamInfo& stream) { return NoChangeLog(stream); }
+Status Source::ReadChanges(const StreamInfo& stream, Position, Position,
                            std::shared_ptr<const Schema>, size_t,
                            const std::function<bool(Batch&, bool)>&) {
   return NoChangeLog(stream);
 }
-Status Source::AcknowledgeChanges(const StreamInfo& stream, int64_t) { return NoChangeLog(stream); }
+Status Source::AcknowledgeChanges(const StreamInfo& stream, Position) {
+  return NoChangeLog(stream);
+}
 Status Source::CheckChangeCapture(const StreamInfo&) { return Status::OK(); }
 Result<Source::SharedRead> Source::ReadSharedChanges(
     const std::vector<SharedStream>&, const SharedReadOptions&,
     const std::function<bool(size_t, Batch&, bool)>&,
-    const std::function<bool(int64_t, const std::vector<std::string>&)>&) {
+    const std::function<bool(Position, const std::vector<std::string>&)>&) {
   return Status::Internal("ReadSharedChanges on a source without a shared change log");
 }
-void Source::ConfirmSharedLog(int64_t) {}
-Result<Source::PendingChanges> Source::SharedLogPending(const StreamInfo&, int64_t) {
+void Source::ConfirmSharedLog(Position) {}
+Result<Source::PendingChanges> Source::SharedLogPending(const StreamInfo&, Position) {
   PendingChanges p;
   p.detail = "the source cannot look into its change log";
   return p;
 }
 
-Status Source::AcknowledgeSharedLog(int64_t) {
+Status Source::AcknowledgeSharedLog(Position) {
   return Status::Internal("AcknowledgeSharedLog on a source without a shared change log");
 }
 

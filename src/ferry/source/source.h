@@ -27,6 +27,7 @@
 
 #include "ferry/base/status.h"
 #include "ferry/config/config.h"
+#include "ferry/source/position.h"
 #include "ferry/types/batch.h"
 
 namespace ferry::source {
@@ -167,22 +168,26 @@ class Source {
   virtual Status ReadCursorRange(const StreamInfo& stream, const std::string& cursor,
                                  const CursorRange& range, std::shared_ptr<const Schema> schema,
                                  size_t batch_rows, const std::function<bool(Batch&)>& emit);
+  // The kind of position of this source's change log (position.h): how the engine reads the
+  // positions its records hold. kNone: the source has no change log.
+  virtual Position::Kind position_kind() const { return Position::Kind::kNone; }
+
   // CDC with one change log per stream (SQLite: change tables filled by triggers ferry installs).
   // Positions are per stream, increasing. Sources without such logs say so.
   //
   // Installs what capturing changes needs (idempotent). Called before BeginSnapshot, so that no
   // change made after the snapshot point is missed.
   virtual Status PrepareChangeCapture(const StreamInfo& stream);
-  // The position of the stream's newest change (0 when none), as seen by the snapshot.
-  virtual Result<int64_t> ChangeLogEnd(const StreamInfo& stream);
+  // The position of the stream's newest change (none when none), as seen by the snapshot.
+  virtual Result<Position> ChangeLogEnd(const StreamInfo& stream);
   // The last change of every key with from < position <= to: upserts as full rows, deletes as
   // rows whose key columns are set (other columns NULL). `emit(batch, deletes)`.
-  virtual Status ReadChanges(const StreamInfo& stream, int64_t from, int64_t to,
+  virtual Status ReadChanges(const StreamInfo& stream, Position from, Position to,
                              std::shared_ptr<const Schema> schema, size_t batch_rows,
                              const std::function<bool(Batch&, bool deletes)>& emit);
   // Every change at or below `position` has landed in every sink and in the state file: the
   // source may forget it. Called outside the snapshot.
-  virtual Status AcknowledgeChanges(const StreamInfo& stream, int64_t position);
+  virtual Status AcknowledgeChanges(const StreamInfo& stream, Position position);
   // Checks, before anything is installed or read, that the stream's changes can be captured
   // (server settings, privileges, keys); the error names the fix. Default: nothing to check.
   virtual Status CheckChangeCapture(const StreamInfo& stream);
@@ -193,18 +198,18 @@ class Source {
   struct SharedStream {
     const StreamInfo* info = nullptr;
     std::shared_ptr<const Schema> schema;  // batches are built on it
-    int64_t position = 0;                  // the stream's changes up to here are in its table
+    Position position;                     // the stream's changes up to here are in its table
     // The table whose changes are in it (a StreamInfo::table_id of when they were read); empty:
     // not known, taken to be info->table_id.
     std::string table_id;
     // Where the table's rows were read from the table `table_id` (a backfill's snapshot, as
     // SnapshotLogPosition gave it): changes committed before it of another table of the same
-    // name are of an older one, not a replacement. 0: nothing is known of older tables.
-    int64_t table_since = 0;
+    // name are of an older one, not a replacement. None: nothing is known of older tables.
+    Position table_since;
   };
   struct SharedRead {
-    // Every change up to this position was emitted (0: no checkpoint was reached).
-    int64_t position = 0;
+    // Every change up to this position was emitted (none: no checkpoint was reached).
+    Position position;
     // Why the read ended before the log's end: the pass must be run again after a
     // rediscovery (a table's columns changed), or empty.
     std::string restart;
@@ -252,16 +257,16 @@ class Source {
   virtual Result<SharedRead> ReadSharedChanges(
       const std::vector<SharedStream>& streams, const SharedReadOptions& options,
       const std::function<bool(size_t stream, Batch&, bool deletes)>& emit,
-      const std::function<bool(int64_t position, const std::vector<std::string>& table_ids)>&
+      const std::function<bool(Position position, const std::vector<std::string>& table_ids)>&
           checkpoint);
   // Every stream's changes up to `position` are in its table and in the state file: the log may
   // forget them (PostgreSQL: the slot's confirmed position advances).
-  virtual Status AcknowledgeSharedLog(int64_t position);
+  virtual Status AcknowledgeSharedLog(Position position);
   // The same, told while ReadSharedChanges runs, from any thread, after each checkpoint: the log
   // learns it without waiting for the end of the read (PostgreSQL: the slot's confirmed and
   // restart positions move on during a long read, so the server keeps less WAL and a later read
   // decodes less of it again). By default nothing is done until AcknowledgeSharedLog.
-  virtual void ConfirmSharedLog(int64_t position);
+  virtual void ConfirmSharedLog(Position position);
   // For verify: whether the shared log holds changes of `stream`'s table committed after
   // `position` (what its destination table holds), which a sync would still apply. Read without
   // consuming anything; it may take a while when much of the log is unread. kNone only when
@@ -269,14 +274,14 @@ class Source {
   struct PendingChanges {
     enum class Kind { kNone, kSome, kUnknown };
     Kind kind = Kind::kUnknown;
-    int64_t log_end = 0;  // how far the log reaches, as looked at
-    std::string detail;   // what was looked at, or why it is not known
+    Position log_end;    // how far the log reaches, as looked at
+    std::string detail;  // what was looked at, or why it is not known
   };
-  virtual Result<PendingChanges> SharedLogPending(const StreamInfo& stream, int64_t position);
+  virtual Result<PendingChanges> SharedLogPending(const StreamInfo& stream, Position position);
 
   // CDC on a shared log: where in the log the snapshot of BeginSnapshot stands (every
-  // transaction it sees committed before it); 0 when not known.
-  virtual int64_t SnapshotLogPosition() const { return 0; }
+  // transaction it sees committed before it); none when not known.
+  virtual Position SnapshotLogPosition() const { return {}; }
 
   // The guarantee this source can give for a full refresh, for `check`.
   virtual std::string Describe() const = 0;

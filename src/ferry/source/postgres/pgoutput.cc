@@ -98,12 +98,7 @@ bool ReadTuple(Reader& r, std::vector<TupleValue>* out) {
 
 }  // namespace
 
-std::string FormatLsn(Lsn lsn) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%X/%X", static_cast<unsigned>(lsn >> 32),
-                static_cast<unsigned>(lsn & 0xffffffffu));
-  return buf;
-}
+std::string FormatLsn(Lsn lsn) { return lsn == 0 ? "0/0" : Position::Lsn(lsn).ToString(); }
 
 Result<Lsn> ParseLsn(std::string_view text) {
   size_t slash = text.find('/');

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "ferry/base/status.h"
+#include "ferry/source/position.h"
 
 namespace ferry::source::pg {
 

@@ -702,21 +702,22 @@ class PostgresSource final : public Source {
   }
 
   // The slot's starting point for this sync: a backfill starting now applies changes after it.
-  Result<int64_t> ChangeLogEnd(const StreamInfo& stream) override {
+  Result<Position> ChangeLogEnd(const StreamInfo& stream) override {
     if (!slot_ready_) {
       return Status::Internal("ChangeLogEnd before the replication slot was set up for " +
                               stream.name);
     }
-    return static_cast<int64_t>(slot_start_);
+    return Position::Lsn(slot_start_);
   }
 
+  Position::Kind position_kind() const override { return Position::Kind::kLsn; }
   bool SharedChangeLog() const override { return true; }
-  int64_t SnapshotLogPosition() const override { return static_cast<int64_t>(snapshot_lsn_); }
+  Position SnapshotLogPosition() const override { return Position::Lsn(snapshot_lsn_); }
 
   Result<SharedRead> ReadSharedChanges(
       const std::vector<SharedStream>& streams, const SharedReadOptions& options,
       const std::function<bool(size_t stream, Batch&, bool deletes)>& emit,
-      const std::function<bool(int64_t position, const std::vector<std::string>& table_ids)>&
+      const std::function<bool(Position position, const std::vector<std::string>& table_ids)>&
           checkpoint) override {
     auto stopping = [&] { return options.follow && options.stopping && options.stopping(); };
     SharedRead out;
@@ -800,10 +801,10 @@ class PostgresSource final : public Source {
           held[i] = found[i].relid == relid ? found[i] : pg::TableIdentity{relid};
         ids.push_back(held[i].ToString());
       }
-      if (!checkpoint(static_cast<int64_t>(position), ids)) {
+      if (!checkpoint(Position::Lsn(position), ids)) {
         return Status::Cancelled("sync stopped");
       }
-      out.position = static_cast<int64_t>(position);
+      out.position = Position::Lsn(position);
       if (options.trigger) options.trigger->Taken();
       if (gone.empty()) {
         FERRY_ASSIGN_OR_RETURN(gone, GoneSinceDiscovery(changes.tables(), discovered));
@@ -823,7 +824,7 @@ class PostgresSource final : public Source {
     auto due = [&](bool quiet) {
       if (!options.trigger) return false;
       return options.trigger->Due({changes.pending_changes(), changes.pending_bytes(),
-                                   boundary > static_cast<pg::Lsn>(out.position), quiet});
+                                   boundary > out.position.lsn(), quiet});
     };
     Status result;
     // At a transaction boundary: true when the read ends here (`result` says how).
@@ -940,13 +941,13 @@ class PostgresSource final : public Source {
   // Looks into the slot without consuming it (pg_logical_slot_peek_binary_changes, read through
   // a cursor, up to kPeekChanges messages) for a change of the stream's table (a relation of its
   // name) committed at or after `position`.
-  Result<PendingChanges> SharedLogPending(const StreamInfo& stream, int64_t position) override {
+  Result<PendingChanges> SharedLogPending(const StreamInfo& stream, Position position) override {
     FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
     FERRY_RETURN_IF_ERROR(OpenLookup());
     PendingChanges out;
     FERRY_ASSIGN_OR_RETURN(pg::Lsn end, LogEnd(lookup_.get()));
-    out.log_end = static_cast<int64_t>(end);
-    const pg::Lsn at = static_cast<pg::Lsn>(position);
+    out.log_end = Position::Lsn(end);
+    const pg::Lsn at = position.lsn();
     if (end <= at) {
       out.kind = PendingChanges::Kind::kNone;
       out.detail = "nothing was written to the log after it";
@@ -1032,17 +1033,17 @@ class PostgresSource final : public Source {
   }
 
   // Sent by the reader thread with its next status update.
-  void ConfirmSharedLog(int64_t position) override {
-    pg::Lsn lsn = static_cast<pg::Lsn>(position);
+  void ConfirmSharedLog(Position position) override {
+    pg::Lsn lsn = position.lsn();
     pg::Lsn was = confirmed_.load(std::memory_order_acquire);
     while (lsn > was && !confirmed_.compare_exchange_weak(was, lsn, std::memory_order_acq_rel)) {
     }
   }
 
-  Status AcknowledgeSharedLog(int64_t position) override {
+  Status AcknowledgeSharedLog(Position position) override {
     if (!repl_ || !streaming_) return Status::OK();
     FaultPoint("source.before_acknowledge");
-    pg::Lsn lsn = static_cast<pg::Lsn>(position);
+    pg::Lsn lsn = position.lsn();
     FERRY_RETURN_IF_ERROR(repl_->PutCopyData(pg::StandbyStatusUpdate(lsn, lsn, true)));
     // The server answers the request with a keepalive once it has taken the position.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -1235,9 +1236,9 @@ class PostgresSource final : public Source {
       }
     }
     t.schema = ss.schema;
-    t.position = static_cast<pg::Lsn>(ss.position);
+    t.position = ss.position.lsn();
     t.relid = held.relid;
-    t.since = ss.table_since > 0 ? static_cast<pg::Lsn>(ss.table_since) : 0;
+    t.since = ss.table_since.lsn();
     return t;
   }
 

@@ -604,19 +604,21 @@ class SqliteSource final : public Source {
     return ddl;
   }
 
-  Result<int64_t> ChangeLogEnd(const StreamInfo& stream) override {
+  Position::Kind position_kind() const override { return Position::Kind::kSequence; }
+
+  Result<Position> ChangeLogEnd(const StreamInfo& stream) override {
     FERRY_ASSIGN_OR_RETURN(auto st,
                            db_->Prepare("SELECT seq FROM main.sqlite_sequence WHERE name = ?1"));
     st.Bind(1, ChangeTable(stream));
     auto row = st.Step();
     if (!row.ok()) {
       // No AUTOINCREMENT table has been used yet: sqlite_sequence may not exist.
-      return int64_t{0};
+      return Position();
     }
-    return *row ? st.Int64(0) : int64_t{0};
+    return *row ? Position::Sequence(std::max<int64_t>(st.Int64(0), 0)) : Position();
   }
 
-  Status ReadChanges(const StreamInfo& stream, int64_t from, int64_t to,
+  Status ReadChanges(const StreamInfo& stream, Position from, Position to,
                      std::shared_ptr<const Schema> schema, size_t batch_rows,
                      const std::function<bool(Batch&, bool deletes)>& emit) override {
     std::string keys, join;
@@ -644,7 +646,7 @@ class SqliteSource final : public Source {
                       QuoteIdentifier(stream.name) + " AS t ON l._ferry_op = 3" + join +
                       " WHERE l._ferry_rn = 1 ORDER BY l._ferry_seq";
     FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
-    st.Bind(1, from).Bind(2, to);
+    st.Bind(1, from.sequence()).Bind(2, to.sequence());
     std::vector<bool> is_key;
     for (const auto& c : stream.columns) is_key.push_back(c.pk_position > 0);
     Batch upserts(schema), deletes(schema);
@@ -692,12 +694,12 @@ class SqliteSource final : public Source {
     return Status::OK();
   }
 
-  Status AcknowledgeChanges(const StreamInfo& stream, int64_t position) override {
+  Status AcknowledgeChanges(const StreamInfo& stream, Position position) override {
     FERRY_ASSIGN_OR_RETURN(auto rw, OpenWriter());
     FERRY_ASSIGN_OR_RETURN(auto st,
                            rw->Prepare("DELETE FROM main." + QuoteIdentifier(ChangeTable(stream)) +
                                        " WHERE _ferry_seq <= ?1"));
-    st.Bind(1, position);
+    st.Bind(1, position.sequence());
     return st.Exec().WithContext("releasing applied changes of " + stream.name);
   }
 
