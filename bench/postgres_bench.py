@@ -33,17 +33,24 @@ VACUUM (ANALYZE, FREEZE) t;
 """
 
 
-def measure(argv, cwd=None, env=None, stdout=subprocess.DEVNULL):
-    """Runs argv under /usr/bin/time; returns (wall seconds, peak RSS kB)."""
+def measure_cpu(argv, cwd=None, env=None, stdout=subprocess.DEVNULL):
+    """Runs argv under /usr/bin/time; returns (wall seconds, peak RSS kB, CPU seconds: user +
+    system). CPU time moves far less than wall time with what else the shared cores run."""
     rss_file = tempfile.mktemp()
     t0 = time.monotonic()
-    p = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file, *argv], cwd=cwd, env=env,
-                       stdout=stdout, stderr=subprocess.PIPE, text=True)
+    p = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", "-o", rss_file, *argv], cwd=cwd,
+                       env=env, stdout=stdout, stderr=subprocess.PIPE, text=True)
     wall = time.monotonic() - t0
     if p.returncode != 0:
         sys.exit(f"failed: {' '.join(argv)}\n{p.stderr[-3000:]}")
-    rss = int(open(rss_file).read().split()[-1])
+    rss, user, system = open(rss_file).read().split()[-3:]
     os.unlink(rss_file)
+    return wall, int(rss), float(user) + float(system)
+
+
+def measure(argv, cwd=None, env=None, stdout=subprocess.DEVNULL):
+    """Runs argv under /usr/bin/time; returns (wall seconds, peak RSS kB)."""
+    wall, rss, _ = measure_cpu(argv, cwd, env, stdout)
     return wall, rss
 
 
@@ -125,7 +132,8 @@ state: ./state.json
 """)
             return d
 
-        recs = {"export": [], "full": [], "full_rss": [], "recv": [], "cdc": [], "cdc_rss": []}
+        recs = {"export": [], "full": [], "full_rss": [], "full_cpu": [], "recv": [], "recv_cpu": [],
+                "cdc": [], "cdc_rss": [], "cdc_cpu": []}
         full = pipeline("full", "full_refresh")
         for rep in range(a.repeat):
             s, _ = measure(psql + ["-c", "COPY t TO STDOUT (FORMAT binary)"])
@@ -133,9 +141,10 @@ state: ./state.json
             shutil.rmtree(os.path.join(full, "warehouse"), ignore_errors=True)
             if os.path.exists(os.path.join(full, "state.json")):
                 os.unlink(os.path.join(full, "state.json"))
-            s, rss = measure([a.ferry, "sync", "-c", "pipeline.yaml"], cwd=full, env=env)
+            s, rss, cpu = measure_cpu([a.ferry, "sync", "-c", "pipeline.yaml"], cwd=full, env=env)
             recs["full"].append(s)
             recs["full_rss"].append(rss)
+            recs["full_cpu"].append(cpu)
             print(f"# full refresh run {rep + 1}: COPY {recs['export'][-1]:.2f} s, ferry {s:.2f} s, "
                   f"peak RSS {rss / 1024:.0f} MiB", file=sys.stderr)
         data_files = glob.glob(os.path.join(full, "warehouse", "bench", "t", "data", "*.parquet"))
@@ -153,14 +162,17 @@ state: ./state.json
                   file=sys.stderr)
             server.psql(script, db="bench")
             end = server.psql("SELECT pg_current_wal_insert_lsn()", db="bench").strip()
-            s, _ = measure(["pg_recvlogical", "-h", server.dir, "-p", str(server.port), "-U",
+            s, _, cpu = measure_cpu(["pg_recvlogical", "-h", server.dir, "-p", str(server.port), "-U",
                             pgserver.SUPERUSER, "-d", "bench", "--slot", "recv", "--start",
                             "--no-loop", "--endpos", end, "-o", "proto_version=1",
                             "-o", "publication_names=ferry_cdc", "-f", "/dev/null"])
             recs["recv"].append(s)
-            s, rss = measure([a.ferry, "sync", "--once", "-c", "pipeline.yaml"], cwd=cdc, env=env)
+            recs["recv_cpu"].append(cpu)
+            s, rss, cpu = measure_cpu([a.ferry, "sync", "--once", "-c", "pipeline.yaml"], cwd=cdc,
+                                      env=env)
             recs["cdc"].append(s)
             recs["cdc_rss"].append(rss)
+            recs["cdc_cpu"].append(cpu)
             print(f"# cdc run {rep + 1}: pg_recvlogical {recs['recv'][-1]:.2f} s, ferry {s:.2f} s, "
                   f"peak RSS {rss / 1024:.0f} MiB", file=sys.stderr)
         # The destination holds every row once, with the last update applied.
@@ -179,7 +191,7 @@ state: ./state.json
             "repeat": a.repeat,
             "full_refresh": {
                 "copy_binary_seconds": recs["export"], "ferry_seconds": recs["full"],
-                "ferry_peak_rss_kb": recs["full_rss"],
+                "ferry_peak_rss_kb": recs["full_rss"], "ferry_cpu_seconds": recs["full_cpu"],
                 "copy_rows_per_s": round(a.rows / med(recs["export"])),
                 "ferry_rows_per_s": round(a.rows / med(recs["full"])),
                 "ratio_ferry_to_copy": round(med(recs["export"]) / med(recs["full"]), 3),
@@ -188,7 +200,8 @@ state: ./state.json
             "cdc": {
                 "changes": changes, "transactions": a.txns,
                 "pg_recvlogical_seconds": recs["recv"], "ferry_seconds": recs["cdc"],
-                "ferry_peak_rss_kb": recs["cdc_rss"],
+                "ferry_peak_rss_kb": recs["cdc_rss"], "ferry_cpu_seconds": recs["cdc_cpu"],
+                "pg_recvlogical_cpu_seconds": recs["recv_cpu"],
                 "pg_recvlogical_changes_per_s": round(changes / med(recs["recv"])),
                 "ferry_changes_per_s": round(changes / med(recs["cdc"])),
                 "ratio_ferry_to_pg_recvlogical": round(med(recs["recv"]) / med(recs["cdc"]), 3)},
@@ -205,6 +218,8 @@ state: ./state.json
               f"{med(recs['recv']):.2f} s ({c['pg_recvlogical_changes_per_s']:,}/s), ferry "
               f"{med(recs['cdc']):.2f} s ({c['ferry_changes_per_s']:,}/s): ferry/pg_recvlogical "
               f"{c['ratio_ferry_to_pg_recvlogical']:.2f}; peak RSS {max(recs['cdc_rss']) / 1024:.0f} MiB")
+        print(f"ferry CPU seconds (user + system, median): full refresh {med(recs['full_cpu']):.2f}, "
+              f"cdc {med(recs['cdc_cpu']):.2f} (pg_recvlogical {med(recs['recv_cpu']):.2f})")
         print(f"results: {a.json}")
 
 

@@ -6,15 +6,16 @@
 
 namespace ferry {
 
-// A double-quoted SQL identifier with embedded quotes doubled: safe for any table or column name
-// (spaces, capitals, quotes, unicode, reserved words) in PostgreSQL, SQLite and standard SQL.
-inline std::string QuoteSqlIdentifier(std::string_view name) {
-  std::string out = "\"";
+// `name` between `quote`s, embedded quotes doubled: safe for any table or column name (spaces,
+// capitals, quotes, unicode, reserved words). Double quotes are standard SQL (PostgreSQL,
+// SQLite); MySQL and MariaDB quote with backticks.
+inline std::string QuoteSqlIdentifier(std::string_view name, char quote = '"') {
+  std::string out(1, quote);
   for (char c : name) {
-    if (c == '"') out += '"';
+    if (c == quote) out += quote;
     out += c;
   }
-  out += '"';
+  out += quote;
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "ferry/clients/mysql/mysql_server.h"
 
+#include "ferry/base/sql.h"
+
 namespace ferry::mysql {
 namespace {
 
@@ -40,15 +42,7 @@ Flavor ParseServerInfo(std::string_view info) {
   return f;
 }
 
-std::string QuoteIdent(std::string_view name) {
-  std::string out = "`";
-  for (char c : name) {
-    if (c == '`') out += '`';
-    out += c;
-  }
-  out += '`';
-  return out;
-}
+std::string QuoteIdent(std::string_view name) { return QuoteSqlIdentifier(name, '`'); }
 
 Result<Url> ParseUrl(std::string_view url, std::string_view setting) {
   auto bad = [&](const std::string& why) {
