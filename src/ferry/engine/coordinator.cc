@@ -1,7 +1,6 @@
 #include "ferry/engine/coordinator.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "ferry/engine/tasks.h"
 
