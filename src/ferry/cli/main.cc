@@ -74,7 +74,7 @@ commands:
                              the first differing keys. Exit 0 when every table matches, 1 on any
                              difference
   faults                     list the named fault points (FERRY_FAULT=<point>[:<n>])
-  version                    print the version
+  version                    print the version (also --version)
 
 options:
   -c, --config FILE   the pipeline file (YAML)
@@ -271,8 +271,17 @@ int CmdSync(const Args& a) {
   // window, full refresh and change log read to its end), as --once does once.
   opts.follow = follow && OnlyCdcStreams(*cfg);
   opts.follow_commit_ms = int64_t{a.interval_s} * 1000;
+  // One sync of a pipeline at a time: a second one (an overlapping cron run) is refused.
+  auto lock = state::PipelineLock::Acquire(cfg->state_path, cfg->name);
+  if (!lock.ok()) return Fail(lock.status(), ExitCodeFor(lock.status()));
   int reruns = 0;
   int retries = 0;
+  // Whether any round reached every source and the destination. Until one has, a server that
+  // cannot be reached is most likely a wrong address or a server that is not running: a couple
+  // of quick attempts, then the error with its hint. Connections lost later are retried up to
+  // checkpoint.tolerable_failures times.
+  bool ever_connected = false;
+  constexpr int kRetriesBeforeFirstConnection = 2;
   for (;;) {
     engine::SyncReport report;
     // Each round reads the pipeline file anew: the round before consumed its options.
@@ -280,6 +289,7 @@ int CmdSync(const Args& a) {
     if (!round_cfg.ok()) return Fail(round_cfg.status(), 2);
     const auto round_start = std::chrono::steady_clock::now();
     Status s = engine::RunSync(*round_cfg, opts, &report);
+    ever_connected = ever_connected || report.connected;
     // A round that ran a long while (following the log) before it failed was not one of a
     // series of failures in a row.
     if (std::chrono::steady_clock::now() - round_start > std::chrono::minutes(1)) retries = 0;
@@ -296,8 +306,18 @@ int CmdSync(const Args& a) {
       continue;
     }
     reruns = 0;
-    if (!s.ok() && s.retryable() && !g_stop.requested() &&
-        retries < round_cfg->checkpoint.tolerable_failures) {
+    const int tolerable = ever_connected ? round_cfg->checkpoint.tolerable_failures
+                                         : std::min(round_cfg->checkpoint.tolerable_failures,
+                                                    kRetriesBeforeFirstConnection);
+    if (!s.ok() && s.retryable() && !g_stop.requested() && retries >= tolerable &&
+        !ever_connected && tolerable > 0) {
+      std::fprintf(stderr,
+                   "ferry: giving up after %d attempts: this run never reached every source and "
+                   "the destination (connections lost once running are retried up to "
+                   "checkpoint.tolerable_failures times)\n",
+                   retries + 1);
+    }
+    if (!s.ok() && s.retryable() && !g_stop.requested() && retries < tolerable) {
       // A server went away (restart, failover, a terminated connection), or a commit lost to
       // another writer (a deadlock, a lock wait timeout, a catalog race): nothing half-done
       // stays; try again with backoff.
@@ -309,10 +329,18 @@ int CmdSync(const Args& a) {
       }
       if (!follow) cfg = config::LoadPipelineFile(a.config);
       if (!g_stop.requested()) continue;
+      // Stopped while waiting to try again: nothing is in flight, what was committed stays.
+      std::fprintf(stderr,
+                   "ferry: stopped on request while waiting to retry (the last attempt: %s); what "
+                   "was committed stays, and the next sync resumes from there\n",
+                   s.message().c_str());
+      return 0;
     }
     if (s.ok()) retries = 0;
     if (!s.ok()) {
-      if (g_stop.requested() && s.code() == StatusCode::kCancelled) {
+      // Stopped on request: a read cut short, or an attempt that failed on a lost server while
+      // the stop came; nothing half-done stays either way.
+      if (g_stop.requested() && (s.code() == StatusCode::kCancelled || s.retryable())) {
         std::fprintf(stderr,
                      "ferry: stopped on request; what was committed stays, and the next sync "
                      "resumes from there\n");
@@ -668,6 +696,9 @@ int Main(int argc, char** argv) {
       SetLogLevel(LogLevel::kWarn);
     } else if (w == "-h" || w == "--help" || w == "help") {
       return Usage("");
+    } else if (w == "--version" || w == "-V") {
+      // As `ferry version`.
+      if (a.command.empty()) a.command = "version";
     } else if (!w.empty() && w[0] == '-') {
       return Usage("unknown option '" + w + "'");
     } else if (a.command.empty()) {

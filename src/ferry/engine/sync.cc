@@ -20,6 +20,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
   auto dst_r = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst_r.ok()) return dst_r.status().WithContext("destination");
   auto dst = std::move(*dst_r);
+  report->connected = true;
 
   auto store = state::OpenFileStateStore(cfg.state_path);
   FERRY_ASSIGN_OR_RETURN(auto loaded, store->Load());

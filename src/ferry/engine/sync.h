@@ -33,6 +33,9 @@ struct SyncReport {
   // Non-empty when the sync stopped early at a consistent point and must run again at once
   // (e.g. a table's columns changed in the change log: the next run rediscovers it).
   std::string rerun;
+  // Every source and the destination were reached (whatever failed later): a failure after this
+  // is a connection lost mid-run, not a server that was never there.
+  bool connected = false;
 };
 
 struct SyncOptions {

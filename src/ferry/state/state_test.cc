@@ -71,5 +71,23 @@ TEST_F(StateTest, ALeftoverTemporaryFileDoesNotMatter) {
   EXPECT_EQ((*back)->pipeline(), "p");
 }
 
+TEST_F(StateTest, OneSyncOfAPipelineHoldsItsLockUntilItEnds) {
+  auto first = PipelineLock::Acquire(path_, "shop");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = PipelineLock::Acquire(path_, "shop");
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kAlreadyExists);
+  const std::string& m = second.status().message();
+  EXPECT_NE(m.find("another sync of pipeline 'shop' is running (pid " + std::to_string(::getpid()) +
+                   " on "),
+            std::string::npos)
+      << m;
+  first->reset();
+  // Let go: the next sync takes it, the file left in place.
+  EXPECT_TRUE(PipelineLock::Acquire(path_, "shop").ok());
+  // A folder that does not exist yet is made, as the state file's is.
+  EXPECT_TRUE(PipelineLock::Acquire(tmp_.File("new/sub/state.json"), "shop").ok());
+}
+
 }  // namespace
 }  // namespace ferry::state
