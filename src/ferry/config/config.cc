@@ -137,6 +137,7 @@ class Parser {
   Result<Options> CollectOptions(const YAML::Node& section, const std::string& name,
                                  const std::vector<std::string>& skip) {
     Options opts(name, base_dir_);
+    opts.SetContext(file_, skip);
     for (auto it = section.begin(); it != section.end(); ++it) {
       std::string key = it->first.as<std::string>();
       if (std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
@@ -557,8 +558,14 @@ Result<int64_t> Options::TakeBytes(const std::string& key, int64_t default_value
 Status Options::CheckAllUsed(const std::vector<std::string>& known) const {
   for (const auto& [key, v] : values_) {
     if (!v.used) {
-      std::string m = UnknownKeyMessage(key, section_ + " (type-specific keys)", known);
-      if (v.line > 0) m = "line " + std::to_string(v.line) + ": " + m;
+      std::vector<std::string> all = known;
+      for (const auto& k : taken_) {
+        if (k != "name" && std::find(all.begin(), all.end(), k) == all.end()) all.push_back(k);
+      }
+      std::string m = UnknownKeyMessage(key, section_, all);
+      if (v.line > 0) {
+        m = (file_.empty() ? "line " + std::to_string(v.line) : At(file_, v.line)) + ": " + m;
+      }
       return Status::InvalidArgument(m);
     }
   }

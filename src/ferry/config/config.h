@@ -35,6 +35,13 @@ class Options {
   Options(std::string section, std::string base_dir)
       : section_(std::move(section)), base_dir_(std::move(base_dir)) {}
 
+  // The pipeline file the section is in, and the keys of the section the parser took itself
+  // (type, mode, streams, ...): an unknown key's error names the file and lists both, so a
+  // misspelled shared key gets its "did you mean" too.
+  void SetContext(std::string file, std::vector<std::string> taken_keys) {
+    file_ = std::move(file);
+    taken_ = std::move(taken_keys);
+  }
   void Set(const std::string& key, std::string text, int line) {
     values_[key] = Value{std::move(text), line, false};
   }
@@ -56,8 +63,9 @@ class Options {
   Result<int64_t> TakeDuration(const std::string& key, int64_t default_ms, int64_t min_ms,
                                const std::string& zero_means = "");
 
-  // Error for the first key nobody took: "unknown key 'chunk_row' in source (line 7); known keys:
-  // ..."
+  // Error for the first key nobody took: "pipeline.yaml:7: unknown key 'chunk_row' in source; did
+  // you mean 'chunk_rows'? Known keys: ..." (`known`: the keys the section's reader takes, with
+  // those the parser took).
   Status CheckAllUsed(const std::vector<std::string>& known) const;
 
   const std::string& section() const { return section_; }
@@ -67,6 +75,8 @@ class Options {
  private:
   std::string section_;
   std::string base_dir_;
+  std::string file_;
+  std::vector<std::string> taken_;
   std::map<std::string, Value> values_;
 };
 

@@ -79,6 +79,28 @@ TEST(ConfigTest, TypeSpecificKeysNobodyTookAreReported) {
   EXPECT_NE(s.message().find("unknown key 'pth'"), std::string::npos) << s.message();
 }
 
+// A misspelled key inside a section gets what a misspelled top-level key gets: the file and line,
+// a "did you mean" among every key the section takes (the shared ones too), the known keys.
+TEST(ConfigTest, AMisspelledSharedKeyInASectionIsNamedWithTheFileAndTheFix) {
+  auto cfg = Parse(
+      "name: a\nsource:\n  type: sqlite\n  path: x.db\n  chunk_row: 5\n"
+      "destination: {type: iceberg}\n");
+  ASSERT_TRUE(cfg.ok());
+  ASSERT_TRUE(cfg->source().options.TakePath("path").ok());
+  Status s = cfg->source().options.CheckAllUsed({"path"});
+  ASSERT_FALSE(s.ok());
+  const std::string& m = s.message();
+  EXPECT_EQ(m.rfind("/p/pipeline.yaml:5: unknown key 'chunk_row' in source; did you mean "
+                    "'chunk_rows'?",
+                    0),
+            0u)
+      << m;
+  for (const char* k : {"path", "type", "mode", "chunk_rows", "readers", "streams"}) {
+    EXPECT_NE(m.find(k), std::string::npos) << k << ": " << m;
+  }
+  EXPECT_EQ(m.find("name"), std::string::npos) << m;
+}
+
 TEST(ConfigTest, BadValuesAreExplained) {
   EXPECT_NE(Parse("name: 'a b'\nsource: {type: sqlite}\ndestination: {type: iceberg}\n")
                 .status()

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -127,60 +128,75 @@ Result<std::unique_ptr<PipelineLock>> PipelineLock::Acquire(const std::string& s
                                                             const std::string& pipeline) {
   const std::string path = state_path + ".lock";
   FERRY_RETURN_IF_ERROR(MakeDirs(ParentDir(path)));
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    const int err = errno;
-    std::string m = "cannot open the lock file " + path + " of pipeline '" + pipeline +
-                    "': " + std::strerror(err);
-    if (err == EACCES || err == EPERM || err == EROFS) {
-      return Status::PermissionDenied(m +
-                                      "; the folder of the state file must be writable by "
-                                      "the user running ferry (uid " +
-                                      std::to_string(::getuid()) + ")");
+  // The holder removes the file when it lets go; a file locked after its holder removed it is
+  // not the lock any more, so the lock is the file that still has the name once locked.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      const int err = errno;
+      std::string m = "cannot open the lock file " + path + " of pipeline '" + pipeline +
+                      "': " + std::strerror(err);
+      if (err == EACCES || err == EPERM || err == EROFS) {
+        return Status::PermissionDenied(m +
+                                        "; the folder of the state file must be writable "
+                                        "by the user running ferry (uid " +
+                                        std::to_string(::getuid()) + ")");
+      }
+      return Status::IOError(m);
     }
-    return Status::IOError(m);
-  }
-  std::unique_ptr<PipelineLock> lock(new PipelineLock(fd));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    if (err != EWOULDBLOCK) {
-      return Status::IOError("cannot lock " + path + ": " + std::strerror(err));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      std::string holder(512, '\0');
+      const ssize_t n = ::pread(fd, holder.data(), holder.size(), 0);
+      ::close(fd);
+      if (err != EWOULDBLOCK) {
+        return Status::IOError("cannot lock " + path + ": " + std::strerror(err));
+      }
+      holder.resize(n > 0 ? static_cast<size_t>(n) : 0);
+      Json who = Json::parse(holder, nullptr, /*allow_exceptions=*/false);
+      std::string by = "another process";
+      if (who.is_object()) {
+        by = "pid " + std::to_string(who.value("pid", int64_t{0})) + " on " +
+             who.value("host", std::string("?")) + ", since " +
+             who.value("since", std::string("?"));
+      }
+      return Status::AlreadyExists("another sync of pipeline '" + pipeline + "' is running (" + by +
+                                   "; it holds " + path +
+                                   "): wait for it to end, or stop it (SIGTERM) before starting "
+                                   "this one");
     }
-    std::string holder(512, '\0');
-    const ssize_t n = ::pread(fd, holder.data(), holder.size(), 0);
-    holder.resize(n > 0 ? static_cast<size_t>(n) : 0);
-    Json who = Json::parse(holder, nullptr, /*allow_exceptions=*/false);
-    std::string by = "another process";
-    if (who.is_object()) {
-      by = "pid " + std::to_string(who.value("pid", int64_t{0})) + " on " +
-           who.value("host", std::string("?")) + ", since " + who.value("since", std::string("?"));
+    struct stat held {
+    }, named{};
+    if (::fstat(fd, &held) != 0 || ::stat(path.c_str(), &named) != 0 ||
+        held.st_ino != named.st_ino || held.st_dev != named.st_dev) {
+      ::close(fd);  // removed by the holder that just let go: take the new one
+      continue;
     }
-    return Status::AlreadyExists("another sync of pipeline '" + pipeline + "' is running (" + by +
-                                 "; it holds " + path +
-                                 "): wait for it to end, or stop it (SIGTERM) before starting "
-                                 "this one");
+    std::unique_ptr<PipelineLock> lock(new PipelineLock(fd, path));
+    char host[256] = "?";
+    ::gethostname(host, sizeof host - 1);
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    ::gmtime_r(&now, &tm);
+    char since[32];
+    std::strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    const std::string text =
+        Json{{"pid", static_cast<int64_t>(::getpid())}, {"host", host}, {"since", since}}.dump() +
+        "\n";
+    // Who holds it, for the message a second sync prints; the lock itself is the flock.
+    if (::ftruncate(fd, 0) != 0 ||
+        ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+      return Status::IOError("cannot write " + path + ": " + std::strerror(errno));
+    }
+    return lock;
   }
-  char host[256] = "?";
-  ::gethostname(host, sizeof host - 1);
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&now, &tm);
-  char since[32];
-  std::strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  const std::string who =
-      Json{{"pid", static_cast<int64_t>(::getpid())}, {"host", host}, {"since", since}}.dump() +
-      "\n";
-  // Who holds it, for the message a second sync prints; the lock itself is the flock.
-  if (::ftruncate(fd, 0) != 0 ||
-      ::pwrite(fd, who.data(), who.size(), 0) != static_cast<ssize_t>(who.size())) {
-    return Status::IOError("cannot write " + path + ": " + std::strerror(errno));
-  }
-  return lock;
+  return Status::IOError("cannot lock " + path + ": it kept being replaced while locking it");
 }
 
 PipelineLock::~PipelineLock() {
-  // The file stays: removing it could let a third process lock a new file while a second one
-  // waits on this one. Closing lets go of the lock.
+  // Removed while still locked, so no other process can lock this file in between (one that
+  // opened it before finds, once locked, that the name is gone or another file's).
+  ::unlink(path_.c_str());
   ::close(fd_);
 }
 

@@ -63,10 +63,11 @@ std::unique_ptr<StateStore> OpenFileStateStore(std::string path);
 
 // Held while a sync of a pipeline runs, so that a second sync of it at once (an overlapping cron
 // run, a second terminal) is refused instead of racing the first for the same tables: an
-// exclusive lock (flock) on `<state file>.lock`, which holds who has it. The kernel lets go of it
-// when the process ends however it ends (a crash, SIGKILL), so a stale lock never blocks a
-// restart. kAlreadyExists when another process holds it, naming its pid, host and start time;
-// kIOError (kPermissionDenied for a folder ferry may not write) when the file cannot be opened.
+// exclusive lock (flock) on `<state file>.lock`, which holds who has it and is removed when the
+// sync ends. The kernel lets go of it when the process ends however it ends (a crash, SIGKILL):
+// a file left behind then is no lock, and never blocks a restart. kAlreadyExists when another
+// process holds it, naming its pid, host and start time; kIOError (kPermissionDenied for a folder
+// ferry may not write) when the file cannot be opened.
 class PipelineLock {
  public:
   static Result<std::unique_ptr<PipelineLock>> Acquire(const std::string& state_path,
@@ -76,8 +77,9 @@ class PipelineLock {
   PipelineLock& operator=(const PipelineLock&) = delete;
 
  private:
-  explicit PipelineLock(int fd) : fd_(fd) {}
+  PipelineLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   int fd_;
+  std::string path_;
 };
 
 }  // namespace ferry::state

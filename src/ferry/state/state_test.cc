@@ -83,7 +83,8 @@ TEST_F(StateTest, OneSyncOfAPipelineHoldsItsLockUntilItEnds) {
             std::string::npos)
       << m;
   first->reset();
-  // Let go: the next sync takes it, the file left in place.
+  // Let go: nothing is left beside the state file, and the next sync takes it.
+  EXPECT_FALSE(std::filesystem::exists(path_ + ".lock"));
   EXPECT_TRUE(PipelineLock::Acquire(path_, "shop").ok());
   // A folder that does not exist yet is made, as the state file's is.
   EXPECT_TRUE(PipelineLock::Acquire(tmp_.File("new/sub/state.json"), "shop").ok());
