@@ -3,6 +3,7 @@ a source that is not there on the first connection, a stop request while ferry w
 lost server, `ferry --version`. Real processes and a real PostgreSQL server; nothing mocked."""
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -211,6 +212,39 @@ state: ./state.json
         # The next sync goes on from what was committed.
         SERVER.psql("INSERT INTO orders VALUES (101, 'after the restart')", db="shop")
         self.ferry("sync", "-c", self.pipeline, "--once", env=self.env)
+
+    def test_a_warehouse_folder_the_user_may_not_write_is_named_as_a_permission_problem(self):
+        self.write_pipeline(SQLITE_PIPELINE.replace("./warehouse", "./locked"))
+        self.make_sqlite_source()
+        locked = os.path.join(self.dir, "locked")
+        os.mkdir(locked)
+        if os.geteuid() == 0:
+            # root may write anywhere: run ferry as the PostgreSQL server's user, who may read the
+            # test folder but not write into the warehouse folder root owns.
+            os.chmod(self.dir, 0o755)
+            os.chmod(os.path.join(self.dir, "source.db"), 0o644)
+            os.chmod(locked, 0o755)
+            user = "postgres"
+            # A copy of the binary that user can run wherever the build folder is.
+            binary = os.path.join(self.dir, "ferry")
+            shutil.copy2(ferrytest.FERRY, binary)
+            os.chmod(binary, 0o755)
+            argv = ["runuser", "-u", user, "--", binary]
+        else:
+            os.chmod(locked, 0o555)
+            user = None
+            argv = [ferrytest.FERRY]
+        try:
+            p = subprocess.run(argv + ["check", "-c", self.pipeline], cwd=self.dir,
+                               capture_output=True, text=True, timeout=120)
+        finally:
+            os.chmod(locked, 0o755)
+        self.assertNotEqual(p.returncode, 0, p.stdout)
+        self.assertIn(f"may not create files in the folder '{locked}'", p.stderr)
+        self.assertIn("make the folder writable for that user", p.stderr)
+        if user:
+            self.assertIn(f"user {user} (uid ", p.stderr)
+        self.assertNotIn("unable to open database file", p.stderr)
 
     def test_version_flag_answers_like_the_version_command(self):
         by_command = self.ferry("version").stdout

@@ -1,5 +1,11 @@
 #include "ferry/clients/sqlite/sqlite.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "ferry/base/sql.h"
 
 namespace ferry::sqlite {
@@ -108,6 +114,49 @@ std::string_view Statement::Blob(int i) const {
            : std::string_view();
 }
 
+namespace {
+
+// "user postgres (uid 108)", for messages about files that user may not open.
+std::string CurrentUser() {
+  const uid_t uid = ::geteuid();
+  const passwd* pw = ::getpwuid(uid);
+  return "user " + std::string(pw && pw->pw_name ? pw->pw_name : "?") + " (uid " +
+         std::to_string(uid) + ")";
+}
+
+// Why SQLite could not open `path`, when it is the file system's permissions (SQLite says only
+// "unable to open database file"): kPermissionDenied naming the path, what is missing and for
+// whom; OK when permissions are not the reason.
+Status PermissionProblem(const std::string& path, bool write) {
+  const int want = write ? R_OK | W_OK : R_OK;
+  if (::access(path.c_str(), F_OK) == 0) {
+    if (::access(path.c_str(), want) != 0 && (errno == EACCES || errno == EROFS)) {
+      return Status::PermissionDenied(
+          "cannot open SQLite database '" + path + "': " + CurrentUser() + " may not " +
+          (write ? "read and write" : "read") + " it (" + std::strerror(errno) +
+          "); give that user access to the file, or run ferry as a "
+          "user who has it");
+    }
+    return Status::OK();
+  }
+  // A file to be created: its folder must let this user create files (SQLite also writes its
+  // journal beside the database).
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  if (write && ::access(dir.c_str(), W_OK | X_OK) != 0 && (errno == EACCES || errno == EROFS)) {
+    return Status::PermissionDenied(
+        "cannot create SQLite database '" + path + "': " + CurrentUser() +
+        " may not create files in the folder '" + dir + "' (" + std::strerror(errno) +
+        "); make the folder writable for that user, or choose a "
+        "folder that is");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Database>> Database::Open(const std::string& path, Mode mode) {
   int flags = SQLITE_OPEN_NOMUTEX;
   switch (mode) {
@@ -126,6 +175,10 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path, Mode m
   if (rc != SQLITE_OK) {
     Status s = FromCode(db, rc, "cannot open SQLite database '" + path + "'");
     sqlite3_close(db);
+    if ((rc & 0xff) == SQLITE_CANTOPEN) {
+      Status denied = PermissionProblem(path, mode != Mode::kReadOnly);
+      if (!denied.ok()) return denied;
+    }
     return s;
   }
   sqlite3_busy_timeout(db, 10000);
