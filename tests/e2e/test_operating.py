@@ -246,6 +246,31 @@ state: ./state.json
             self.assertIn(f"user {user} (uid ", p.stderr)
         self.assertNotIn("unable to open database file", p.stderr)
 
+    def test_json_logs_are_one_object_per_line_and_text_logs_carry_the_date(self):
+        self.write_pipeline(SQLITE_PIPELINE.replace("mode: cdc", "mode: full_refresh"))
+        self.make_sqlite_source()
+        when = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
+        p = self.ferry("--log-format", "json", "sync", "-c", self.pipeline)
+        lines = p.stderr.splitlines()
+        self.assertTrue(lines)
+        for line in lines:
+            entry = json.loads(line)  # every line is one JSON object
+            self.assertRegex(entry["time"], when)
+            self.assertIn(entry["level"], ("debug", "info", "warn", "error"))
+            self.assertEqual(entry["pipeline"], "nightly")
+            self.assertIsInstance(entry["message"], str)
+        self.assertTrue(any("committed" in json.loads(l)["message"] for l in lines), p.stderr)
+        # The command's own last words are JSON too.
+        bad = self.ferry("--log-format=json", "sync", "-c", self.pipeline, env={
+            "FERRY_FAULT": "no.such.point"}, check=False)
+        self.assertNotEqual(bad.returncode, 0)
+        for line in bad.stderr.splitlines():
+            self.assertEqual(json.loads(line)["level"], "error", bad.stderr)
+        # Text lines start with the UTC date and time.
+        p = self.ferry("sync", "-c", self.pipeline)
+        for line in p.stderr.splitlines():
+            self.assertRegex(line.split(" ", 1)[0], when, line)
+
     def test_version_flag_answers_like_the_version_command(self):
         by_command = self.ferry("version").stdout
         self.assertRegex(by_command, r"^ferry \d+\.\d+\.\d+\n$")

@@ -26,6 +26,7 @@
 
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
+#include "ferry/base/log_setup.h"
 #include "ferry/config/config.h"
 #include "ferry/engine/sync.h"
 #include "ferry/engine/verify.h"
@@ -80,6 +81,8 @@ options:
   -c, --config FILE   the pipeline file (YAML)
   -v, --verbose       debug logging
   -q, --quiet         warnings and errors only
+  --log-format F      text (default; each line with its UTC date and time) or json (one
+                      object per line: time, level, pipeline, message)
 )";
 
 struct Args {
@@ -103,8 +106,18 @@ int Usage(const std::string& error) {
   return error.empty() ? 0 : 2;
 }
 
+// What the command itself tells the operator (not the log of the work): "ferry: ..." lines, or
+// with --log-format json a log line of their own, so that every line of stderr parses.
+void Say(LogLevel level, const std::string& text) {
+  if (GetLogFormat() == LogFormat::kJson) {
+    LogLine(level, text);
+    return;
+  }
+  std::fprintf(stderr, "ferry: %s%s\n", level == LogLevel::kError ? "error: " : "", text.c_str());
+}
+
 int Fail(const Status& s, int code = 1) {
-  std::fprintf(stderr, "ferry: error: %s\n", s.message().c_str());
+  Say(LogLevel::kError, s.message());
   return code;
 }
 
@@ -130,7 +143,9 @@ Result<config::PipelineConfig> LoadConfig(const Args& a) {
   if (a.config.empty()) {
     return Status::InvalidArgument("'" + a.command + "' needs the pipeline file: -c FILE");
   }
-  return config::LoadPipelineFile(a.config);
+  auto cfg = config::LoadPipelineFile(a.config);
+  if (cfg.ok()) SetLogPipeline(cfg->name);
+  return cfg;
 }
 
 int CmdCheck(const Args& a) {
@@ -311,11 +326,10 @@ int CmdSync(const Args& a) {
                                                     kRetriesBeforeFirstConnection);
     if (!s.ok() && s.retryable() && !g_stop.requested() && retries >= tolerable &&
         !ever_connected && tolerable > 0) {
-      std::fprintf(stderr,
-                   "ferry: giving up after %d attempts: this run never reached every source and "
-                   "the destination (connections lost once running are retried up to "
-                   "checkpoint.tolerable_failures times)\n",
-                   retries + 1);
+      Say(LogLevel::kWarn, "giving up after " + std::to_string(retries + 1) +
+                               " attempts: this run never reached every source and the "
+                               "destination (connections lost once running are retried up to "
+                               "checkpoint.tolerable_failures times)");
     }
     if (!s.ok() && s.retryable() && !g_stop.requested() && retries < tolerable) {
       // A server went away (restart, failover, a terminated connection), or a commit lost to
@@ -323,17 +337,17 @@ int CmdSync(const Args& a) {
       // stays; try again with backoff.
       int wait_s = std::min(30, 1 << std::min(retries, 5));
       ++retries;
-      std::fprintf(stderr, "ferry: %s; retrying in %d s\n", s.ToString().c_str(), wait_s);
+      Say(LogLevel::kWarn, s.ToString() + "; retrying in " + std::to_string(wait_s) + " s");
       for (int i = 0; i < wait_s * 10 && !g_stop.requested(); ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
       if (!follow) cfg = config::LoadPipelineFile(a.config);
       if (!g_stop.requested()) continue;
       // Stopped while waiting to try again: nothing is in flight, what was committed stays.
-      std::fprintf(stderr,
-                   "ferry: stopped on request while waiting to retry (the last attempt: %s); what "
-                   "was committed stays, and the next sync resumes from there\n",
-                   s.message().c_str());
+      Say(LogLevel::kInfo,
+          "stopped on request while waiting to retry (the last attempt: " + s.message() +
+              "); what was committed stays, and the next sync resumes from "
+              "there");
       return 0;
     }
     if (s.ok()) retries = 0;
@@ -341,9 +355,8 @@ int CmdSync(const Args& a) {
       // Stopped on request: a read cut short, or an attempt that failed on a lost server while
       // the stop came; nothing half-done stays either way.
       if (g_stop.requested() && (s.code() == StatusCode::kCancelled || s.retryable())) {
-        std::fprintf(stderr,
-                     "ferry: stopped on request; what was committed stays, and the next sync "
-                     "resumes from there\n");
+        Say(LogLevel::kInfo,
+            "stopped on request; what was committed stays, and the next sync resumes from there");
         return 0;
       }
       return Fail(s, ExitCodeFor(s));
@@ -355,7 +368,7 @@ int CmdSync(const Args& a) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (g_stop.requested()) {
-      std::fprintf(stderr, "ferry: stopped on request after a complete round\n");
+      Say(LogLevel::kInfo, "stopped on request after a complete round");
       return 0;
     }
   }
@@ -454,21 +467,19 @@ int CmdMaintain(const Args& a) {
     auto t = (*dst)->LoadTable(name);
     if (!t.ok()) {
       if (t.status().code() == StatusCode::kNotFound) {
-        std::fprintf(stderr,
-                     "ferry: error: table %s is not in the catalog (%s): check --table, or run "
-                     "ferry sync first\n",
-                     ident.ToString().c_str(), (*dst)->catalog()->Describe().c_str());
+        Say(LogLevel::kError, "table " + ident.ToString() + " is not in the catalog (" +
+                                  (*dst)->catalog()->Describe() +
+                                  "): check --table, or run ferry sync first");
         return 2;
       }
-      std::fprintf(stderr, "ferry: error: %s\n", t.status().message().c_str());
+      Say(LogLevel::kError, t.status().message());
       ++failed;
       continue;
     }
     if (a.compact) {
       auto r = lake::CompactTable(**t, copts);
       if (!r.ok()) {
-        std::fprintf(stderr, "ferry: error: compacting %s: %s\n", ident.ToString().c_str(),
-                     r.status().message().c_str());
+        Say(LogLevel::kError, "compacting " + ident.ToString() + ": " + r.status().message());
         ++failed;
         continue;
       }
@@ -503,8 +514,8 @@ int CmdMaintain(const Args& a) {
     if (a.expire) {
       auto r = lake::ExpireSnapshots(**t, eopts);
       if (!r.ok()) {
-        std::fprintf(stderr, "ferry: error: expiring snapshots of %s: %s\n",
-                     ident.ToString().c_str(), r.status().message().c_str());
+        Say(LogLevel::kError,
+            "expiring snapshots of " + ident.ToString() + ": " + r.status().message());
         ++failed;
         continue;
       }
@@ -690,6 +701,17 @@ int Main(int argc, char** argv) {
       }
       a.retain_last = v;
       a.maintain_options = true;
+    } else if (w == "--log-format" || w.rfind("--log-format=", 0) == 0) {
+      std::string f;
+      if (w == "--log-format") {
+        if (i + 1 >= rest.size()) return Usage("--log-format needs text or json");
+        f = rest[++i];
+      } else {
+        f = w.substr(13);
+      }
+      if (f != "text" && f != "json")
+        return Usage("--log-format takes text or json, not '" + f + "'");
+      SetLogFormat(f == "json" ? LogFormat::kJson : LogFormat::kText);
     } else if (w == "-v" || w == "--verbose") {
       SetLogLevel(LogLevel::kDebug);
     } else if (w == "-q" || w == "--quiet") {
