@@ -1,13 +1,16 @@
 """Running ferry as an operator does: two syncs of one pipeline at once (an overlapping cron run),
 a source that is not there on the first connection, a stop request while ferry waits to retry a
 lost server, `ferry --version`. Real processes and a real PostgreSQL server; nothing mocked."""
+import fcntl
 import json
 import os
 import shutil
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 import unittest
@@ -270,6 +273,60 @@ state: ./state.json
         p = self.ferry("sync", "-c", self.pipeline)
         for line in p.stderr.splitlines():
             self.assertRegex(line.split(" ", 1)[0], when, line)
+
+    def big_load(self):
+        self.write_pipeline(SQLITE_PIPELINE.replace("mode: cdc", "mode: full_refresh\n  chunk_rows: 20000"))
+        con = self.source()
+        con.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL, note TEXT)")
+        con.executemany("INSERT INTO items VALUES (?, ?, ?)",
+                        ((i, f"item {i}", "n" * (i % 50)) for i in range(1, 600001)))
+        con.commit()
+        con.close()
+
+    def test_a_long_load_shows_a_live_line_on_a_terminal_and_progress_lines_when_piped(self):
+        self.big_load()
+        # On a terminal: a status line redrawn in place (carriage return, erase line), which log
+        # lines scroll above.
+        master, slave = os.openpty()
+        # A terminal 200 columns wide: the line is cut to the terminal's width.
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+        proc = subprocess.Popen([ferrytest.FERRY, "sync", "-c", self.pipeline], cwd=self.dir,
+                                stdout=subprocess.DEVNULL, stderr=slave)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal closed: the process ended
+                break
+            if not chunk:
+                break
+            seen += chunk
+        os.close(master)
+        self.assertEqual(proc.wait(timeout=600), 0, seen.decode(errors="replace"))
+        text = seen.decode(errors="replace")
+        self.assertIn("\r\x1b[K", text)
+        # What stands on the line after each redraw (log lines end before it).
+        live = [part.split("\n")[-1] for part in text.split("\r\x1b[K")]
+        live = [line for line in live if "rows/s" in line]
+        self.assertTrue(live, text[-3000:])
+        self.assertRegex(live[-1], r"items: \d+ of about \d+ rows \(\d+%\)")
+        self.assertIn("chunks committed", live[-1])
+        # The line is gone at the end: the last thing on the terminal is a log line or nothing.
+        self.assertFalse(text.rstrip("\r\n").endswith(live[-1].rstrip("\r\n")), text[-500:])
+        self.assert_table_equals_source("lake", "items")
+
+        # Piped: no terminal codes, a progress line at the asked pace instead.
+        os.unlink(os.path.join(self.dir, "state.json"))
+        p = self.ferry("sync", "-c", self.pipeline, "--progress", "1")
+        self.assertNotIn("\x1b", p.stderr)
+        self.assertNotIn("\r", p.stderr)
+        progress = [l for l in p.stderr.splitlines() if " progress: items: " in l]
+        self.assertTrue(progress, p.stderr)
+        self.assertRegex(progress[0], r"items: \d+ of about \d+ rows \(\d+%\).*rows/s, \d+ of "
+                                      r"\d+ chunks committed")
+        quiet = self.ferry("sync", "-c", self.pipeline, "--progress", "0")
+        self.assertNotIn("progress:", quiet.stderr)
 
     def test_version_flag_answers_like_the_version_command(self):
         by_command = self.ferry("version").stdout

@@ -1,5 +1,8 @@
 #include "ferry/base/log.h"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +17,7 @@ std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 std::atomic<int> g_format{static_cast<int>(LogFormat::kText)};
 std::mutex g_mu;
 std::string g_pipeline;  // set before logging starts
+std::string g_status;    // the terminal's status line, guarded by g_mu
 
 // The length of the UTF-8 sequence starting s[i], or 0 when it is not one.
 size_t Utf8Length(std::string_view s, size_t i) {
@@ -82,8 +86,33 @@ void LogLine(LogLevel level, std::string_view message) {
     return;
   }
   std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_status.empty()) std::fputs("\r\033[K", stderr);
   std::fprintf(stderr, "%s %-5s %.*s\n", ts, name, static_cast<int>(message.size()),
                message.data());
+  if (!g_status.empty()) std::fputs(g_status.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+void SetStatusLine(std::string line) {
+  // One row of the terminal: a longer line would wrap, and only its last row be redrawn.
+  winsize ws{};
+  const size_t width = ::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1
+                           ? static_cast<size_t>(ws.ws_col) - 1
+                           : 79;
+  size_t chars = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if ((static_cast<unsigned char>(line[i]) & 0xC0) == 0x80) continue;  // inside a character
+    if (++chars > width) {
+      line.resize(i);
+      break;
+    }
+  }
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (line.empty() && g_status.empty()) return;
+  g_status = std::move(line);
+  std::fputs("\r\033[K", stderr);
+  std::fputs(g_status.c_str(), stderr);
+  std::fflush(stderr);
 }
 
 }  // namespace ferry

@@ -21,6 +21,10 @@ LogFormat GetLogFormat();
 // The pipeline every JSON line names (empty: the field is left out).
 void SetLogPipeline(std::string pipeline);
 
+// A line kept at the bottom of a terminal (stderr must be one; the caller checks): drawn at once,
+// taken away before each log line and drawn again below it. Empty: taken away.
+void SetStatusLine(std::string line);
+
 // `s` as the contents of a JSON string (without the quotes): quotes, backslashes and control
 // characters escaped, bytes that are not UTF-8 replaced by U+FFFD.
 std::string JsonEscape(std::string_view s);

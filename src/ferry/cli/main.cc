@@ -10,6 +10,7 @@
 //
 // Exit codes: 0 success (also after a requested stop), 1 the work failed, 2 bad usage or config.
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -52,13 +53,15 @@ commands:
   check     -c FILE          validate the pipeline file, open the source and the destination,
                              print the streams that will sync and the delivery guarantee
   discover  -c FILE [--json] list the source's tables, columns, types, keys and cursor candidates
-  sync      -c FILE [--once] [--interval SECONDS]
+  sync      -c FILE [--once] [--interval SECONDS] [--progress SECONDS]
                              run the sync; a stopped or crashed sync resumes where it left off.
                              Pipelines with cdc streams keep applying changes until stopped
                              (SIGINT/SIGTERM), committing at least every --interval seconds
                              (default 5; cdc streams only: one replication session throughout;
                              mixed with other modes: a round every --interval); --once reads up
-                             to the source's current end, commits and exits
+                             to the source's current end, commits and exits. A load shows a
+                             live line on a terminal (rows, rows/s, chunks, time left); piped,
+                             a progress line every --progress seconds (default 10; 0: none)
   state     -c FILE [--json] show each stream's state, its marker in the destination, and what
                              the next sync will do (run normally, repair the state, start fresh)
   maintain  -c FILE [--table T ...] [--no-compact] [--no-expire]
@@ -90,6 +93,7 @@ struct Args {
   std::string config;
   bool json = false;
   bool once = false;
+  int progress_s = 10;  // sync: seconds between progress lines of a load off a terminal
   int interval_s = 5;
   // maintain
   std::vector<std::string> tables;
@@ -279,6 +283,10 @@ int CmdSync(const Args& a) {
   engine::SyncOptions opts;
   opts.stop = &g_stop;
   opts.print_progress = GetLogLevel() <= LogLevel::kInfo;
+  // Loads show a live line on a terminal; piped or logged, a line every --progress seconds.
+  opts.progress_tty =
+      opts.print_progress && GetLogFormat() == LogFormat::kText && ::isatty(STDERR_FILENO) == 1;
+  opts.progress_interval_ms = opts.print_progress ? int64_t{a.progress_s} * 1000 : 0;
   // CDC keeps following the source until stopped; everything else runs once.
   const bool follow = HasCdcStreams(*cfg) && !a.once;
   // A pipeline of cdc streams only follows the change log on one session, committing every
@@ -672,6 +680,14 @@ int Main(int argc, char** argv) {
         return Usage("--interval takes whole seconds from 1 to 86400");
       }
       a.interval_s = static_cast<int>(v);
+    } else if (w == "--progress") {
+      if (i + 1 >= rest.size()) return Usage("--progress needs a number of seconds");
+      char* end = nullptr;
+      long v = std::strtol(rest[++i].c_str(), &end, 10);
+      if (end == nullptr || *end != '\0' || v < 0 || v > 86400) {
+        return Usage("--progress takes whole seconds from 0 (no progress lines) to 86400");
+      }
+      a.progress_s = static_cast<int>(v);
     } else if (w == "--table") {
       if (i + 1 >= rest.size()) return Usage("--table needs a table name");
       a.tables.push_back(rest[++i]);
@@ -732,8 +748,8 @@ int Main(int argc, char** argv) {
   std::string_view fault_error = ArmFaultsFromEnvironment();
   if (!fault_error.empty()) return Fail(Status::InvalidArgument(std::string(fault_error)), 2);
   if (a.command.empty()) return Usage("no command given");
-  if ((a.once || a.interval_s != 5) && a.command != "sync") {
-    return Usage("--once and --interval go with sync");
+  if ((a.once || a.interval_s != 5 || a.progress_s != 10) && a.command != "sync") {
+    return Usage("--once, --interval and --progress go with sync");
   }
   if (a.command == "verify" && a.maintain_options) {
     for (const auto& w : rest) {

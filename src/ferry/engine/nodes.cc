@@ -58,6 +58,7 @@ class SourceNode : public graph::Node {
     };
     auto hand = [&](std::unique_ptr<Batch> b) {
       if (opts_.stop && opts_.stop->requested()) return false;
+      CountRows(t, b->num_rows());
       return t->edge->Send(graph::Message::Data(std::move(b)));
     };
     auto done = [&](size_t k) {
@@ -393,6 +394,7 @@ class SinkNode : public graph::Node {
     if (!r.ok()) return r.status().WithContext("committing " + chunks);
     for (size_t i = 0; i < parts(); ++i) {
       part(i).progress = next[i];
+      part(i).chunks_landed.store(next[i].committed.Count());
       rows_[i] = 0;
     }
     FERRY_RETURN_IF_ERROR(Record({}, [](StreamTask& t) { return t.progress.ToJson(); }));

@@ -139,6 +139,7 @@ Result<bool> ApplyLoad(StreamTask* t, const Decision& d, const std::string& new_
   }
   t->report->chunks_total = t->progress.plan.count;
   t->report->chunks_skipped = t->progress.committed.Count();
+  t->chunks_landed.store(t->progress.committed.Count());
   return true;
 }
 

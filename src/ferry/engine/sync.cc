@@ -3,6 +3,8 @@
 // waves of tables, then each source's shared change log; and acknowledges what landed.
 #include "ferry/engine/sync.h"
 
+#include "ferry/engine/ticker.h"
+
 #include <limits>
 #include <map>
 #include <mutex>
@@ -144,11 +146,14 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     for (size_t i = start; i < std::min(own.size(), start + wave); ++i) {
       connect(g, own[i], nullptr, &feeds);
     }
+    std::vector<StreamTask*> loads;
     for (const auto& s : sources) {
       auto it = feeds.find(s.get());
       if (it == feeds.end()) continue;
       g.AddNode(MakeSourceNode(s->src.get(), it->second, opts, s->cfg->readers));
+      loads.insert(loads.end(), it->second.begin(), it->second.end());
     }
+    ProgressTicker ticker(loads, opts);
     result = g.Run();
   }
   // The snapshots are over before the change logs are read: a long CDC round must not hold a

@@ -50,6 +50,11 @@ struct SyncOptions {
   // start of the sync.
   bool follow = false;
   int64_t follow_commit_ms = 5000;
+  // Progress of loads (full refreshes, backfills) while they run: a live line on a terminal
+  // (`progress_tty`: stderr is one), else a log line per load every `progress_interval_ms`
+  // (0: none).
+  bool progress_tty = false;
+  int64_t progress_interval_ms = 10000;
 };
 
 Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport* report);

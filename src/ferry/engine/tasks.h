@@ -101,6 +101,12 @@ struct StreamTask {
   std::shared_ptr<graph::Edge> edge;
   StreamReport* report = nullptr;
   Clock::time_point start;
+  // Live, for progress lines (engine/ticker.h): rows handed to the sink by this run, when the
+  // first of them came (steady clock, ns; 0: none yet), chunks of the load committed (this run's
+  // and earlier runs').
+  std::atomic<int64_t> rows_read{0};
+  std::atomic<int64_t> first_rows_ns{0};
+  std::atomic<int64_t> chunks_landed{0};
 };
 
 // A destination table and the streams that feed it: one, or one per source (merged). The parts
@@ -113,9 +119,18 @@ struct TableTask {
   bool active = true;                 // something to do this sync
 };
 
+// Counts rows handed to a stream's sink, for progress lines.
+inline void CountRows(StreamTask* t, size_t rows) {
+  if (t->rows_read.fetch_add(static_cast<int64_t>(rows)) == 0) {
+    int64_t none = 0;
+    t->first_rows_ns.compare_exchange_strong(none, Clock::now().time_since_epoch().count());
+  }
+}
+
 // Hands a batch to a stream's sink (the batch's contents move; `b` is left empty).
 inline bool Forward(StreamTask* t, Batch& b, bool deletes, const SyncOptions& opts) {
   if (opts.stop && opts.stop->requested()) return false;
+  CountRows(t, b.num_rows());
   auto owned = std::make_unique<Batch>(t->out->schema());
   std::swap(*owned, b);
   return t->edge->Send(graph::Message::Data(std::move(owned), deletes));
