@@ -95,6 +95,14 @@ INSERT INTO composite SELECT ELT(1 + seq % 7, 'g', 'Z', 'ü', 'quote''s', 'back`
 CREATE TABLE `Odd ``Tick`` Ü` (`Key` varbinary(8) PRIMARY KEY, `sel``ect` int, `from` text);
 INSERT INTO `Odd ``Tick`` Ü` SELECT UNHEX(LPAD(HEX(seq * 7919), 8, '0')), seq, CONCAT('from ', seq)
   FROM seq_1_to_300;
+CREATE TABLE ukey (id bigint unsigned PRIMARY KEY, at datetime(6) NOT NULL, v int,
+                   UNIQUE KEY (at));
+INSERT INTO ukey SELECT 18446744073709551615 - seq * 1000000000000, 
+  TIMESTAMPADD(MICROSECOND, seq * 1000001, '1000-01-01'), seq FROM seq_1_to_300;
+CREATE TABLE tkey (at datetime(6) PRIMARY KEY, v int);
+INSERT INTO tkey SELECT at, v FROM ukey;
+CREATE TABLE tsinc (id int PRIMARY KEY, at timestamp(6) NULL);
+INSERT INTO tsinc SELECT seq, TIMESTAMPADD(SECOND, seq, '2024-01-01 00:00:00') FROM seq_1_to_100;
 CREATE VIEW recent AS SELECT id, kind FROM events WHERE id < 100;
 CREATE TABLE geo (id int PRIMARY KEY, p point);
 CREATE TABLE zkey (d date PRIMARY KEY, v int);
@@ -328,6 +336,8 @@ class MysqlSourceTest(ferrytest.FerryTestCase):
       chunk_rows: 5000
     - composite
     - 'Odd `Tick` Ü'
+    - ukey
+    - tkey
 """)
         self.run_ferry("sync")
         assert_maria_table_matches(self, "shop", "events")
@@ -335,6 +345,11 @@ class MysqlSourceTest(ferrytest.FerryTestCase):
         self.assertGreaterEqual(len(composite["data_files"]), 8)
         odd = assert_maria_table_matches(self, "shop", "Odd `Tick` Ü")
         self.assertGreaterEqual(len(odd["data_files"]), 5)  # ranges of a binary key
+        # Keys beyond 2^63 (bigint unsigned) and of datetimes: ranges in the server's order.
+        ukey = assert_maria_table_matches(self, "shop", "ukey")
+        self.assertGreaterEqual(len(ukey["data_files"]), 5)
+        tkey = assert_maria_table_matches(self, "shop", "tkey")
+        self.assertGreaterEqual(len(tkey["data_files"]), 5)
 
     def test_host_keys_and_several_databases_name_streams_by_database(self):
         self.configure(f"""  host: 127.0.0.1
@@ -419,6 +434,24 @@ class MysqlSourceTest(ferrytest.FerryTestCase):
         second = self.run_ferry("sync")
         self.assertEqual(self.rows_written(second.stdout, "inc2"), 3000 // 11 + 1)
         assert_maria_table_matches(self, "shop", "inc2", where="rev IS NOT NULL")
+
+    def test_timestamp_cursor_is_kept_in_utc_whatever_the_server_zone(self):
+        self.configure(f"""  url: "{MARIA.url('shop')}"
+  streams:
+    - name: tsinc
+      mode: incremental
+      cursor: at
+""")
+        first = self.run_ferry("sync")
+        self.assertEqual(self.rows_written(first.stdout, "tsinc"), 100)
+        # The server's own zone is +05:30: the cursor is the UTC text all the same.
+        self.assertIn('"2024-01-01 00:01:40.000000"', first.stdout)
+        MARIA.sql("SET time_zone = '+00:00'; UPDATE tsinc SET at = '2024-01-01 00:01:40.000001' "
+                  "WHERE id = 7; INSERT INTO tsinc VALUES (101, '2024-01-01 00:01:39');",
+                  db="shop")
+        second = self.run_ferry("sync")
+        self.assertEqual(self.rows_written(second.stdout, "tsinc"), 1)  # id 7 only: 101 is older
+        assert_maria_table_matches(self, "shop", "tsinc", where="id <> 101")
 
     def test_cursor_errors_name_the_column_and_the_candidates(self):
         self.configure(f"""  url: "{MARIA.url('shop')}"
