@@ -453,6 +453,27 @@ class MysqlSourceTest(ferrytest.FerryTestCase):
         self.assertEqual(self.rows_written(second.stdout, "tsinc"), 1)  # id 7 only: 101 is older
         assert_maria_table_matches(self, "shop", "tsinc", where="id <> 101")
 
+    def test_verify_reads_the_source_as_the_sync_does_and_names_the_differences(self):
+        MARIA.sql("DROP TABLE IF EXISTS vfy; CREATE TABLE vfy (id int PRIMARY KEY, v varchar(10), "
+                  "d double, at datetime(6)); INSERT INTO vfy SELECT seq, CONCAT('ü', seq), "
+                  "seq / 7, TIMESTAMPADD(MICROSECOND, seq, '2024-01-01') FROM seq_1_to_500;",
+                  db="shop")
+        self.url_source(streams=["all_types", "vfy", "archive.logbook"],
+                        extra="  databases: archive\n")
+        self.run_ferry("sync")
+        p = self.run_ferry("verify", "--json", check=False)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        tables = {t["stream"]: t for t in json.loads(p.stdout)}
+        self.assertEqual(tables["all_types"]["source_rows"], 6)
+        self.assertEqual(tables["vfy"]["source_rows"], 500)
+        self.assertEqual(tables["archive.logbook"]["source_rows"], 1200)
+        MARIA.sql("UPDATE vfy SET d = 0.5 WHERE id = 2; DELETE FROM vfy WHERE id = 3; "
+                  "INSERT INTO vfy (id) VALUES (9000);", db="shop")
+        p = self.run_ferry("verify", "--json", check=False)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        t = {t["stream"]: t for t in json.loads(p.stdout)}["vfy"]
+        self.assertEqual((t["missing"], t["extra"], t["different"]), (1, 1, 1))
+
     def test_cursor_errors_name_the_column_and_the_candidates(self):
         self.configure(f"""  url: "{MARIA.url('shop')}"
   streams:
