@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <set>
@@ -62,21 +61,7 @@ class MysqlSource final : public Source {
     std::string in;
     for (const auto& db : s_.databases) in += (in.empty() ? "(" : ", ") + conn_->Literal(db);
     in += ")";
-    FERRY_ASSIGN_OR_RETURN(auto schemata,
-                           conn_->Query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE "
-                                        "SCHEMA_NAME IN " +
-                                            in,
-                                        "listing databases"));
-    std::set<std::string> present;
-    for (const auto& r : schemata) present.insert(r[0].value_or(""));
-    for (const auto& db : s_.databases) {
-      if (!present.count(db)) {
-        return Status::NotFound("database " + QuoteIdent(db) + " does not exist on " +
-                                conn_->ServerName() + " at " + conn_->Where() + " (or user " +
-                                grantee_ + " may see nothing in it); check source.databases " +
-                                "(names are matched exactly, case included)");
-      }
-    }
+    FERRY_RETURN_IF_ERROR(CheckDatabases(in));
     FERRY_ASSIGN_OR_RETURN(
         auto tables,
         conn_->Query("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE, TABLE_ROWS, ENGINE"
@@ -85,39 +70,7 @@ class MysqlSource final : public Source {
                          " AND TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED', 'VIEW')"
                          " ORDER BY TABLE_SCHEMA, TABLE_NAME",
                      "listing tables"));
-    FERRY_ASSIGN_OR_RETURN(
-        auto columns,
-        conn_->Query("SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE,"
-                     "       IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, EXTRA"
-                     "  FROM information_schema.COLUMNS WHERE TABLE_SCHEMA IN " +
-                         in + " ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION",
-                     "listing columns"));
-    FERRY_ASSIGN_OR_RETURN(
-        auto keys,
-        conn_->Query(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS"
-            " WHERE TABLE_SCHEMA IN " +
-                in +
-                " AND INDEX_NAME = 'PRIMARY'"
-                " ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX",
-            "listing primary keys"));
-    using Name = std::pair<std::string, std::string>;
-    std::map<Name, std::vector<MysqlColumn>> cols_of;
-    for (const auto& r : columns) {
-      const std::string extra = Lower(r[8].value_or(""));
-      if (extra.find("invisible") != std::string::npos) continue;  // not in SELECT *
-      MysqlColumn c;
-      c.name = r[2].value_or("");
-      c.data_type = Lower(r[3].value_or(""));
-      c.column_type = r[4].value_or("");
-      c.nullable = r[5].value_or("YES") == "YES";
-      c.precision = ToInt(r[6]);
-      c.scale = ToInt(r[7]);
-      cols_of[{r[0].value_or(""), r[1].value_or("")}].push_back(std::move(c));
-    }
-    std::map<Name, std::vector<std::string>> keys_of;
-    for (const auto& r : keys) keys_of[{r[0].value_or(""), r[1].value_or("")}].push_back(*r[2]);
-
+    FERRY_ASSIGN_OR_RETURN(Catalog catalog, ReadCatalog(in));
     std::vector<StreamInfo> out;
     tables_.clear();
     std::map<std::string, int> seen;
@@ -126,57 +79,9 @@ class MysqlSource final : public Source {
       t.db = r[0].value_or("");
       t.name = r[1].value_or("");
       t.view = r[2].value_or("") == "VIEW";
-      t.primary_key = keys_of[{t.db, t.name}];
-      StreamInfo info;
-      info.ns = t.db;
-      info.name = t.db == s_.databases.front() ? t.name : t.db + "." + t.name;
-      info.primary_key = t.primary_key;
-      info.estimated_rows = ToInt(r[3]);
-      for (MysqlColumn c : cols_of[{t.db, t.name}]) {
-        auto k = std::find(t.primary_key.begin(), t.primary_key.end(), c.name);
-        c.key_position =
-            k == t.primary_key.end() ? 0 : static_cast<int>(k - t.primary_key.begin()) + 1;
-        MysqlMapping m = MapMysqlColumn(c);
-        ColumnInfo ci;
-        ci.name = c.name;
-        ci.source_type = c.column_type;
-        ci.type = m.type;
-        ci.nullable = m.nullable;
-        ci.pk_position = c.key_position;
-        if (!m.error.empty()) AddError(&info, m.error);
-        if (m.error.empty() && ClassifyMysqlCursor(c, m.wire).candidate) {
-          info.cursor_candidates.push_back(c.name);
-        }
-        info.columns.push_back(std::move(ci));
-        t.wires.push_back(m.wire);
-        t.columns.push_back(std::move(c));
-      }
-      if (t.columns.empty()) AddError(&info, "it has no column ferry can select");
-      if (t.view) {
-        info.chunking = "whole view";
-      } else if (auto key = IntegerKey(info, t)) {
-        info.chunking = "ranges of primary key " + *key;
-      } else if (auto tuple = TupleKey(info, t)) {
-        std::string names;
-        for (const auto& k : *tuple) names += (names.empty() ? "" : ", ") + k;
-        info.chunking = "ranges of primary key (" + names + ")";
-      } else {
-        info.chunking = t.primary_key.empty() ? "whole table (no primary key)"
-                                              : "whole table (its key cannot be split)";
-      }
-      const std::string engine = r[4].value_or("");
-      if (!t.view && !engine.empty() && Lower(engine) != "innodb") {
-        info.chunking += "; ENGINE=" + engine + " is not read in the snapshot";
-      }
-      if (!t.columns.empty()) {
-        Status st = conn_->Exec("SELECT " + SelectList(t) + " FROM " + t.Qualified() + " LIMIT 0");
-        if (st.code() == StatusCode::kPermissionDenied) {
-          AddError(&info, "user " + grantee_ + " may not read " + t.Display() +
-                              ": GRANT SELECT ON " + t.Qualified() + " TO " + grantee_);
-        } else if (!st.ok()) {
-          AddError(&info, "reading it fails: " + conn_->last_error());
-        }
-      }
+      t.primary_key = catalog.keys[{t.db, t.name}];
+      StreamInfo info =
+          DescribeTable(&t, catalog.columns[{t.db, t.name}], ToInt(r[3]), r[4].value_or(""));
       if (++seen[info.name] > 1) {
         AddError(&info, "stream name " + info.name + " names two tables (a table of database " +
                             s_.databases.front() +
@@ -201,12 +106,6 @@ class MysqlSource final : public Source {
       if (row.size() < 2 || !row[0] || !row[1]) continue;
       if (Lower(*row[0]) == "binlog_snapshot_file") snapshot_file_ = *row[1];
       if (Lower(*row[0]) == "binlog_snapshot_position") snapshot_offset_ = ToInt(row[1]);
-    }
-    const size_t dot = snapshot_file_.rfind('.');
-    if (!snapshot_file_.empty() && dot != std::string::npos) {
-      snapshot_binlog_ = Position::Binlog(
-          static_cast<uint32_t>(std::strtoul(snapshot_file_.c_str() + dot + 1, nullptr, 10)),
-          static_cast<uint64_t>(snapshot_offset_));
     }
     FERRY_LOG(kDebug) << conn_->ServerName() << " snapshot at binlog "
                       << (snapshot_file_.empty()
@@ -491,6 +390,127 @@ class MysqlSource final : public Source {
     MysqlCursor kind;
   };
 
+  // Every database named exists and shows the user something.
+  Status CheckDatabases(const std::string& in) {
+    FERRY_ASSIGN_OR_RETURN(auto schemata,
+                           conn_->Query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE "
+                                        "SCHEMA_NAME IN " +
+                                            in,
+                                        "listing databases"));
+    std::set<std::string> present;
+    for (const auto& r : schemata) present.insert(r[0].value_or(""));
+    for (const auto& db : s_.databases) {
+      if (!present.count(db)) {
+        return Status::NotFound("database " + QuoteIdent(db) + " does not exist on " +
+                                conn_->ServerName() + " at " + conn_->Where() + " (or user " +
+                                grantee_ + " may see nothing in it); check source.databases " +
+                                "(names are matched exactly, case included)");
+      }
+    }
+    return Status::OK();
+  }
+
+  // The columns (invisible ones left out: SELECT * leaves them out too) and primary keys of the
+  // tables of the databases `in`, by (database, table).
+  using Name = std::pair<std::string, std::string>;
+  struct Catalog {
+    std::map<Name, std::vector<MysqlColumn>> columns;
+    std::map<Name, std::vector<std::string>> keys;  // in key order
+  };
+  Result<Catalog> ReadCatalog(const std::string& in) {
+    FERRY_ASSIGN_OR_RETURN(
+        auto columns,
+        conn_->Query("SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE,"
+                     "       IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, EXTRA"
+                     "  FROM information_schema.COLUMNS WHERE TABLE_SCHEMA IN " +
+                         in + " ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION",
+                     "listing columns"));
+    FERRY_ASSIGN_OR_RETURN(
+        auto keys,
+        conn_->Query(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS"
+            " WHERE TABLE_SCHEMA IN " +
+                in +
+                " AND INDEX_NAME = 'PRIMARY'"
+                " ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX",
+            "listing primary keys"));
+    Catalog out;
+    for (const auto& r : columns) {
+      const std::string extra = Lower(r[8].value_or(""));
+      if (extra.find("invisible") != std::string::npos) continue;
+      MysqlColumn c;
+      c.name = r[2].value_or("");
+      c.data_type = Lower(r[3].value_or(""));
+      c.column_type = r[4].value_or("");
+      c.nullable = r[5].value_or("YES") == "YES";
+      c.precision = ToInt(r[6]);
+      c.scale = ToInt(r[7]);
+      out.columns[{r[0].value_or(""), r[1].value_or("")}].push_back(std::move(c));
+    }
+    for (const auto& r : keys) {
+      out.keys[{r[0].value_or(""), r[1].value_or("")}].push_back(r[2].value_or(""));
+    }
+    return out;
+  }
+
+  // The stream of table `t` (its name, view flag and key set): columns and their mapping,
+  // cursor candidates, how it is split, and whether the user may read it (a SELECT of its
+  // columns with LIMIT 0, which checks table and column privileges alike).
+  StreamInfo DescribeTable(Table* t, const std::vector<MysqlColumn>& columns, int64_t rows,
+                           const std::string& engine) {
+    StreamInfo info;
+    info.ns = t->db;
+    info.name = t->db == s_.databases.front() ? t->name : t->db + "." + t->name;
+    info.primary_key = t->primary_key;
+    info.estimated_rows = rows;
+    for (MysqlColumn c : columns) {
+      auto k = std::find(t->primary_key.begin(), t->primary_key.end(), c.name);
+      c.key_position =
+          k == t->primary_key.end() ? 0 : static_cast<int>(k - t->primary_key.begin()) + 1;
+      MysqlMapping m = MapMysqlColumn(c);
+      ColumnInfo ci;
+      ci.name = c.name;
+      ci.source_type = c.column_type;
+      ci.type = m.type;
+      ci.nullable = m.nullable;
+      ci.pk_position = c.key_position;
+      if (!m.error.empty()) AddError(&info, m.error);
+      if (m.error.empty() && ClassifyMysqlCursor(c, m.wire).candidate) {
+        info.cursor_candidates.push_back(c.name);
+      }
+      info.columns.push_back(std::move(ci));
+      t->wires.push_back(m.wire);
+      t->columns.push_back(std::move(c));
+    }
+    if (t->view) {
+      info.chunking = "whole view";
+    } else if (auto key = IntegerKey(info, *t)) {
+      info.chunking = "ranges of primary key " + *key;
+    } else if (auto tuple = TupleKey(info, *t)) {
+      std::string names;
+      for (const auto& k : *tuple) names += (names.empty() ? "" : ", ") + k;
+      info.chunking = "ranges of primary key (" + names + ")";
+    } else {
+      info.chunking = t->primary_key.empty() ? "whole table (no primary key)"
+                                             : "whole table (its key cannot be split)";
+    }
+    if (!t->view && !engine.empty() && Lower(engine) != "innodb") {
+      info.chunking += "; ENGINE=" + engine + " is not read in the snapshot";
+    }
+    if (t->columns.empty()) {
+      AddError(&info, "it has no column ferry can select");
+      return info;
+    }
+    Status st = conn_->Exec("SELECT " + SelectList(*t) + " FROM " + t->Qualified() + " LIMIT 0");
+    if (st.code() == StatusCode::kPermissionDenied) {
+      AddError(&info, "user " + grantee_ + " may not read " + t->Display() + ": GRANT SELECT ON " +
+                          t->Qualified() + " TO " + grantee_);
+    } else if (!st.ok()) {
+      AddError(&info, "reading it fails: " + conn_->last_error());
+    }
+    return info;
+  }
+
   static std::string CdcRefusal(const StreamInfo& stream) {
     return "stream " + stream.name +
            ": the MySQL/MariaDB source does not read the binary log (cdc and cdc_only); it "
@@ -755,7 +775,6 @@ class MysqlSource final : public Source {
   // a binlog reader would take the changes after a backfill from.
   std::string snapshot_file_;
   int64_t snapshot_offset_ = 0;
-  Position snapshot_binlog_;  // the same as a Position (the file's number and the offset)
 };
 
 std::vector<std::string> SplitList(const std::string& list) {
