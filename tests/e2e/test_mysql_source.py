@@ -435,6 +435,29 @@ class MysqlSourceTest(ferrytest.FerryTestCase):
         self.assertEqual(self.rows_written(second.stdout, "inc2"), 3000 // 11 + 1)
         assert_maria_table_matches(self, "shop", "inc2", where="rev IS NOT NULL")
 
+    def test_incremental_window_killed_at_each_fault_point_lands_once(self):
+        MARIA.sql("DROP TABLE IF EXISTS inc3; CREATE TABLE inc3 (id int PRIMARY KEY, "
+                  "name varchar(40), v bigint NOT NULL); INSERT INTO inc3 SELECT seq, "
+                  "CONCAT('row ', seq), seq DIV 10 FROM seq_1_to_3000;", db="shop")
+        self.configure(f"""  url: "{MARIA.url('shop')}"
+  streams:
+    - name: inc3
+      mode: incremental
+      cursor: v
+""")
+        self.run_ferry("sync")
+        for n, point in enumerate(("source.mid_chunk", "sink.data_written", "sink.before_commit",
+                                   "sink.after_commit", "state.after_write")):
+            with self.subTest(point=point):
+                # > 1024 rows move: the mid-read fault point is reached.
+                MARIA.sql(f"UPDATE inc3 SET name = 'round {n}', v = {(n + 1) * 10000} + id "
+                          f"WHERE id % 2 = {n % 2}", db="shop")
+                p = self.run_ferry("sync", env={"FERRY_FAULT": point}, check=False)
+                self.assertEqual(p.returncode, -signal.SIGKILL, f"{point}: {p.stderr}")
+                self.run_ferry("sync")
+                seen = assert_maria_table_matches(self, "shop", "inc3")
+                self.assertEqual(len(seen["duckdb_rows"]), 3000)
+
     def test_timestamp_cursor_is_kept_in_utc_whatever_the_server_zone(self):
         self.configure(f"""  url: "{MARIA.url('shop')}"
   streams:
