@@ -1,4 +1,5 @@
 // The sources this build reads, by their `type:` name: one line per source.
+#include "ferry/source/mysql/mysql_source.h"
 #include "ferry/source/postgres/postgres_source.h"
 #include "ferry/source/source.h"
 #include "ferry/source/sqlite/sqlite_source.h"
@@ -9,6 +10,7 @@ const std::vector<SourceType>& SourceTypes() {
   static const std::vector<SourceType> kTypes = {
       {"sqlite", OpenSqliteSource},
       {"postgres", OpenPostgresSource},
+      {"mysql", OpenMysqlSource},
   };
   return kTypes;
 }

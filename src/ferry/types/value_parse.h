@@ -30,6 +30,9 @@ std::string FormatDecimal(int128_t unscaled, int scale);
 // 10^digits as int128 (digits <= 38).
 int128_t Pow10(int digits);
 
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool ValidUtf8(std::string_view s);
+
 std::string FormatTimestamp(int64_t micros);  // "2024-06-01 05:00:00.000001"
 std::string FormatDate(int32_t days);         // "2024-06-01"
 

@@ -109,15 +109,20 @@ Result<std::unique_ptr<Connection>> Connection::Connect(const ConnectParams& p) 
         c->Clean(mysql_error(c->mysql_)) + " [error " + std::to_string(code) + "]";
     const StatusCode sc = CodeOf(code);
     if (sc == StatusCode::kPermissionDenied) {
-      return Status::PermissionDenied(
-          "cannot log in to " + where + " as user '" + p.user + "': " + m +
-          "; check destination.user and destination.password (or the url; e.g. password: "
-          "${MYSQL_PASSWORD}), and that the user may log in from this host (CREATE USER '" +
-          p.user + "'@'%' IDENTIFIED BY '...')");
+      return Status::PermissionDenied("cannot log in to " + where + " as user '" + p.user + "': " +
+                                      m + "; check " + p.setting + ".user and " + p.setting +
+                                      ".password (or the url; e.g. password: ${MYSQL_PASSWORD}), "
+                                      "and that the user may log in from this host (CREATE USER '" +
+                                      p.user + "'@'%' IDENTIFIED BY '...')");
     }
-    return Status::Unavailable("cannot connect to " + where + ": " + m +
-                               "; check destination.host and destination.port, and that the "
-                               "server runs and accepts TCP connections from here (bind-address)");
+    if (sc == StatusCode::kNotFound) {
+      return Status::NotFound("cannot open database '" + p.database + "' on " + where + ": " + m +
+                              "; check " + p.setting + ".database (or the url's /database)");
+    }
+    return Status::Unavailable("cannot connect to " + where + ": " + m + "; check " + p.setting +
+                               ".host and " + p.setting +
+                               ".port (or the url), and that the server runs and accepts TCP "
+                               "connections from here (bind-address)");
   }
   c->server_info_ = mysql_get_server_info(c->mysql_);
   c->thread_id_ = mysql_thread_id(c->mysql_);
@@ -155,7 +160,9 @@ Status Connection::Error(std::string_view what) {
     m += "; raise the server's max_allowed_packet (SET GLOBAL max_allowed_packet = 1073741824)";
   }
   StatusCode sc = CodeOf(code);
-  if (sc == StatusCode::kPermissionDenied) {
+  if (sc == StatusCode::kPermissionDenied && !params_.denied_fix.empty()) {
+    m += "; " + params_.denied_fix;
+  } else if (sc == StatusCode::kPermissionDenied) {
     m += "; give user '" + params_.user +
          "' the privileges ferry needs on the destination database and the state_database "
          "(GRANT ALL PRIVILEGES ON `<database>`.* TO '" +

@@ -33,6 +33,11 @@ struct ConnectParams {
   std::string password;
   std::string database;  // the default database (must exist), or empty for none
   int connect_timeout_s = 10;
+  // Where these settings come from, for the fixes messages name ("destination", "source").
+  std::string setting = "destination";
+  // The fix a missing privilege's message names; empty: the destination's (ALL PRIVILEGES on
+  // its databases).
+  std::string denied_fix;
 };
 
 // A result's rows; NULL is nullopt.

@@ -132,4 +132,43 @@ Result<Url> ParseUrl(std::string_view url, std::string_view setting) {
   return u;
 }
 
+Result<Url> TakeServerKeys(config::Options& o, std::string_view section) {
+  const std::string sec(section);
+  auto url = o.TakeOptionalString("url");
+  auto host = o.TakeOptionalString("host");
+  auto user = o.TakeOptionalString("user");
+  auto password = o.TakeOptionalString("password");
+  auto database = o.TakeOptionalString("database");
+  const bool has_port = o.Has("port");
+  FERRY_ASSIGN_OR_RETURN(int64_t port, o.TakeInt("port", 3306, 1, 65535));
+  Url u;
+  if (url) {
+    if (host || user || database || has_port) {
+      return Status::InvalidArgument(
+          sec + ": give either url or host, port, user and database, not both");
+    }
+    FERRY_ASSIGN_OR_RETURN(u, ParseUrl(*url, sec + ".url"));
+    if (password && !u.password.empty()) {
+      return Status::InvalidArgument(sec + ": the password is in both url and password; keep one");
+    }
+    if (password) u.password = *password;
+  } else {
+    if (!host || host->empty()) {
+      return Status::InvalidArgument(
+          sec +
+          ": host is missing; give host, port, user, password and database, or url: "
+          "mysql://user:password@host:port/database");
+    }
+    u.host = *host;
+    u.port = static_cast<int>(port);
+    u.user = user.value_or("");
+    u.password = password.value_or("");
+    u.database = database.value_or("");
+  }
+  if (u.user.empty()) {
+    return Status::InvalidArgument(sec + ": user is missing (the MySQL/MariaDB user to log in as)");
+  }
+  return u;
+}
+
 }  // namespace ferry::mysql

@@ -5,8 +5,10 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ferry/base/status.h"
+#include "ferry/config/config.h"
 
 namespace ferry::mysql {
 
@@ -36,5 +38,18 @@ struct Url {
   std::string database;
 };
 Result<Url> ParseUrl(std::string_view url, std::string_view setting = "destination.url");
+
+// The server a pipeline section names, by the keys the MySQL/MariaDB destination and source
+// share: `url`, or `host`, `port` (3306), `user`, `password` and `database`; `password` may also
+// come apart from a url. Takes those keys from `o` (the caller's CheckAllUsed lists them);
+// `section` ("destination", "source") names them in errors. kInvalidArgument for both forms at
+// once, a password in both, a bad url, no host or no user. The database may be empty.
+Result<Url> TakeServerKeys(config::Options& o, std::string_view section);
+// The keys TakeServerKeys takes.
+inline const std::vector<std::string>& ServerKeys() {
+  static const std::vector<std::string> kKeys = {"url",  "host",     "port",
+                                                 "user", "password", "database"};
+  return kKeys;
+}
 
 }  // namespace ferry::mysql

@@ -880,48 +880,16 @@ Result<std::unique_ptr<Sink>> OpenMysqlSink(config::DestinationConfig& cfg,
   config::Options& o = cfg.options;
   Settings s;
   s.pipeline = pipeline;
-  auto url = o.TakeOptionalString("url");
-  auto host = o.TakeOptionalString("host");
-  auto user = o.TakeOptionalString("user");
-  auto password = o.TakeOptionalString("password");
-  auto database = o.TakeOptionalString("database");
-  const bool has_port = o.Has("port");
-  FERRY_ASSIGN_OR_RETURN(int64_t port, o.TakeInt("port", 3306, 1, 65535));
+  FERRY_ASSIGN_OR_RETURN(mysql::Url u, mysql::TakeServerKeys(o, "destination"));
   s.state_database = o.TakeOptionalString("state_database").value_or("ferry_state");
-  FERRY_RETURN_IF_ERROR(
-      o.CheckAllUsed({"url", "host", "port", "user", "password", "database", "state_database"}));
-  if (url) {
-    if (host || user || database || has_port) {
-      return Status::InvalidArgument(
-          "destination: give either url or host, port, user and database, not both");
-    }
-    FERRY_ASSIGN_OR_RETURN(mysql::Url u, mysql::ParseUrl(*url));
-    if (password && !u.password.empty()) {
-      return Status::InvalidArgument(
-          "destination: the password is in both url and password; keep one");
-    }
-    s.connect.host = u.host;
-    s.connect.port = u.port;
-    s.connect.user = u.user;
-    s.connect.password = password ? *password : u.password;
-    s.database = u.database;
-  } else {
-    if (!host || host->empty()) {
-      return Status::InvalidArgument(
-          "destination: host is missing; give host, port, user, password and database, or url: "
-          "mysql://user:password@host:port/database");
-    }
-    s.connect.host = *host;
-    s.connect.port = static_cast<int>(port);
-    s.connect.user = user.value_or("");
-    s.connect.password = password.value_or("");
-    s.database = database.value_or("");
-  }
-  if (s.connect.user.empty()) {
-    return Status::InvalidArgument(
-        "destination: user is missing (the MySQL/MariaDB user to log "
-        "in as)");
-  }
+  std::vector<std::string> known = mysql::ServerKeys();
+  known.push_back("state_database");
+  FERRY_RETURN_IF_ERROR(o.CheckAllUsed(known));
+  s.connect.host = u.host;
+  s.connect.port = u.port;
+  s.connect.user = u.user;
+  s.connect.password = u.password;
+  s.database = u.database;
   if (s.database.empty()) {
     return Status::InvalidArgument(
         "destination: database is missing (the database the tables go to; created when "
