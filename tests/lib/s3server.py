@@ -8,7 +8,9 @@ known access key, and IAM policies decide what it may do:
   - `admin`:  s3:* (what ferry and the test's own client use);
   - `reader`: s3:ListBucket and s3:GetObject only (a user who cannot write).
 The test reads what ferry wrote with boto3 (a client nobody here wrote), and copies a bucket to a
-local folder for the Iceberg readers (`mirror`).
+local folder for the Iceberg readers (`mirror`). moto keeps its objects in memory: a stopped
+server forgets them, so "the store stops answering" is SIGSTOP/SIGCONT (`pause`, `resume`).
+The server runs with one fix to moto's signature check (LAUNCHER, below).
 
 `FaultProxy` sits between ferry and the server and makes the store misbehave on request: answers
 503 SlowDown or 500 InternalError to new connections, resets them, or cuts every open connection
