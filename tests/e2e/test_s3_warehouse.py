@@ -318,17 +318,25 @@ class S3FaultTest(S3WarehouseCase):
 
     def test_503_500_resets_and_cut_connections_are_retried(self):
         make_source(self.db_path, n_a=30000, n_b=3000)
-        self.write_pipeline(self.pipeline_text(source_extra="  chunk_rows: 1000"))
+        # More retries than faults: even a request that met every fault gets through.
+        self.write_pipeline(self.pipeline_text(source_extra="  chunk_rows: 1000",
+                                               s3_extra="    retries: 12"))
         stop = threading.Event()
 
         def misbehave():
+            # A budget of faults, two at a time, and of cuts of every open connection, spread
+            # over the sync.
             kinds = ["503", "500", "reset"]
-            i = 0
+            faults, cuts, i = 10, 6, 0
             while not stop.is_set():
-                self.proxy.queue(kinds[i % 3], 2)
-                i += 1
+                if faults > 0 and not self.proxy.faults:
+                    self.proxy.queue(kinds[i % 3], 2)
+                    faults -= 2
+                    i += 1
                 time.sleep(0.3)
-                self.proxy.cut_all()
+                if cuts > 0:
+                    self.proxy.cut_all()
+                    cuts -= 1
                 time.sleep(0.3)
 
         t = threading.Thread(target=misbehave, daemon=True)
@@ -366,8 +374,10 @@ class S3FaultTest(S3WarehouseCase):
 
     def test_a_store_that_stays_down_fails_the_sync_clearly_and_a_rerun_finishes(self):
         make_source(self.db_path, n_a=5000, n_b=100)
+        # checkpoint.tolerable_failures 0: the sync stops at the first failed round.
         self.write_pipeline(self.pipeline_text(source_extra="  chunk_rows: 1000",
-                                               s3_extra="    retries: 2"))
+                                               s3_extra="    retries: 2")
+                            + "checkpoint: {tolerable_failures: 0}\n")
         self.proxy.queue("503", 1000)
         p = self.sync(check=False)
         self.assertNotEqual(p.returncode, 0)
