@@ -10,9 +10,10 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libsqlite3-dev sqlite3 libzstd-dev libsnappy-dev zlib1g-dev
+  libsqlite3-dev sqlite3 libzstd-dev libsnappy-dev zlib1g-dev libcurl4-openssl-dev
   libpq-dev postgresql
   libmariadb-dev mariadb-server redis-server
+  ceph-mon ceph-osd radosgw ceph-common
   nlohmann-json3-dev libyaml-cpp-dev libgtest-dev
   python3 ca-certificates clang-format
 )

@@ -186,18 +186,26 @@ class BadInputTest(ferrytest.FerryTestCase):
         self.assertIn("needs the pipeline file", p.stderr)
 
     def test_a_warehouse_ferry_cannot_write_is_refused_by_check_and_sync(self):
-        # Object stores are not written yet: check, sync and maintain refuse the scheme, name the
-        # value and the fix, and create nothing (no folder named "s3:", no catalog, no state).
-        for uri in ["s3://lake/warehouse", "gs://bucket/wh"]:
+        # Object stores other than S3 are not written: check, sync and maintain refuse the scheme,
+        # name the value and the fix, and create nothing (no folder named "gs:", no catalog, no
+        # state). An s3:// warehouse needs a catalog that is not on the store.
+        for uri in ["gs://bucket/wh", "abfss://c@a.dfs.core.windows.net/wh"]:
             scheme = uri.split(":")[0]
             text = ("name: s\nsource: {type: sqlite, path: ./source.db}\n"
                     f"destination: {{type: iceberg, warehouse: '{uri}'}}\nstate: ./state.json\n")
             for command in ["check", "sync", "maintain"]:
                 p = self.expect_error(text, f"destination.warehouse (line 3): '{uri}' is on {scheme}://",
                                       command=command)
-                self.assertIn("ferry cannot write yet", p.stderr)
+                self.assertIn("which ferry cannot write", p.stderr)
                 self.assertIn("Set the warehouse to a local folder", p.stderr)
+                self.assertIn("or to s3://bucket/prefix", p.stderr)
             self.assertEqual(sorted(os.listdir(self.dir)), ["pipeline.yaml", "source.db"])
+        text = ("name: s\nsource: {type: sqlite, path: ./source.db}\n"
+                "destination: {type: iceberg, warehouse: 's3://lake/warehouse'}\nstate: ./state.json\n")
+        for command in ["check", "sync", "maintain"]:
+            self.expect_error(text, "destination.catalog is required for an s3:// warehouse",
+                              command=command)
+        self.assertEqual(sorted(os.listdir(self.dir)), ["pipeline.yaml", "source.db"])
         # A file:// URI is a local folder like a path.
         folder = os.path.join(self.dir, "as uri")
         self.write_pipeline("name: s\nsource: {type: sqlite, path: ./source.db}\n"

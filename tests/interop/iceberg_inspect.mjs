@@ -10,6 +10,7 @@
 // ...) are listed in "problems"; the caller compares the rows with its source.
 //
 // Usage: node iceberg_inspect.mjs <path of the table's current metadata.json>
+//        (a table on S3: FERRY_INSPECT_S3_MIRROR=<folder holding a copy of its bucket>, below)
 //
 // Canonical values (so that callers compare exactly, whatever each reader returns):
 //   null -> null; boolean -> "true"/"false"; int, long -> decimal string;
@@ -27,11 +28,20 @@ import { bigLong } from './lib/avro_long.mjs';
 import { icebergRead } from 'icebird';
 import { DuckDBInstance } from '@duckdb/node-api';
 
-// ---- file:// only: icebird fetches everything; nothing may leave this machine ----
+// ---- local files only: icebird fetches everything; nothing may leave this machine ----
+// A table on an object store is read from a local copy of its bucket: with
+// FERRY_INSPECT_S3_MIRROR=<folder>, s3://bucket/key (and icebird's
+// https://bucket.s3.amazonaws.com/key) is read from <folder>/bucket/key.
+const s3Mirror = process.env.FERRY_INSPECT_S3_MIRROR || '';
+function mirrored(url) {
+  const m = /^s3a?:\/\/([^/]+)\/(.*)$/.exec(url) || /^https:\/\/([^./]+)\.s3\.amazonaws\.com\/(.*)$/.exec(url);
+  if (!m || !s3Mirror) return null;
+  return path.join(s3Mirror, m[1], decodeURIComponent(m[2]));
+}
 globalThis.fetch = async (input, init = {}) => {
   const url = typeof input === 'string' ? input : input.url;
-  if (!url.startsWith('file://')) throw new Error(`blocked a non-local URL: ${url}`);
-  const file = url.slice('file://'.length);
+  const file = url.startsWith('file://') ? url.slice('file://'.length) : mirrored(url);
+  if (file === null) throw new Error(`blocked a non-local URL: ${url}`);
   const size = fs.statSync(file).size;
   const method = (init.method || 'GET').toUpperCase();
   if (method === 'HEAD') return new Response(null, { status: 200, headers: { 'Content-Length': String(size) } });
@@ -62,7 +72,7 @@ if (!metadataPath) {
 const problems = [];
 const metadata = JSON.parse(fs.readFileSync(metadataPath, 'utf8'));
 const schema = metadata.schemas.find((s) => s['schema-id'] === metadata['current-schema-id']);
-const localPath = (uri) => (uri.startsWith('file://') ? uri.slice(7) : uri);
+const localPath = (uri) => (uri.startsWith('file://') ? uri.slice(7) : mirrored(uri) ?? uri);
 
 function hexBytes(u8) {
   return 'hex:' + Buffer.from(u8.buffer ? new Uint8Array(u8.buffer, u8.byteOffset, u8.byteLength) : u8).toString('hex');

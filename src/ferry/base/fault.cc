@@ -41,6 +41,8 @@ const std::vector<FaultPointInfo>& AllFaultPoints() {
        "(its input is held back while the checkpoint aligns)"},
       {"sink.data_written", "a chunk's data files are written, nothing committed"},
       {"sink.before_commit", "the catalog commit (data + marker) is about to be sent"},
+      {"s3.mid_multipart_upload",
+       "an S3 multipart upload of a file has sent a part (hit per part), not yet completed"},
       {"catalog.after_metadata_write",
        "the new metadata file is written, the catalog row not yet swapped"},
       {"sink.after_commit", "data and marker are committed, the state file not yet written"},

@@ -64,12 +64,15 @@ commands:
                              a progress line every --progress seconds (default 10; 0: none)
   state     -c FILE [--json] show each stream's state, its marker in the destination, and what
                              the next sync will do (run normally, repair the state, start fresh)
-  maintain  -c FILE [--table T ...] [--no-compact] [--no-expire]
-            [--expire-older-than DURATION] [--retain-last N]
+  maintain  -c FILE [--table T ...] [--no-compact] [--no-expire] [--no-orphans]
+            [--expire-older-than DURATION] [--retain-last N] [--orphans-older-than DURATION]
                              compact each table's small data files and fold its delete files
                              into rewritten data files, then expire old snapshots and delete the
-                             files only they referenced. Readers see the same rows before and
-                             after. DURATION: 0s, 90m, 12h, 5d (default: the table property
+                             files only they referenced, then delete the orphan files (no
+                             metadata references them) older than --orphans-older-than (default
+                             3d; longer than any sync) and abort such multipart uploads. Readers
+                             see the same rows before and after. DURATION: 0s, 90m, 12h, 5d
+                             (expiry's default: the table property
                              history.expire.max-snapshot-age-ms, 5 days); --retain-last keeps the
                              newest N snapshots of each branch (default 1)
   verify    -c FILE [--table T ...] [--json]
@@ -101,6 +104,8 @@ struct Args {
   bool expire = true;
   std::optional<int64_t> expire_older_than_ms;
   std::optional<int64_t> retain_last;
+  bool orphans = true;
+  int64_t orphans_older_than_ms = 3LL * 24 * 3600 * 1000;
   bool maintain_options = false;
 };
 
@@ -128,6 +133,16 @@ int Fail(const Status& s, int code = 1) {
 // Configuration mistakes exit 2, failures of the work exit 1.
 int ExitCodeFor(const Status& s) {
   return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound ? 2 : 1;
+}
+
+// "3d", "12h", "90m", "30s", "500ms": the largest unit that divides the duration.
+std::string HumanDuration(int64_t ms) {
+  const std::pair<int64_t, const char*> units[] = {
+      {86400000, "d"}, {3600000, "h"}, {60000, "m"}, {1000, "s"}};
+  for (const auto& [n, unit] : units) {
+    if (ms > 0 && ms % n == 0) return std::to_string(ms / n) + unit;
+  }
+  return std::to_string(ms) + "ms";
 }
 
 std::string HumanBytes(uint64_t b) {
@@ -547,6 +562,28 @@ int CmdMaintain(const Args& a) {
         }
       }
     }
+    if (a.orphans) {
+      lake::OrphanOptions oopts;
+      oopts.older_than_ms = a.orphans_older_than_ms;
+      auto r = lake::RemoveOrphanFiles(**t, oopts);
+      if (!r.ok()) {
+        std::fprintf(stderr, "ferry: error: removing orphan files of %s: %s\n",
+                     ident.ToString().c_str(), r.status().message().c_str());
+        ++failed;
+        continue;
+      }
+      std::printf(
+          "  orphans: %lld of %lld files unreferenced and older than %s: deleted (%s), %lld "
+          "newer kept; %lld open uploads aborted\n",
+          static_cast<long long>(r->orphans_deleted), static_cast<long long>(r->files_listed),
+          HumanDuration(a.orphans_older_than_ms).c_str(),
+          HumanBytes(static_cast<uint64_t>(r->bytes_deleted)).c_str(),
+          static_cast<long long>(r->orphans_too_young), static_cast<long long>(r->uploads_aborted));
+      if (r->files_not_deleted > 0) {
+        std::printf("           %lld files could not be deleted (see the warnings above)\n",
+                    static_cast<long long>(r->files_not_deleted));
+      }
+    }
     std::fflush(stdout);
   }
   return failed == 0 ? 0 : 1;
@@ -707,6 +744,20 @@ int Main(int argc, char** argv) {
             "(0s, 90m, 12h, 5d); got '" +
             rest[i] + "'");
       }
+      a.maintain_options = true;
+    } else if (w == "--no-orphans") {
+      a.orphans = false;
+      a.maintain_options = true;
+    } else if (w == "--orphans-older-than") {
+      if (i + 1 >= rest.size()) return Usage("--orphans-older-than needs a duration such as 3d");
+      auto ms = config::ParseDurationMs(rest[++i]);
+      if (!ms) {
+        return Usage(
+            "--orphans-older-than takes a whole number with a unit: ms, s, m, h or d "
+            "(0s, 90m, 12h, 3d); got '" +
+            rest[i] + "'");
+      }
+      a.orphans_older_than_ms = *ms;
       a.maintain_options = true;
     } else if (w == "--retain-last") {
       if (i + 1 >= rest.size()) return Usage("--retain-last needs a number of snapshots");

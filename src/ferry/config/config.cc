@@ -133,7 +133,8 @@ class Parser {
     return Scalar(n, "'" + key + "'");
   }
 
-  // Copies every scalar key of `section` except `skip` into an Options bag.
+  // Copies every scalar key of `section` except `skip` into an Options bag; the scalar keys of a
+  // mapping one level down (`s3: {region: ...}`) become dotted keys ("s3.region").
   Result<Options> CollectOptions(const YAML::Node& section, const std::string& name,
                                  const std::vector<std::string>& skip) {
     Options opts(name, base_dir_);
@@ -141,6 +142,14 @@ class Parser {
     for (auto it = section.begin(); it != section.end(); ++it) {
       std::string key = it->first.as<std::string>();
       if (std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
+      if (it->second.IsMap()) {
+        for (auto sub = it->second.begin(); sub != it->second.end(); ++sub) {
+          const std::string dotted = key + "." + sub->first.as<std::string>();
+          FERRY_ASSIGN_OR_RETURN(std::string v, Scalar(sub->second, name + "." + dotted));
+          opts.Set(dotted, std::move(v), LineOf(sub->first));
+        }
+        continue;
+      }
       FERRY_ASSIGN_OR_RETURN(std::string v, Scalar(it->second, name + "." + key));
       opts.Set(key, std::move(v), LineOf(it->first));
     }

@@ -275,6 +275,33 @@ TEST(ConfigTest, BadSourceListsAreExplained) {
       std::string::npos);
 }
 
+TEST(ConfigTest, AMappingInsideASectionBecomesDottedKeys) {
+  auto cfg = ParsePipeline(
+      "name: p\nsource: {type: sqlite, path: x.db}\ndestination:\n  type: iceberg\n"
+      "  warehouse: s3://lake/wh\n  s3:\n    endpoint: http://127.0.0.1:9000\n"
+      "    path_styel: true\n",
+      "p.yaml", "/d");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  Options& o = cfg->destination.options;
+  EXPECT_EQ(*o.TakeOptionalString("s3.endpoint"), "http://127.0.0.1:9000");
+  EXPECT_NE(o.Where("s3.endpoint").find("destination.s3.endpoint (line 7)"), std::string::npos);
+  (void)o.TakeLocation("warehouse");
+  // A typo inside the mapping is an unknown key, with the suggestion.
+  Status s = o.CheckAllUsed({"warehouse", "s3.endpoint", "s3.path_style"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("s3.path_styel"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("s3.path_style"), std::string::npos) << s.message();
+  // Two levels down is not a value.
+  auto deep = ParsePipeline(
+      "name: p\nsource: {type: sqlite, path: x.db}\ndestination:\n  type: iceberg\n"
+      "  s3: {endpoint: {url: x}}\n",
+      "p.yaml", "/d");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("destination.s3.endpoint must be a single value"),
+            std::string::npos)
+      << deep.status().message();
+}
+
 TEST(ConfigTest, LocationsAreUrisAndPathsBecomeFileUris) {
   Options o("destination", "/p");
   o.Set("rel", "./warehouse/", 1);

@@ -68,6 +68,7 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
   FERRY_ASSIGN_OR_RETURN(auto sources, OpenSources(cfg, /*prepare_capture=*/false));
   auto dst = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst.ok()) return dst.status().WithContext("destination");
+  FERRY_RETURN_IF_ERROR((*dst)->ProbeStorage().WithContext("destination"));
   report->destination = (*dst)->Describe();
   report->guarantee = (*dst)->Guarantee();
   if (cfg.merged()) {

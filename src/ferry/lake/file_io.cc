@@ -1,5 +1,6 @@
 #include "ferry/lake/file_io.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <system_error>
 
 #include "ferry/base/fs.h"
+#include "ferry/base/uuid.h"
+#include "ferry/lake/s3_file_io.h"
 
 namespace ferry::lake {
 
@@ -47,9 +50,7 @@ Result<std::string> LocalPath(const std::string& uri) {
     path = uri;
   }
   if (path.empty() || path[0] != '/') {
-    return Status::InvalidArgument("location '" + uri +
-                                   "' is not a local file; this build stores tables in local "
-                                   "folders (file://)");
+    return Status::InvalidArgument("location '" + uri + "' is not a local file (file://)");
   }
   return path;
 }
@@ -127,9 +128,11 @@ class Local final : public FileIO {
       if (!it->is_regular_file(ec)) continue;
       const std::string path = it->path().string();
       if (path.rfind(p, 0) != 0) continue;
-      const uint64_t size = it->file_size(ec);
-      if (ec) break;
-      out.push_back(FileInfo{"file://" + path, size});
+      struct stat st;
+      if (::stat(path.c_str(), &st) != 0) continue;  // removed meanwhile
+      const int64_t modified_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 +
+                                  static_cast<int64_t>(st.st_mtim.tv_nsec / 1000000);
+      out.push_back(FileInfo{"file://" + path, static_cast<uint64_t>(st.st_size), modified_ms});
     }
     if (ec) return Status::IOError("cannot list '" + dir + "': " + ec.message());
     std::sort(out.begin(), out.end(),
@@ -154,7 +157,7 @@ std::shared_ptr<FileIO> LocalFileIO() {
   return io;
 }
 
-Result<std::shared_ptr<FileIO>> OpenFileIO(const std::string& location) {
+Result<std::shared_ptr<FileIO>> OpenFileIO(const std::string& location, const S3Config& s3) {
   const std::string scheme = SchemeOf(location);
   if (scheme == "file" || (scheme.empty() && !location.empty() && location[0] == '/')) {
     FERRY_RETURN_IF_ERROR(LocalPath(location).status());
@@ -164,10 +167,32 @@ Result<std::shared_ptr<FileIO>> OpenFileIO(const std::string& location) {
     return Status::InvalidArgument("location '" + location +
                                    "' is neither an absolute path nor a URI (file:///...)");
   }
+  if (scheme == "s3" || scheme == "s3a") return OpenS3FileIO(location, s3);
   return Status::InvalidArgument(
-      "'" + location + "' is on " + scheme + "://, which ferry cannot write yet: this build " +
-      "stores Iceberg tables in local folders only (object stores come later). Set the warehouse " +
-      "to a local folder: a path such as ./warehouse, or a file:///... URI");
+      "'" + location + "' is on " + scheme + "://, which ferry cannot write: Iceberg tables go " +
+      "to local folders or S3-compatible object stores. Set the warehouse to a local folder (a " +
+      "path such as ./warehouse, or a file:///... URI) or to s3://bucket/prefix");
+}
+
+Status ProbeStorage(FileIO& io, const std::string& location) {
+  const std::string probe = JoinLocation(location, ".ferry-probe-" + NewUuid());
+  const std::string data = "ferry check: this file is written and deleted again\n";
+  auto listed = io.List(JoinLocation(location, ""));
+  if (!listed.ok()) return listed.status().WithContext("listing the warehouse " + location);
+  Status s = io.WriteNew(probe, data);
+  if (!s.ok()) return s.WithContext("writing the probe file " + probe);
+  auto back = io.Read(probe);
+  if (!back.ok() || *back != data) {
+    (void)io.Delete(probe);
+    if (!back.ok()) return back.status().WithContext("reading the probe file " + probe + " back");
+    return Status::IOError("the probe file " + probe + " read back differs from what was written");
+  }
+  s = io.Delete(probe);
+  if (!s.ok()) return s.WithContext("deleting the probe file " + probe);
+  if (io.Exists(probe)) {
+    return Status::IOError("the probe file " + probe + " is still there after its deletion");
+  }
+  return Status::OK();
 }
 
 }  // namespace ferry::lake

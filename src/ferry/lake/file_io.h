@@ -31,12 +31,14 @@
 
 #include "ferry/base/io.h"
 #include "ferry/base/status.h"
+#include "ferry/lake/s3_settings.h"
 
 namespace ferry::lake {
 
 struct FileInfo {
   std::string location;  // a URI
   uint64_t size_bytes = 0;
+  int64_t modified_ms = 0;  // last written, ms since the Unix epoch (from List; 0 if unknown)
 };
 
 class FileIO {
@@ -69,15 +71,31 @@ class FileIO {
   virtual Status Delete(const std::string& location) = 0;
   // The file's size; kNotFound when it does not exist.
   virtual Result<FileInfo> Stat(const std::string& location) = 0;
+  // Aborts the uploads of new files under `prefix` that were begun before `before_ms` and never
+  // completed (an object store's open multipart uploads, left by a killed writer); returns how
+  // many. The local implementation has none: a dead writer's temporary files are listed files.
+  virtual Result<int64_t> AbortUploadsBegunBefore(const std::string& prefix, int64_t before_ms) {
+    (void)prefix;
+    (void)before_ms;
+    return int64_t{0};
+  }
   // Whether the file exists (an error of the storage reads as "no").
   bool Exists(const std::string& location);
 };
 
 // The FileIO for a warehouse or table location, chosen by its scheme: "file" (and a bare
-// absolute path) is served by the local implementation. Any other scheme (s3, gs, abfss, hdfs,
-// ...) is kInvalidArgument naming the scheme and what to use instead: this build writes local
-// folders only.
-Result<std::shared_ptr<FileIO>> OpenFileIO(const std::string& location);
+// absolute path) is served by the local implementation, "s3" (and "s3a") by the S3 one
+// (s3_file_io.h) with the settings `s3` and the environment give (ResolveS3Settings: its errors).
+// Any other scheme (gs, abfss, hdfs, ...) is kInvalidArgument naming the scheme and what to use
+// instead.
+Result<std::shared_ptr<FileIO>> OpenFileIO(const std::string& location, const S3Config& s3 = {});
+
+// Proves that the storage at `location` (a warehouse) takes what a sync does to it: lists the
+// location, writes a probe file "<location>/.ferry-probe-<uuid>", reads it back and deletes it.
+// The first failure is returned with the step that failed ("writing the probe file ..."), its
+// code kept (kPermissionDenied, kNotFound for a missing bucket, kUnavailable, ...). Nothing is
+// left behind when it succeeds.
+Status ProbeStorage(FileIO& io, const std::string& location);
 
 // The local implementation (one instance, shared). Production code gets it from OpenFileIO.
 std::shared_ptr<FileIO> LocalFileIO();

@@ -121,7 +121,7 @@ TEST(FileIOChoice, ByScheme) {
   EXPECT_EQ(local->get(), LocalFileIO().get());
   EXPECT_TRUE(OpenFileIO("/data/wh").ok());
   EXPECT_TRUE(OpenFileIO("file:/data/wh").ok());
-  for (const char* uri : {"s3://lake/wh", "gs://b/wh", "abfss://c@a.dfs.core.windows.net/wh"}) {
+  for (const char* uri : {"gs://b/wh", "abfss://c@a.dfs.core.windows.net/wh", "hdfs://nn/wh"}) {
     auto r = OpenFileIO(uri);
     ASSERT_FALSE(r.ok()) << uri;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
@@ -129,9 +129,22 @@ TEST(FileIOChoice, ByScheme) {
     EXPECT_NE(r.status().message().find(SchemeOf(uri) + "://"), std::string::npos);
     EXPECT_NE(r.status().message().find(uri), std::string::npos);
     EXPECT_NE(r.status().message().find("local folder"), std::string::npos);
+    EXPECT_NE(r.status().message().find("s3://bucket/prefix"), std::string::npos);
   }
+  // s3:// is served by the S3 implementation; a location without a bucket is refused.
+  EXPECT_EQ(OpenFileIO("s3:///wh").status().code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(OpenFileIO("relative/wh").ok());
   EXPECT_FALSE(OpenFileIO("file://host/wh").ok());
+}
+
+TEST_F(FileIOTest, ProbeWritesReadsAndDeletesAProbeFileAndLeavesNothing) {
+  ASSERT_TRUE(ProbeStorage(*io_, Uri("wh")).ok());
+  for (const auto& n : Names()) EXPECT_EQ(n.find(".ferry-probe-"), std::string::npos) << n;
+  // A warehouse that cannot be written: the step and the path are named.
+  ASSERT_TRUE(io_->WriteNew(Uri("file"), "x").ok());
+  Status s = ProbeStorage(*io_, Uri("file/wh"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("writing the probe file"), std::string::npos) << s.ToString();
 }
 
 TEST(FileIOChoice, LocationsJoinAndConvert) {

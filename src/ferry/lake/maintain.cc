@@ -704,4 +704,80 @@ Result<ExpireReport> ExpireSnapshots(Table& table, const ExpireOptions& options)
   return report;
 }
 
+Result<OrphanReport> RemoveOrphanFiles(Table& table, const OrphanOptions& options) {
+  OrphanReport report;
+  FERRY_RETURN_IF_ERROR(table.Refresh());
+  FileIO& io = table.io();
+  const TableMetadata& meta = table.metadata();
+  const int64_t now_ms = options.now_ms != 0 ? options.now_ms : NowMs();
+  const int64_t before_ms = now_ms - options.older_than_ms;
+  const std::string what = "looking for orphan files of " + table.ident().ToString();
+
+  // Everything the metadata references. A manifest list or manifest that cannot be read stops
+  // the pass: without it, live files would look like orphans.
+  std::set<std::string> referenced = {table.metadata_location()};
+  for (const auto& e : meta.doc().value("metadata-log", Json::array())) {
+    referenced.insert(e.value("metadata-file", ""));
+  }
+  for (const char* key : {"statistics", "partition-statistics"}) {
+    for (const auto& e : meta.doc().value(key, Json::array())) {
+      referenced.insert(e.value("statistics-path", ""));
+    }
+  }
+  std::set<std::string> manifests;
+  for (const auto& s : meta.doc().value("snapshots", Json::array())) {
+    const std::string list = s.value("manifest-list", "");
+    if (list.empty()) continue;
+    referenced.insert(list);
+    auto ms = ReadManifestList(io, list);
+    if (!ms.ok()) return ms.status().WithContext(what);
+    for (const auto& m : *ms) {
+      if (!manifests.insert(m.path).second) continue;
+      referenced.insert(m.path);
+      auto entries = ReadManifest(io, m);
+      if (!entries.ok()) return entries.status().WithContext(what);
+      for (const auto& e : *entries) referenced.insert(e.file.path);
+    }
+  }
+  report.files_referenced = static_cast<int64_t>(referenced.size());
+
+  std::string location = meta.location();
+  while (!location.empty() && location.back() == '/') location.pop_back();
+  auto listed = io.List(location + "/");
+  if (!listed.ok()) return listed.status().WithContext(what);
+  report.files_listed = static_cast<int64_t>(listed->size());
+  // Metadata may name a file by another spelling of the same location (file:/x for file:///x).
+  auto is_referenced = [&](const std::string& uri) {
+    if (referenced.count(uri)) return true;
+    auto local = LocalPath(uri);
+    return local.ok() && (referenced.count(*local) || referenced.count("file:" + *local));
+  };
+  for (const auto& f : *listed) {
+    if (is_referenced(f.location)) continue;
+    if (f.modified_ms == 0 || f.modified_ms >= before_ms) {
+      ++report.orphans_too_young;
+      continue;
+    }
+    if (options.dry_run) {
+      ++report.orphans_deleted;
+      report.bytes_deleted += static_cast<int64_t>(f.size_bytes);
+      continue;
+    }
+    Status s = io.Delete(f.location);
+    if (!s.ok()) {
+      FERRY_LOG(kWarn) << "could not delete the orphan file " << f.location << ": " << s.message();
+      ++report.files_not_deleted;
+      continue;
+    }
+    ++report.orphans_deleted;
+    report.bytes_deleted += static_cast<int64_t>(f.size_bytes);
+  }
+  if (!options.dry_run) {
+    auto aborted = io.AbortUploadsBegunBefore(location + "/", before_ms);
+    if (!aborted.ok()) return aborted.status().WithContext(what);
+    report.uploads_aborted = *aborted;
+  }
+  return report;
+}
+
 }  // namespace ferry::lake

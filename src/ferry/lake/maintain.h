@@ -103,4 +103,31 @@ struct ExpireReport {
 
 Result<ExpireReport> ExpireSnapshots(Table& table, const ExpireOptions& options);
 
+// Orphan removal (RemoveOrphanFiles): deletes the files under the table's location that its
+// metadata does not reference — neither the current metadata file nor one in its metadata-log,
+// nor a manifest list, manifest, data or delete file of any snapshot (of any branch or tag), nor
+// a statistics file — and that were last written before `older_than_ms` ago: files of crashed
+// or failed writers (a local writer's temporary files included). The safety age keeps the files
+// of a writer still running (written, not yet committed) out of reach: it must exceed the
+// longest sync. On an object store it also aborts the multipart uploads under the table's
+// location begun before that age (a killed writer's parts). A file whose deletion fails is
+// counted and logged, and the rest go on.
+struct OrphanOptions {
+  int64_t older_than_ms = 3LL * 24 * 3600 * 1000;  // Iceberg's default: 3 days
+  int64_t now_ms = 0;                              // 0: the clock
+  bool dry_run = false;                            // report, delete nothing
+};
+
+struct OrphanReport {
+  int64_t files_listed = 0;
+  int64_t files_referenced = 0;
+  int64_t orphans_too_young = 0;  // unreferenced, but newer than the safety age: kept
+  int64_t orphans_deleted = 0;    // (found, in a dry run)
+  int64_t bytes_deleted = 0;
+  int64_t files_not_deleted = 0;
+  int64_t uploads_aborted = 0;
+};
+
+Result<OrphanReport> RemoveOrphanFiles(Table& table, const OrphanOptions& options);
+
 }  // namespace ferry::lake

@@ -407,6 +407,46 @@ TEST_F(MaintainTest, ExpiryRemovesOldSnapshotsAndOnlyTheirFiles) {
   EXPECT_FALSE(again->committed);
 }
 
+TEST_F(MaintainTest, OrphanRemovalDeletesOnlyOldUnreferencedFiles) {
+  auto t = Open();
+  BuildHistory(*t);
+  Append(*t, {{5000, "on a branch"}}, "ferry-p-run");      // a load branch's files are referenced
+  const std::string stray = t->NewDataFileUri("crashed");  // a dead writer's data file
+  ASSERT_TRUE(t->io().WriteNew(stray, "not parquet").ok());
+  const std::string tmp = (dir_ / "shop" / "orders" / "metadata" / "x.json.tmp-1-0").string();
+  ASSERT_TRUE(t->io().WriteNew(ToUri(tmp), "{").ok());  // a dead writer's temporary file
+  const size_t data_before = FilesIn("data");
+
+  // Young files are kept whatever they are: a running writer's may not be committed yet.
+  auto young = RemoveOrphanFiles(*t, {});
+  ASSERT_TRUE(young.ok()) << young.status().ToString();
+  EXPECT_EQ(young->orphans_deleted, 0);
+  EXPECT_EQ(young->orphans_too_young, 2);
+  EXPECT_EQ(FilesIn("data"), data_before);
+
+  OrphanOptions o;
+  o.older_than_ms = 0;
+  o.now_ms = NowMs() + 1000;
+  o.dry_run = true;
+  auto dry = RemoveOrphanFiles(*t, o);
+  ASSERT_TRUE(dry.ok());
+  EXPECT_EQ(dry->orphans_deleted, 2);
+  EXPECT_TRUE(t->io().Exists(stray));
+
+  o.dry_run = false;
+  auto r = RemoveOrphanFiles(*t, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->orphans_deleted, 2);
+  EXPECT_EQ(r->files_not_deleted, 0);
+  EXPECT_FALSE(t->io().Exists(stray));
+  EXPECT_FALSE(t->io().Exists(ToUri(tmp)));
+  EXPECT_EQ(FilesIn("data"), data_before - 1);
+  EXPECT_EQ(Scan(*t), expected_);  // every referenced file is still there
+  auto again = RemoveOrphanFiles(*t, o);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->orphans_deleted, 0);
+}
+
 TEST_F(MaintainTest, ExpiryKeepsTheNewestSnapshotsAndEveryBranchHead) {
   auto t = Open();
   for (int i = 0; i < 5; ++i) Append(*t, {{i, "x"}});

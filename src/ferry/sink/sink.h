@@ -133,6 +133,10 @@ class Sink {
   virtual Result<Json> ReadMarker(const std::string& stream) = 0;
   // A reader of the table's rows, or null when the table does not exist.
   virtual Result<std::unique_ptr<TableReader>> OpenReader(const std::string& stream) = 0;
+  // For `check`: proves that the destination's storage takes what a sync does to it, beyond what
+  // opening it proved (an object store: list, put, get and delete a probe object). Its error
+  // names the missing permission or thing.
+  virtual Status ProbeStorage() { return Status::OK(); }
 };
 
 }  // namespace ferry::sink

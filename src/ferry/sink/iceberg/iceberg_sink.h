@@ -56,6 +56,7 @@ class IcebergSink : public Sink {
   // Reads main's head, as any Iceberg reader sees it (deletes applied).
   Result<std::unique_ptr<TableReader>> OpenReader(const std::string& table) override;
   Result<std::string> TableLocationOf(const std::string& table);
+  Status ProbeStorage() override { return warehouse_->ProbeStorage(); }
 
  private:
   IcebergSink() = default;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "ferry/base/fs.h"
+#include "ferry/lake/s3_settings.h"
 
 namespace ferry::sink {
 namespace {
@@ -34,6 +35,43 @@ std::string TableFolder(const std::string& table) {
   return out;
 }
 
+constexpr const char* kS3Keys[] = {"endpoint",           "region",  "path_style",      "part_size",
+                                   "upload_concurrency", "retries", "connect_timeout", "timeout"};
+
+// The destination's `s3:` keys (dotted: "s3.region").
+Result<lake::S3Config> TakeS3Config(config::Options& o) {
+  lake::S3Config c;
+  c.endpoint = o.TakeOptionalString("s3.endpoint");
+  c.region = o.TakeOptionalString("s3.region");
+  if (auto style = o.TakeOptionalString("s3.path_style"); style && *style != "auto") {
+    if (*style == "true" || *style == "yes" || *style == "on") {
+      c.path_style = true;
+    } else if (*style == "false" || *style == "no" || *style == "off") {
+      c.path_style = false;
+    } else {
+      return Status::InvalidArgument(o.Where("s3.path_style") +
+                                     " must be auto, true (http://host/bucket/key) or false "
+                                     "(http://bucket.host/key), not '" +
+                                     *style + "'");
+    }
+  }
+  FERRY_ASSIGN_OR_RETURN(int64_t part, o.TakeBytes("s3.part_size", 8ll << 20));
+  if (static_cast<uint64_t>(part) < lake::kS3MinPartBytes ||
+      static_cast<uint64_t>(part) > lake::kS3MaxPartBytes) {
+    return Status::InvalidArgument(o.Where("s3.part_size") +
+                                   " must be from 5MiB to 5GiB (S3's limits for a part), not " +
+                                   std::to_string(part) + " bytes");
+  }
+  c.part_size_bytes = static_cast<uint64_t>(part);
+  FERRY_ASSIGN_OR_RETURN(int64_t concurrency, o.TakeInt("s3.upload_concurrency", 4, 1, 64));
+  c.upload_concurrency = static_cast<int>(concurrency);
+  FERRY_ASSIGN_OR_RETURN(int64_t retries, o.TakeInt("s3.retries", 7, 0, 100));
+  c.max_attempts = static_cast<int>(retries) + 1;
+  FERRY_ASSIGN_OR_RETURN(c.connect_timeout_ms, o.TakeDuration("s3.connect_timeout", 10000, 100));
+  FERRY_ASSIGN_OR_RETURN(c.timeout_ms, o.TakeDuration("s3.timeout", 60000, 1000));
+  return c;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<IcebergWarehouse>> IcebergWarehouse::Open(config::DestinationConfig& cfg,
@@ -42,8 +80,26 @@ Result<std::unique_ptr<IcebergWarehouse>> IcebergWarehouse::Open(config::Destina
   IcebergOptions& opts = w->opts_;
   config::Options& o = cfg.options;
   FERRY_ASSIGN_OR_RETURN(opts.warehouse, o.TakeLocation("warehouse"));
+  const std::string scheme = lake::SchemeOf(opts.warehouse);
+  const bool on_s3 = scheme == "s3" || scheme == "s3a";
+  FERRY_ASSIGN_OR_RETURN(lake::S3Config s3, TakeS3Config(o));
+  if (!on_s3) {
+    for (const char* key : kS3Keys) {
+      if (o.Has(std::string("s3.") + key)) {
+        return Status::InvalidArgument(o.Where(std::string("s3.") + key) +
+                                       " applies to an s3:// warehouse only; this one is " +
+                                       opts.warehouse + ": remove the s3: section");
+      }
+    }
+  }
+  if (on_s3 && !o.Has("catalog")) {
+    return Status::InvalidArgument(
+        "destination.catalog is required for an s3:// warehouse (" + opts.warehouse +
+        "): the SQL catalog cannot live on an object store. Set catalog: sqlite:./catalog.db (a "
+        "local file) or a postgresql:// URL");
+  }
   // The storage first: a warehouse ferry cannot write stops here, before anything is created.
-  auto io = lake::OpenFileIO(opts.warehouse);
+  auto io = lake::OpenFileIO(opts.warehouse, s3);
   if (!io.ok()) return io.status().WithContext(o.Where("warehouse"));
   w->io_ = std::move(*io);
   opts.ns = o.TakeOptionalString("namespace").value_or(pipeline);
@@ -79,9 +135,11 @@ Result<std::unique_ptr<IcebergWarehouse>> IcebergWarehouse::Open(config::Destina
   opts.target_file_bytes = static_cast<uint64_t>(target);
   opts.parquet.row_group_bytes = static_cast<uint64_t>(rg);
   opts.parquet.page_bytes = static_cast<uint64_t>(page);
-  FERRY_RETURN_IF_ERROR(
-      o.CheckAllUsed({"warehouse", "namespace", "catalog", "catalog_name", "compression",
-                      "zstd_level", "target_file_size", "row_group_size", "page_size"}));
+  std::vector<std::string> known = {"warehouse",        "namespace",      "catalog",
+                                    "catalog_name",     "compression",    "zstd_level",
+                                    "target_file_size", "row_group_size", "page_size"};
+  for (const char* key : kS3Keys) known.push_back(std::string("s3.") + key);
+  FERRY_RETURN_IF_ERROR(o.CheckAllUsed(known));
   auto catalog = lake::OpenSqlCatalog(opts.catalog_uri, opts.catalog_name);
   if (!catalog.ok()) return catalog.status().WithContext("opening the Iceberg catalog");
   w->catalog_ = std::move(*catalog);
@@ -90,8 +148,16 @@ Result<std::unique_ptr<IcebergWarehouse>> IcebergWarehouse::Open(config::Destina
 
 std::string IcebergWarehouse::Describe() const {
   auto folder = lake::LocalPath(opts_.warehouse);
-  return "Iceberg warehouse " + (folder.ok() ? *folder : opts_.warehouse) + ", namespace " +
+  if (folder.ok()) {
+    return "Iceberg warehouse " + *folder + ", namespace " + opts_.ns + ", " + catalog_->Describe();
+  }
+  return "Iceberg warehouse " + opts_.warehouse + " on " + io_->Describe() + ", namespace " +
          opts_.ns + ", " + catalog_->Describe();
+}
+
+Status IcebergWarehouse::ProbeStorage() {
+  return lake::ProbeStorage(*io_, opts_.warehouse)
+      .WithContext("probing the warehouse " + opts_.warehouse);
 }
 
 std::string IcebergWarehouse::TableLocationOf(const std::string& table) const {

@@ -31,18 +31,24 @@ struct IcebergOptions {
 class IcebergWarehouse {
  public:
   // Reads the destination keys: warehouse, namespace, catalog, catalog_name, compression,
-  // zstd_level, target_file_size, row_group_size, page_size; `pipeline` names the default
-  // namespace. Errors: kInvalidArgument for a bad key, and for a warehouse whose scheme ferry
-  // cannot write (naming the scheme and the fix; nothing is created then); the catalog's errors
-  // (lake::OpenSqlCatalog).
+  // zstd_level, target_file_size, row_group_size, page_size, and for an s3:// warehouse the
+  // s3.* keys (endpoint, region, path_style, part_size, upload_concurrency, retries,
+  // connect_timeout, timeout); `pipeline` names the default namespace. Errors: kInvalidArgument
+  // for a bad key, for a warehouse whose scheme ferry cannot write (naming the scheme and the
+  // fix; nothing is created then), for missing S3 credentials and for an s3:// warehouse without
+  // a `catalog`; the catalog's errors (lake::OpenSqlCatalog).
   static Result<std::unique_ptr<IcebergWarehouse>> Open(config::DestinationConfig& cfg,
                                                         const std::string& pipeline);
 
   const IcebergOptions& options() const { return opts_; }
   lake::Catalog* catalog() { return catalog_.get(); }
   const std::shared_ptr<lake::FileIO>& io() const { return io_; }
-  // "Iceberg warehouse <folder>, namespace <ns>, <catalog>".
+  // "Iceberg warehouse <folder>, namespace <ns>, <catalog>" (an s3:// warehouse adds its
+  // endpoint, region and where the credentials came from, never their values).
   std::string Describe() const;
+  // For `check`: lists the warehouse, writes, reads back and deletes a probe file
+  // (lake::ProbeStorage: its errors, which name the missing permission or bucket).
+  Status ProbeStorage();
 
   // The location of table `table` of the namespace: <warehouse>/<namespace>/<table>, each name
   // made a safe folder name.
