@@ -567,8 +567,8 @@ int CmdMaintain(const Args& a) {
       oopts.older_than_ms = a.orphans_older_than_ms;
       auto r = lake::RemoveOrphanFiles(**t, oopts);
       if (!r.ok()) {
-        std::fprintf(stderr, "ferry: error: removing orphan files of %s: %s\n",
-                     ident.ToString().c_str(), r.status().message().c_str());
+        Say(LogLevel::kError,
+            "removing orphan files of " + ident.ToString() + ": " + r.status().message());
         ++failed;
         continue;
       }
