@@ -199,9 +199,9 @@ def start_for_module():
         try:
             server.start()
             return server
-        except Exception as e:  # noqa: BLE001 - shown, then retried or raised
+        except BaseException as e:  # noqa: BLE001 - stopped, then retried or raised
             server.stop()
-            if attempt == 3:
+            if attempt == 3 or not isinstance(e, Exception):
                 raise
             print(f"Ceph RGW did not start (attempt {attempt} of 3), trying a new cluster:\n"
                   f"{str(e)[-3000:]}", file=sys.stderr)
