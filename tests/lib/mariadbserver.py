@@ -45,7 +45,10 @@ def free_port():
 
 
 class MariaDbServer:
-    def __init__(self):
+    """binlog=True: the binary log on (ROW format, full row images, CRC32 checksums, server id 1),
+    as a source followed by CDC needs it; `extra` adds server options."""
+
+    def __init__(self, binlog=False, extra=()):
         found = binaries()
         if not found:
             raise RuntimeError("MariaDB is not installed: run scripts/setup.sh")
@@ -58,6 +61,8 @@ class MariaDbServer:
         self.pid = None
         self.proc = None
         self.password = None  # root's, once set
+        self.binlog = binlog
+        self.extra = list(extra)
 
     def start(self):
         p = subprocess.run([self.install_bin, "--no-defaults", f"--datadir={self.data}",
@@ -72,6 +77,11 @@ class MariaDbServer:
                 "--innodb-doublewrite=0", "--innodb-buffer-pool-size=128M",
                 "--innodb-log-file-size=64M", "--max-allowed-packet=64M",
                 "--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci"]
+        if self.binlog:
+            argv += [f"--log-bin={os.path.join(self.data, 'binlog')}", "--server-id=1",
+                     "--binlog-format=ROW", "--binlog-row-image=FULL",
+                     "--binlog-checksum=CRC32", "--sync-binlog=0"]
+        argv += self.extra
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.pid = self.proc.pid
         deadline = time.time() + 60
@@ -171,15 +181,16 @@ class MariaDbServer:
         return f"mysql://{user}:{password_ref}@127.0.0.1:{self.port}/{db}"
 
 
-def start_for_module():
-    """Starts a server for a test module; stops it again if that fails. Under scripts/test.sh
+def start_for_module(binlog=False, extra=()):
+    """Starts a server for a test module (binlog, extra: as MariaDbServer's); stops it again if
+    that fails. Under scripts/test.sh
     (FERRY_REQUIRE_INTEROP set) a missing MariaDB installation is a failure; elsewhere the module
     is skipped."""
     if not available():
         if os.environ.get("FERRY_REQUIRE_INTEROP"):
             raise RuntimeError("MariaDB is not installed: run scripts/setup.sh")
         raise unittest.SkipTest("MariaDB is not installed: run scripts/setup.sh")
-    server = MariaDbServer()
+    server = MariaDbServer(binlog=binlog, extra=extra)
     try:
         server.start()
     except BaseException:

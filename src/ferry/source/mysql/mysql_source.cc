@@ -421,7 +421,8 @@ class MysqlSource final : public Source {
     FERRY_ASSIGN_OR_RETURN(
         auto columns,
         conn_->Query("SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE,"
-                     "       IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, EXTRA"
+                     "       IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, EXTRA,"
+                     "       CHARACTER_SET_NAME"
                      "  FROM information_schema.COLUMNS WHERE TABLE_SCHEMA IN " +
                          in + " ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION",
                      "listing columns"));
@@ -445,6 +446,7 @@ class MysqlSource final : public Source {
       c.nullable = r[5].value_or("YES") == "YES";
       c.precision = ToInt(r[6]);
       c.scale = ToInt(r[7]);
+      c.charset = Lower(r[9].value_or(""));
       out.columns[{r[0].value_or(""), r[1].value_or("")}].push_back(std::move(c));
     }
     for (const auto& r : keys) {

@@ -50,6 +50,10 @@ struct MysqlColumn {
   int64_t precision = 0;    // NUMERIC_PRECISION (decimal digits; bits for bit(n))
   int64_t scale = 0;        // NUMERIC_SCALE
   int key_position = 0;     // 1.. in the primary key, 0 when not a key column
+  // CHARACTER_SET_NAME ("utf8mb4", "latin1", ...) of text columns; empty for others. The snapshot
+  // receives text converted to utf8mb4 by the server; the binary log holds it in this character
+  // set.
+  std::string charset;
 };
 
 struct MysqlMapping {
