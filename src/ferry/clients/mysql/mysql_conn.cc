@@ -97,6 +97,10 @@ Result<std::unique_ptr<Connection>> Connection::Connect(const ConnectParams& p) 
   if (c->mysql_ == nullptr) return Status::Unavailable("cannot allocate a MySQL connection");
   unsigned timeout = static_cast<unsigned>(p.connect_timeout_s);
   mysql_optionsv(c->mysql_, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
+  if (p.read_timeout_s > 0) {
+    const unsigned read_timeout = static_cast<unsigned>(p.read_timeout_s);
+    mysql_optionsv(c->mysql_, MYSQL_OPT_READ_TIMEOUT, &read_timeout);
+  }
   mysql_optionsv(c->mysql_, MYSQL_SET_CHARSET_NAME, "utf8mb4");
   const unsigned protocol = MYSQL_PROTOCOL_TCP;
   mysql_optionsv(c->mysql_, MYSQL_OPT_PROTOCOL, &protocol);

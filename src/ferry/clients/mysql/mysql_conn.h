@@ -33,6 +33,9 @@ struct ConnectParams {
   std::string password;
   std::string database;  // the default database (must exist), or empty for none
   int connect_timeout_s = 10;
+  // How long a read may wait for the server (0: the library's default, no limit). A binary log
+  // reader sets it above the heartbeat period: a silent connection is then a lost one.
+  int read_timeout_s = 0;
   // Where these settings come from, for the fixes messages name ("destination", "source").
   std::string setting = "destination";
   // The fix a missing privilege's message names; empty: the destination's (ALL PRIVILEGES on
@@ -45,6 +48,8 @@ using Row = std::vector<std::optional<std::string>>;
 using Rows = std::vector<Row>;
 // A streamed row: views valid only during the callback.
 using RowView = std::vector<std::optional<std::string_view>>;
+
+class BinlogStream;
 
 class Connection {
  public:
@@ -88,6 +93,7 @@ class Connection {
   const std::string& last_error() const { return last_error_; }
 
  private:
+  friend class BinlogStream;  // dumps the binary log on a connection of its own
   explicit Connection(ConnectParams p) : params_(std::move(p)) {}
   Status Error(std::string_view what);
   std::string Clean(std::string text) const;
