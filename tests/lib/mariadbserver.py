@@ -70,6 +70,23 @@ class MariaDbServer:
                             "--skip-test-db"], capture_output=True, text=True, timeout=120)
         if p.returncode != 0:
             raise RuntimeError(f"mariadb-install-db failed: {p.stdout}\n{p.stderr}")
+        self._launch(password="")
+        self._client(f"ALTER USER 'root'@'localhost' IDENTIFIED BY '{ROOT_PASSWORD}';"
+                     f"CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';"
+                     f"ALTER USER 'root'@'127.0.0.1' IDENTIFIED BY '{ROOT_PASSWORD}';"
+                     "GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;",
+                     password="")
+        self.password = ROOT_PASSWORD
+        return self
+
+    def restart(self):
+        """Stops the server (SIGTERM, a clean shutdown) and starts it again on the same folder and
+        port, as an operator's restart does."""
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=60)
+        self._launch(password=self.password)
+
+    def _launch(self, password):
         argv = [self.server_bin, "--no-defaults", f"--datadir={self.data}", "--user=root",
                 f"--port={self.port}", "--bind-address=127.0.0.1", f"--socket={self.socket}",
                 f"--pid-file={os.path.join(self.dir, 'mysqld.pid')}", f"--log-error={self.log}",
@@ -90,7 +107,7 @@ class MariaDbServer:
                 text = open(self.log).read() if os.path.exists(self.log) else ""
                 self.stop()
                 raise RuntimeError(f"mariadbd exited with {self.proc.returncode}:\n{text}")
-            r = self._client("SELECT 1", check=False, password="")
+            r = self._client("SELECT 1", check=False, password=password)
             if r.returncode == 0:
                 break
             if time.time() > deadline:
@@ -98,13 +115,6 @@ class MariaDbServer:
                 self.stop()
                 raise RuntimeError(f"mariadbd did not answer within 60 s:\n{text}")
             time.sleep(0.2)
-        self._client(f"ALTER USER 'root'@'localhost' IDENTIFIED BY '{ROOT_PASSWORD}';"
-                     f"CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';"
-                     f"ALTER USER 'root'@'127.0.0.1' IDENTIFIED BY '{ROOT_PASSWORD}';"
-                     "GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;",
-                     password="")
-        self.password = ROOT_PASSWORD
-        return self
 
     def stop(self):
         """SIGTERM by PID, SIGKILL after 20 s; then the folder goes."""

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -137,6 +138,10 @@ struct TableMap {
   // Optional metadata (binlog_row_metadata = MINIMAL or FULL): empty when not logged.
   std::vector<bool> is_unsigned;          // per column, numeric ones: whether unsigned
   std::vector<std::string> column_names;  // FULL only
+  // FULL only: per column, the labels of an ENUM or SET column (bytes in the column's character
+  // set; empty for other columns). information_schema's COLUMN_TYPE holds labels in utf8mb3,
+  // where a 4-byte character is '?': these are exact.
+  std::vector<std::vector<std::string>> labels;
 };
 Result<TableMap> ParseTableMap(std::string_view body, const FormatDescription& fd);
 
@@ -157,7 +162,7 @@ Result<RowsEvent> ParseRowsEvent(const EventHeader& header, std::string_view bod
 
 // How the snapshot reads a column (discovery's MysqlColumn and its wire form): what the text of a
 // value decoded from the log must look like, and the character set text arrives in. Enum and set
-// labels come from the column's COLUMN_TYPE.
+// labels come from the column's COLUMN_TYPE (from the table map when it carries them).
 struct ColumnForm {
   MysqlColumn column;
   MysqlWire wire = MysqlWire::kText;
@@ -171,8 +176,31 @@ using RowImage = std::vector<std::optional<std::string_view>>;
 // column, in the same order; forms.size() must be map.columns.size()). `each(before, after)`:
 // WRITE gives the row as `after` (before empty), DELETE as `before` (after empty), UPDATE both.
 // A value whose type or metadata does not agree with its form, or text that is not valid in its
-// character set, is kInvalidArgument naming the column; bytes that run out kCorruption.
+// character set, is kInvalidArgument naming the column; bytes that run out kCorruption. What the
+// log cannot give as the snapshot's text (MySQL's binary JSON, geometry, a character set iconv
+// lacks, MariaDB's pre-10.1 fractional temporal format) is kNotSupported naming the column.
 Status DecodeRows(const RowsEvent& rows, const TableMap& map, const std::vector<ColumnForm>& forms,
                   const std::function<Status(const RowImage& before, const RowImage& after)>& each);
+
+// DecodeRows for the events of one table map: the columns' set-up (character set converters,
+// enum and set labels) is made once, not per event. Make checks `forms` against `map` as
+// DecodeRows does.
+class RowDecoder {
+ public:
+  static Result<std::unique_ptr<RowDecoder>> Make(TableMap map, std::vector<ColumnForm> forms);
+  ~RowDecoder();
+  RowDecoder(const RowDecoder&) = delete;
+  RowDecoder& operator=(const RowDecoder&) = delete;
+
+  // `rows` must be of this decoder's table id (its columns are checked against the map).
+  Status Decode(const RowsEvent& rows,
+                const std::function<Status(const RowImage& before, const RowImage& after)>& each);
+  const TableMap& map() const;
+
+ private:
+  struct Impl;
+  explicit RowDecoder(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace ferry::source::binlog

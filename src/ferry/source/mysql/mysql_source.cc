@@ -8,8 +8,12 @@
 
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
+#include "ferry/clients/mysql/binlog_stream.h"
 #include "ferry/clients/mysql/mysql_conn.h"
 #include "ferry/clients/mysql/mysql_server.h"
+#include "ferry/source/mysql/binlog_changes.h"
+#include "ferry/source/mysql/binlog_events.h"
+#include "ferry/source/mysql/binlog_statements.h"
 #include "ferry/source/mysql/mysql_types.h"
 
 namespace ferry::source {
@@ -25,6 +29,9 @@ struct Table {
   std::vector<MysqlColumn> columns;  // the stream's columns, in order
   std::vector<MysqlWire> wires;      // per column
   std::vector<std::string> primary_key;
+  // Every column of the table in its order (invisible ones too): how a table map without column
+  // names (binlog_row_metadata below FULL) lines up with the stream's columns.
+  std::vector<std::string> ordinal;
   std::string Qualified() const { return QuoteIdent(db) + "." + QuoteIdent(name); }
   std::string Display() const { return db + "." + name; }
   int Index(const std::string& column) const {
@@ -38,6 +45,9 @@ struct Table {
 struct Settings {
   mysql::ConnectParams connect;
   std::vector<std::string> databases;  // the first is the default: its streams are unqualified
+  uint32_t server_id = 0;              // the binary log reader's replica id
+  bool ignore_truncate = false;        // source.truncate: ignore
+  int heartbeat_ms = 1000;
 };
 
 std::string Lower(std::string s) {
@@ -80,6 +90,7 @@ class MysqlSource final : public Source {
       t.name = r[1].value_or("");
       t.view = r[2].value_or("") == "VIEW";
       t.primary_key = catalog.keys[{t.db, t.name}];
+      t.ordinal = catalog.ordinal[{t.db, t.name}];
       StreamInfo info =
           DescribeTable(&t, catalog.columns[{t.db, t.name}], ToInt(r[3]), r[4].value_or(""));
       if (++seen[info.name] > 1) {
@@ -315,13 +326,40 @@ class MysqlSource final : public Source {
     return StreamRows(stream, *t, sql, std::move(schema), batch_rows, emit);
   }
 
-  // cdc and cdc_only: what the server lacks for reading its binary log, then the refusal (this
-  // source does not read the binary log).
+  // cdc and cdc_only: what the server lacks for reading its binary log, each with the statement
+  // that fixes it, and the stream's key.
   Status CheckChangeCapture(const StreamInfo& stream) override {
+    FERRY_ASSIGN_OR_RETURN(const Table* t, Find(stream));
     std::vector<std::string> lacks;
+    if (t->view) {
+      lacks.push_back(t->Display() +
+                      " is a view: the binary log holds the changes of tables; follow the "
+                      "tables it reads, or read the view with mode: full_refresh");
+    }
+    if (stream.primary_key.empty()) {
+      lacks.push_back("table " + t->Display() +
+                      " has no primary key, so its changes cannot be matched to rows in the "
+                      "destination: ALTER TABLE " +
+                      t->Qualified() +
+                      " ADD PRIMARY KEY (...), or set the stream's primary_key to columns that "
+                      "identify a row");
+    }
     FERRY_ASSIGN_OR_RETURN(auto r, conn_->Query("SELECT @@GLOBAL.log_bin, @@GLOBAL.binlog_format, "
                                                 "@@GLOBAL.binlog_row_image",
                                                 "reading the binary log settings"));
+    if (!metadata_checked_) {
+      metadata_checked_ = true;
+      // MariaDB 10.5+ and MySQL 8.0+: column names in the log's table maps.
+      auto m = conn_->Query("SELECT @@GLOBAL.binlog_row_metadata");
+      if (m.ok() && !m->empty() && (*m)[0][0] && Lower(*(*m)[0][0]) != "full") {
+        FERRY_LOG(kWarn) << "binlog_row_metadata is " << *(*m)[0][0] << " on "
+                         << conn_->ServerName()
+                         << ": the binary log's rows carry no column names, so ferry matches "
+                            "them by position (a column added other than at the end stops a "
+                            "sync that reads changes from before it); SET GLOBAL "
+                            "binlog_row_metadata = 'FULL' (and in the server's configuration)";
+      }
+    }
     if (!r.empty() && r[0].size() == 3) {
       const std::string log_bin = r[0][0].value_or("0");
       const std::string format = r[0][1].value_or("");
@@ -362,16 +400,400 @@ class MysqlSource final : public Source {
                                          : "REPLICATION CLIENT") +
                       ": GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO " + grantee_);
     }
-    std::string m = CdcRefusal(stream);
-    if (!lacks.empty()) {
-      m += ". For reading the binary log, the server would also need: ";
-      for (size_t i = 0; i < lacks.size(); ++i) m += (i ? "; " : "") + lacks[i];
-    }
-    return Status::NotSupported(m);
+    if (lacks.empty()) return Status::OK();
+    std::string m = "stream " + stream.name + " (cdc) reads the server's binary log, which needs: ";
+    for (size_t i = 0; i < lacks.size(); ++i) m += (i ? "; " : "") + lacks[i];
+    return Status::InvalidArgument(m);
   }
 
   Status PrepareChangeCapture(const StreamInfo& stream) override {
-    return Status::NotSupported(CdcRefusal(stream));
+    return CheckChangeCapture(stream);
+  }
+
+  Position::Kind position_kind() const override { return Position::Kind::kBinlog; }
+  bool SharedChangeLog() const override { return true; }
+
+  // Inside the snapshot: where it stands (every transaction before it is in what the snapshot
+  // reads); otherwise the log's end now.
+  Result<Position> ChangeLogEnd(const StreamInfo& stream) override {
+    if (in_snapshot_ && !snapshot_file_.empty()) return SnapshotLogPosition();
+    (void)stream;
+    FERRY_ASSIGN_OR_RETURN(LogEnd end, ReadLogEnd());
+    return end.position;
+  }
+
+  Position SnapshotLogPosition() const override {
+    if (snapshot_file_.empty()) return {};
+    auto n = mysql::BinlogFileNumber(snapshot_file_);
+    if (!n.ok()) return {};
+    return Position::Binlog(*n, static_cast<uint64_t>(snapshot_offset_));
+  }
+
+  Result<SharedRead> ReadSharedChanges(
+      const std::vector<SharedStream>& streams, const SharedReadOptions& options,
+      const std::function<bool(size_t stream, Batch&, bool deletes)>& emit,
+      const std::function<bool(Position position, const std::vector<std::string>& table_ids)>&
+          checkpoint) override {
+    SharedRead out;
+    if (streams.empty()) return out;
+    Pass pass;
+    stream_keys_.clear();
+    std::vector<BinlogTable> tables;
+    Position start;
+    for (size_t i = 0; i < streams.size(); ++i) {
+      const SharedStream& ss = streams[i];
+      FERRY_ASSIGN_OR_RETURN(const Table* t, Find(*ss.info));
+      if (ss.position.none()) {
+        return Status::Internal("stream " + ss.info->name + " has no binary log position");
+      }
+      BinlogTable bt;
+      bt.stream = ss.info->name;
+      bt.display = t->Display();
+      for (const auto& c : t->columns) bt.columns.push_back(c.name);
+      bt.wires = t->wires;
+      for (const auto& k : ss.info->primary_key) {
+        const int c = t->Index(k);
+        if (c < 0) {
+          return Status::InvalidArgument("stream " + ss.info->name + ": key column " + k +
+                                         " is not a column of " + t->Display());
+        }
+        bt.key.push_back(static_cast<size_t>(c));
+      }
+      bt.schema = ss.schema;
+      bt.position = ss.position;
+      stream_keys_.push_back(bt.key);
+      pass.followed[{t->db, t->name}] = i;
+      pass.tables.push_back(t);
+      start = i == 0 ? ss.position : std::min(start, ss.position);
+      tables.push_back(std::move(bt));
+    }
+    FERRY_ASSIGN_OR_RETURN(LogEnd end, ReadLogEnd());
+    const bool follow = options.follow;
+    if (!follow && end.position <= start) return out;  // nothing was written since
+    FERRY_ASSIGN_OR_RETURN(auto stream, OpenDump(start, /*until_end=*/!follow));
+    FERRY_LOG(kInfo) << "reading the binary log of " << stream->Describe() << " from "
+                     << start.ToString()
+                     << (follow ? std::string(" on, until stopped")
+                                : " up to " + end.position.ToString());
+
+    BinlogChanges changes(std::move(tables));
+    const std::vector<std::string> no_ids(streams.size());
+    Position boundary = start;  // every transaction before it was read
+    bool in_txn = false;
+    bool standalone = false;  // a MariaDB GTID group of one statement (DDL)
+    int64_t row_changes = 0;
+    auto flush = [&](Position at) -> Status {
+      FERRY_RETURN_IF_ERROR(changes.TakeBatches(options.batch_rows, emit));
+      if (!checkpoint(at, no_ids)) return Status::Cancelled("sync stopped");
+      out.position = at;
+      if (options.trigger) options.trigger->Taken();
+      return Status::OK();
+    };
+    auto due = [&](bool quiet) {
+      if (!options.trigger) return false;
+      return options.trigger->Due(
+          {changes.pending_changes(), changes.pending_bytes(), boundary > out.position, quiet});
+    };
+    Status result;
+    // At a transaction boundary: whether the read ends here (`result` says how).
+    auto ends_here = [&](bool quiet) {
+      if (!follow && boundary >= end.position) {
+        result = flush(boundary);
+        return true;
+      }
+      if (follow && options.stopping && options.stopping()) {
+        result = Status::Cancelled("stop requested");
+        return true;
+      }
+      if (due(quiet)) {
+        result = flush(boundary);
+        if (!result.ok()) return true;
+      }
+      return false;
+    };
+    // A transaction (or a statement outside one) ended where the next event starts.
+    auto ended = [&](Position at) {
+      changes.Commit(at);
+      in_txn = standalone = false;
+      boundary = std::max(boundary, at);
+      return ends_here(/*quiet=*/false);
+    };
+
+    binlog::FormatDescription fd;
+    fd.checksum = end.checksum;
+    std::string file = FileName(start.binlog_file());
+    uint32_t file_number = start.binlog_file();
+    std::vector<std::optional<std::string_view>> before_row, after_row;
+    for (;;) {
+      auto next = stream->Next();
+      if (!next.ok()) {
+        result = next.status();
+        break;
+      }
+      if (!*next) {  // the log's end (a read up to the end as of the call)
+        result = flush(boundary);
+        break;
+      }
+      const std::string_view event = **next;
+      binlog::EventHeader h;
+      std::string_view body;
+      if (event.size() > 4 && static_cast<uint8_t>(event[4]) == binlog::kFormatDescriptionEvent) {
+        auto parsed = binlog::ParseFormatDescription(event);
+        if (!parsed.ok()) {
+          result = parsed.status().WithContext("binary log " + file);
+          break;
+        }
+        fd = std::move(*parsed);
+        continue;
+      }
+      Status ps = binlog::ParseEvent(event, fd, &h, &body);
+      if (!ps.ok()) {
+        result = ps.WithContext("binary log " + file);
+        break;
+      }
+      const Position here = Position::Binlog(file_number, h.log_pos);
+      switch (h.type) {
+        case binlog::kRotateEvent: {
+          auto rot = binlog::ParseRotate(body);
+          if (!rot.ok()) {
+            result = rot.status();
+            break;
+          }
+          auto n = mysql::BinlogFileNumber(rot->file);
+          if (!n.ok()) {
+            result = n.status();
+            break;
+          }
+          file = rot->file;
+          file_number = *n;
+          // A rotation at a file's end (not the dump's first, artificial one) moves every
+          // position to the next file.
+          if ((h.flags & binlog::kArtificialEventFlag) == 0 && h.timestamp != 0 && !in_txn) {
+            boundary = std::max(boundary, Position::Binlog(file_number, rot->position));
+          }
+          continue;
+        }
+        case binlog::kHeartbeatEvent:
+        case binlog::kHeartbeatV2Event:
+          if (!in_txn && h.log_pos != 0) boundary = std::max(boundary, here);
+          if (!in_txn && ends_here(/*quiet=*/true)) break;
+          continue;
+        case binlog::kMariaGtidEvent: {
+          auto g = binlog::ParseMariaGtid(h, body);
+          if (!g.ok()) {
+            result = g.status();
+            break;
+          }
+          in_txn = !g->standalone();
+          standalone = g->standalone();
+          continue;
+        }
+        case binlog::kQueryEvent: {
+          auto q = binlog::ParseQuery(body, fd);
+          if (!q.ok()) {
+            result = q.status();
+            break;
+          }
+          const std::vector<SqlToken> tok = SqlTokens(q->sql);
+          auto only = [&](std::string_view w) { return tok.size() == 1 && tok[0].Is(w); };
+          const bool xa = tok.size() >= 2 && tok[0].Is("XA");
+          if (only("BEGIN") || (xa && tok[1].Is("START"))) {
+            in_txn = true;
+            continue;
+          }
+          // ROLLBACK (not ROLLBACK TO SAVEPOINT) is logged for changes of non-transactional
+          // tables, which stay: the group ends like a commit.
+          if (only("COMMIT") || only("ROLLBACK") ||
+              (xa && (tok[1].Is("COMMIT") || tok[1].Is("ROLLBACK")))) {
+            if (ended(here)) break;
+            continue;
+          }
+          // A statement (DDL): a TRUNCATE, DROP or RENAME of a followed table stops the read
+          // before it (source.truncate: ignore goes on).
+          std::string what = UnfollowableStatement(
+              q->sql, q->database, [&](const std::string& db, const std::string& table) {
+                return pass.followed.count({db, table}) > 0;
+              });
+          if (!what.empty()) {
+            if (s_.ignore_truncate) {
+              FERRY_LOG(kWarn) << what << " at " << boundary.ToString()
+                               << " ignored (source.truncate: ignore): the destination keeps "
+                                  "its rows";
+            } else {
+              changes.DropTransaction();
+              result = flush(boundary);
+              if (result.ok()) {
+                result = Status::InvalidArgument(
+                    what + " on the source (after binary log position " + boundary.ToString() +
+                    "): the destination's rows would no longer match it. Drop the destination "
+                    "table and remove the stream's entry from the state file (a new backfill "
+                    "loads it again), or set source.truncate: ignore to keep the destination's "
+                    "rows and go on");
+              }
+              break;
+            }
+          }
+          if (!in_txn || standalone) {
+            if (ended(here)) break;
+          }
+          continue;
+        }
+        case binlog::kXidEvent:
+        case kXaPrepareEvent:  // an XA transaction's changes end their group at its PREPARE
+          if (ended(here)) break;
+          continue;
+        case binlog::kMysqlGtidEvent:
+        case binlog::kAnonymousGtidEvent:
+          continue;  // a MySQL transaction begins (its BEGIN follows): no boundary here
+        case binlog::kTableMapEvent: {
+          if (pass.Known(body)) continue;
+          auto map = binlog::ParseTableMap(body, fd);
+          if (!map.ok()) {
+            result = map.status().WithContext("binary log " + file);
+            break;
+          }
+          auto restart = pass.Map(std::move(*map), body, this);
+          if (!restart.ok()) {
+            result = restart.status();
+            break;
+          }
+          if (!restart->empty()) {
+            // Stop before this transaction: what came before it lands, then a rediscovery.
+            changes.DropTransaction();
+            result = flush(boundary);
+            if (result.ok()) {
+              out.restart = *restart;
+              FERRY_LOG(kInfo) << *restart << " (in the transaction after " << boundary.ToString()
+                               << "): rediscovering the table before going on";
+            }
+            break;
+          }
+          continue;
+        }
+        case binlog::kQueryCompressedEvent:
+        case binlog::kWriteRowsCompressedV1:
+        case binlog::kUpdateRowsCompressedV1:
+        case binlog::kDeleteRowsCompressedV1:
+        case binlog::kTransactionPayloadEvent:
+          result = Status::NotSupported(
+              "the binary log holds compressed events (" + file + ", at " + here.ToString() +
+              "), which ferry does not read: SET GLOBAL log_bin_compress = OFF (MariaDB) or "
+              "binlog_transaction_compression = OFF (MySQL); a new backfill is needed for the "
+              "changes logged compressed");
+          break;
+        default:
+          if (binlog::IsRowsEvent(h.type)) {
+            auto rows = binlog::ParseRowsEvent(h, body, fd);
+            if (!rows.ok()) {
+              result = rows.status().WithContext("binary log " + file);
+              break;
+            }
+            Mapped* m = pass.Of(rows->table_id);
+            if (m == nullptr) continue;  // a table not followed: its rows are not decoded
+            const size_t t = m->stream;
+            const size_t n = changes.tables()[t].columns.size();
+            Status ds = m->decoder->Decode(
+                *rows,
+                [&](const binlog::RowImage& before, const binlog::RowImage& after) -> Status {
+                  if ((++row_changes & 1023) == 0) FaultPoint("source.mid_transaction");
+                  m->Project(before, n, &before_row);
+                  m->Project(after, n, &after_row);
+                  switch (rows->kind) {
+                    case binlog::RowsEvent::Kind::kWrite:
+                      return changes.Put(t, false, after_row);
+                    case binlog::RowsEvent::Kind::kDelete:
+                      return changes.Put(t, true, before_row);
+                    case binlog::RowsEvent::Kind::kUpdate:
+                      return changes.Update(t, before_row, after_row);
+                  }
+                  return Status::OK();
+                });
+            if (!ds.ok()) {
+              result = Status(ds.code(), "table " + changes.tables()[t].display + " (binary log " +
+                                             file + ", before " + here.ToString() +
+                                             "): " + ds.message());
+              break;
+            }
+            continue;
+          }
+          // Anything else outside a transaction (GTID lists, checkpoints, ...) is a boundary.
+          if (!in_txn && h.log_pos != 0) {
+            boundary = std::max(boundary, here);
+            if (ends_here(/*quiet=*/true)) break;
+          }
+          continue;
+      }
+      break;  // a case that broke out of the switch ends the read
+    }
+    if (!result.ok()) return result;
+    return out;
+  }
+
+  // The binary log needs no acknowledgement: the server keeps its files for as long as it is
+  // configured to (binlog_expire_logs_seconds), whoever reads them.
+  Status AcknowledgeSharedLog(Position position) override {
+    (void)position;
+    return Status::OK();
+  }
+
+  // For verify: reads the log from `position` to its end (up to kPeekEvents events) for a change
+  // of the stream's table in a transaction ending after it.
+  Result<PendingChanges> SharedLogPending(const StreamInfo& stream, Position position) override {
+    FERRY_ASSIGN_OR_RETURN(const Table* t, Find(stream));
+    PendingChanges out;
+    FERRY_ASSIGN_OR_RETURN(LogEnd end, ReadLogEnd());
+    out.log_end = end.position;
+    if (end.position <= position) {
+      out.kind = PendingChanges::Kind::kNone;
+      out.detail = "nothing was written to the log after it";
+      return out;
+    }
+    auto stream_or = OpenDump(position, /*until_end=*/true);
+    if (!stream_or.ok()) {
+      out.detail = "the log could not be read: " + stream_or.status().message();
+      return out;
+    }
+    auto& dump = *stream_or;
+    binlog::FormatDescription fd;
+    fd.checksum = end.checksum;
+    std::set<uint64_t> ids;  // table ids of the table
+    size_t seen = 0;
+    for (; seen < kPeekEvents; ++seen) {
+      auto next = dump->Next();
+      if (!next.ok()) {
+        out.detail = "the log could not be read: " + next.status().message();
+        return out;
+      }
+      if (!*next) break;
+      const std::string_view event = **next;
+      if (event.size() > 4 && static_cast<uint8_t>(event[4]) == binlog::kFormatDescriptionEvent) {
+        auto parsed = binlog::ParseFormatDescription(event);
+        if (parsed.ok()) fd = std::move(*parsed);
+        continue;
+      }
+      binlog::EventHeader h;
+      std::string_view body;
+      if (!binlog::ParseEvent(event, fd, &h, &body).ok()) continue;
+      if (h.type == binlog::kTableMapEvent) {
+        auto map = binlog::ParseTableMap(body, fd);
+        if (map.ok() && map->database == t->db && map->table == t->name) ids.insert(map->table_id);
+      } else if (binlog::IsRowsEvent(h.type)) {
+        auto rows = binlog::ParseRowsEvent(h, body, fd);
+        if (rows.ok() && ids.count(rows->table_id)) {
+          out.kind = PendingChanges::Kind::kSome;
+          out.detail = "a change of it in the binary log before " +
+                       Position::Binlog(position.binlog_file(), h.log_pos).ToString();
+          return out;
+        }
+      }
+    }
+    if (seen >= kPeekEvents) {
+      out.detail = "more than " + std::to_string(kPeekEvents) + " events are in the log";
+      return out;
+    }
+    out.kind = PendingChanges::Kind::kNone;
+    out.detail = "none of the log's changes up to " + end.position.ToString() + " is of it";
+    return out;
   }
 
   std::string Describe() const override {
@@ -381,10 +803,178 @@ class MysqlSource final : public Source {
            (s_.databases.size() > 1 ? "s " : " ") + dbs +
            " (full refresh and incremental windows: every table read in one START TRANSACTION "
            "WITH CONSISTENT SNAPSHOT, a consistent point for InnoDB tables, on one connection; "
-           "no cdc)";
+           "cdc: the binary log, read as replica " +
+           std::to_string(s_.server_id) + ", from the snapshot's exact position)";
   }
 
  private:
+  // XA_PREPARE_LOG_EVENT (MariaDB 10.5+, MySQL): the end of an XA transaction's first group.
+  static constexpr uint8_t kXaPrepareEvent = 38;
+  // How many events SharedLogPending reads at most.
+  static constexpr size_t kPeekEvents = 1000000;
+
+  // The binary log's end and form.
+  struct LogEnd {
+    Position position;
+    bool checksum = false;  // events carry a CRC32
+  };
+  Result<LogEnd> ReadLogEnd() {
+    const bool mysql84 = !conn_->flavor().mariadb && conn_->flavor().version >= 80400;
+    FERRY_ASSIGN_OR_RETURN(
+        auto r, conn_->Query(mysql84 ? "SHOW BINARY LOG STATUS" : "SHOW MASTER STATUS",
+                             "reading the binary log position (needs REPLICATION CLIENT: GRANT "
+                             "REPLICATION CLIENT ON *.* TO " +
+                                 grantee_ + ")"));
+    if (r.empty() || r[0].size() < 2 || !r[0][0] || !r[0][1]) {
+      return Status::InvalidArgument(
+          "the binary log is off on " + conn_->ServerName() + " at " + conn_->Where() +
+          ": cdc reads it; add log_bin = mysql-bin and server_id = 1 to the [mysqld] section of "
+          "the server's configuration and restart it (ferry check lists what else it needs)");
+    }
+    const std::string& file = *r[0][0];
+    FERRY_ASSIGN_OR_RETURN(uint32_t n, mysql::BinlogFileNumber(file));
+    const size_t dot = file.rfind('.');
+    log_base_ = file.substr(0, dot);
+    log_digits_ = file.size() - dot - 1;
+    FERRY_ASSIGN_OR_RETURN(
+        auto c, conn_->Query("SELECT @@GLOBAL.binlog_checksum", "reading the binary log settings"));
+    LogEnd out;
+    out.position = Position::Binlog(n, static_cast<uint64_t>(ToInt(r[0][1])));
+    out.checksum = !c.empty() && c[0][0] && Lower(*c[0][0]) != "none";
+    return out;
+  }
+
+  // The name of binary log file number n ("binlog.000003"), as the server names its files.
+  std::string FileName(uint32_t n) const {
+    std::string digits = std::to_string(n);
+    if (digits.size() < log_digits_) digits.insert(0, log_digits_ - digits.size(), '0');
+    return log_base_ + "." + digits;
+  }
+
+  // A dump of the log from `at`, once the server is known to still have its file.
+  Result<std::unique_ptr<mysql::BinlogStream>> OpenDump(Position at, bool until_end,
+                                                        uint32_t server_id = 0) {
+    const std::string file = FileName(at.binlog_file());
+    FERRY_ASSIGN_OR_RETURN(auto logs, conn_->Query("SHOW BINARY LOGS", "listing the binary logs"));
+    bool present = false;
+    std::string oldest;
+    for (const auto& l : logs) {
+      if (l.empty() || !l[0]) continue;
+      if (oldest.empty()) oldest = *l[0];
+      present = present || *l[0] == file;
+    }
+    if (!present) {
+      return Status::NotFound(
+          "the changes after binary log position " + at.ToString() + " are gone from " +
+          conn_->ServerName() + " at " + conn_->Where() + ": its oldest binary log is " +
+          (oldest.empty() ? std::string("none") : oldest) + ", not " + file +
+          " (purged by binlog_expire_logs_seconds / expire_logs_days or PURGE BINARY LOGS before "
+          "ferry read them). A new backfill loads the tables again: drop the destination tables "
+          "and remove the streams' entries from the state file, then sync; keep binary logs "
+          "longer than the time between syncs");
+    }
+    mysql::BinlogDump dump;
+    dump.file = file;
+    dump.offset = at.binlog_offset();
+    dump.server_id = server_id != 0 ? server_id : s_.server_id;
+    dump.heartbeat_ms = s_.heartbeat_ms;
+    dump.until_end = until_end;
+    return mysql::BinlogStream::Open(s_.connect, dump);
+  }
+
+  // Whether the table's columns now (information_schema) are those it was discovered with: names
+  // in order, invisible ones included, and types.
+  Result<bool> DiscoveredIsCurrent(const Table& t) {
+    FERRY_ASSIGN_OR_RETURN(
+        auto r, conn_->Query("SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS "
+                             "WHERE TABLE_SCHEMA = " +
+                                 conn_->Literal(t.db) + " AND TABLE_NAME = " +
+                                 conn_->Literal(t.name) + " ORDER BY ORDINAL_POSITION",
+                             "reading the columns of " + t.Display()));
+    if (r.size() != t.ordinal.size()) return false;
+    for (size_t i = 0; i < r.size(); ++i) {
+      const std::string name = r[i][0].value_or("");
+      if (name != t.ordinal[i]) return false;
+      const int c = t.Index(name);
+      if (c >= 0 && t.columns[static_cast<size_t>(c)].column_type != r[i][1].value_or("")) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // A table map of a followed table, lined up with its stream's columns.
+  struct Mapped {
+    size_t stream = 0;
+    std::string body;  // the TABLE_MAP event's body: the server sends it again and again
+    std::unique_ptr<binlog::RowDecoder> decoder;  // the map, with a form per map column
+    std::vector<int> to_stream;                   // per map column: the stream column, or -1
+    // A row image in stream column order (columns the map lacks are NULL).
+    void Project(const binlog::RowImage& image, size_t n,
+                 std::vector<std::optional<std::string_view>>* row) const {
+      row->assign(n, std::nullopt);
+      for (size_t i = 0; i < image.size() && i < to_stream.size(); ++i) {
+        if (to_stream[i] >= 0) (*row)[static_cast<size_t>(to_stream[i])] = image[i];
+      }
+    }
+  };
+  // What one read of the log knows of the followed tables.
+  struct Pass {
+    std::map<std::pair<std::string, std::string>, size_t> followed;  // (db, table) -> stream
+    std::vector<const Table*> tables;                                // per stream
+    std::map<uint64_t, Mapped> maps;                                 // by the log's table id
+    // Per table (Display()): whether its discovery is the table as it is now, once asked.
+    std::map<std::string, bool> current;
+    Mapped* Of(uint64_t id) {
+      auto it = maps.find(id);
+      return it == maps.end() ? nullptr : &it->second;
+    }
+    // Whether `body` is the TABLE_MAP event already lined up for its table id (MariaDB sends
+    // one before every statement's rows): nothing to do again.
+    bool Known(std::string_view body) const {
+      if (body.size() < 6) return false;
+      uint64_t id = 0;
+      for (int i = 5; i >= 0; --i)
+        id = id << 8 | static_cast<uint8_t>(body[static_cast<size_t>(i)]);
+      auto it = maps.find(id);
+      return it != maps.end() && it->second.body == body;
+    }
+    // Lines `map` up with its stream (nothing for a table not followed). A sentence when the
+    // table has columns its discovery lacks (a rediscovery is due); an error when the log's
+    // columns cannot be matched with the table's.
+    Result<std::string> Map(binlog::TableMap map, std::string_view body, MysqlSource* src);
+  };
+
+  // Whether a table map's column has the type discovery found for `c` (MYSQL_TYPE_* codes;
+  // decimals with their precision and scale). Types whose change does not change the Iceberg
+  // type (text lengths, character sets) are not compared.
+  static bool SameLogType(const binlog::MapColumn& m, const MysqlColumn& c) {
+    const std::string& d = c.data_type;
+    auto is = [&](std::initializer_list<int> codes) {
+      for (int code : codes) {
+        if (m.type == code) return true;
+      }
+      return false;
+    };
+    if (d == "tinyint") return is({1});
+    if (d == "smallint") return is({2});
+    if (d == "mediumint") return is({9});
+    if (d == "int" || d == "integer") return is({3});
+    if (d == "bigint") return is({8});
+    if (d == "float") return is({4});
+    if (d == "double" || d == "real") return is({5});
+    if (d == "decimal" || d == "numeric") {
+      return is({246}) && (m.meta >> 8) == c.precision && (m.meta & 0xff) == c.scale;
+    }
+    if (d == "bit") return is({16});
+    if (d == "date") return is({10, 14});
+    if (d == "datetime") return is({12, 18});
+    if (d == "timestamp") return is({7, 17});
+    if (d == "time") return is({11, 19});
+    if (d == "year") return is({13});
+    return true;
+  }
+
   struct CursorColumn {
     size_t index = 0;
     MysqlCursor kind;
@@ -415,7 +1005,8 @@ class MysqlSource final : public Source {
   using Name = std::pair<std::string, std::string>;
   struct Catalog {
     std::map<Name, std::vector<MysqlColumn>> columns;
-    std::map<Name, std::vector<std::string>> keys;  // in key order
+    std::map<Name, std::vector<std::string>> keys;     // in key order
+    std::map<Name, std::vector<std::string>> ordinal;  // every column, invisible ones too
   };
   Result<Catalog> ReadCatalog(const std::string& in) {
     FERRY_ASSIGN_OR_RETURN(
@@ -438,6 +1029,7 @@ class MysqlSource final : public Source {
     Catalog out;
     for (const auto& r : columns) {
       const std::string extra = Lower(r[8].value_or(""));
+      out.ordinal[{r[0].value_or(""), r[1].value_or("")}].push_back(r[2].value_or(""));
       if (extra.find("invisible") != std::string::npos) continue;
       MysqlColumn c;
       c.name = r[2].value_or("");
@@ -511,13 +1103,6 @@ class MysqlSource final : public Source {
       AddError(&info, "reading it fails: " + conn_->last_error());
     }
     return info;
-  }
-
-  static std::string CdcRefusal(const StreamInfo& stream) {
-    return "stream " + stream.name +
-           ": the MySQL/MariaDB source does not read the binary log (cdc and cdc_only); it "
-           "reads full_refresh and incremental streams: set the stream's mode to full_refresh, "
-           "or to incremental with a cursor column";
   }
 
   static bool IsTemporal(MysqlWire w) {
@@ -777,7 +1362,131 @@ class MysqlSource final : public Source {
   // a binlog reader would take the changes after a backfill from.
   std::string snapshot_file_;
   int64_t snapshot_offset_ = 0;
+  // How the server names its binary log files ("binlog" and 6 digits: binlog.000003).
+  std::string log_base_;
+  size_t log_digits_ = 6;
+  // Per table (Display()): columns of the binary log dropped since, whose values are not read.
+  std::map<std::string, std::set<std::string>> ignored_;
+  std::vector<std::vector<size_t>> stream_keys_;  // per stream of the read: key columns
+  bool metadata_checked_ = false;                 // binlog_row_metadata warned about
 };
+
+Result<std::string> MysqlSource::Pass::Map(binlog::TableMap map, std::string_view body,
+                                           MysqlSource* src) {
+  auto f = followed.find({map.database, map.table});
+  if (f == followed.end()) {
+    maps.erase(map.table_id);
+    return std::string();
+  }
+  const size_t stream = f->second;
+  const Table& t = *tables[stream];
+  Mapped m;
+  m.stream = stream;
+  m.to_stream.assign(map.columns.size(), -1);
+  const std::string who = t.Display();
+  std::set<std::string>& ignored = src->ignored_[who];
+  std::set<std::string> unknown;
+  if (!map.column_names.empty()) {
+    // binlog_row_metadata = FULL: by name.
+    for (size_t i = 0; i < map.columns.size() && i < map.column_names.size(); ++i) {
+      const std::string& name = map.column_names[i];
+      const int c = t.Index(name);
+      if (c >= 0) {
+        m.to_stream[i] = c;
+      } else if (!ignored.count(name) &&
+                 std::find(t.ordinal.begin(), t.ordinal.end(), name) == t.ordinal.end()) {
+        unknown.insert(name);
+      }
+    }
+  } else if (map.columns.size() > t.ordinal.size()) {
+    unknown.insert("#" + std::to_string(map.columns.size()));
+  } else {
+    // By position: the table's columns in their order, invisible ones included.
+    for (size_t i = 0; i < map.columns.size(); ++i) {
+      const int c = t.Index(t.ordinal[i]);
+      m.to_stream[i] = c;
+      if (c >= 0 && map.columns.size() < t.ordinal.size() &&
+          !SameLogType(map.columns[i], t.columns[static_cast<size_t>(c)])) {
+        return Status::InvalidArgument(
+            "table " + who + ": the binary log's rows have " + std::to_string(map.columns.size()) +
+            " columns, the table has " + std::to_string(t.ordinal.size()) + " now, and column " +
+            std::to_string(i + 1) + " of the log's is not of the type of column " + t.ordinal[i] +
+            ": columns were added or changed since these changes were made, and without column "
+            "names in the log they cannot be matched. SET GLOBAL binlog_row_metadata = 'FULL' "
+            "(for changes from now on); a new backfill loads the table again (drop it in the "
+            "destination and remove the stream's entry from the state file)");
+      }
+    }
+  }
+  // Columns of another type in the log than discovered (ALTER TABLE ... MODIFY): a rediscovery
+  // widens the destination's column; when the log is older than the table (the type changed
+  // later), the values convert to the discovered type as they come.
+  std::set<std::string> retyped;
+  for (size_t i = 0; i < map.columns.size(); ++i) {
+    if (m.to_stream[i] < 0) continue;
+    const MysqlColumn& c = t.columns[static_cast<size_t>(m.to_stream[i])];
+    if (!SameLogType(map.columns[i], c)) retyped.insert(c.name);
+  }
+  if (!unknown.empty() || !retyped.empty()) {
+    // The log's rows differ from the table as discovered: when the discovery is the table as it
+    // is now, the log is older (the columns changed since these changes were made); otherwise a
+    // rediscovery comes first.
+    auto known = current.find(who);
+    if (known == current.end()) {
+      FERRY_ASSIGN_OR_RETURN(bool now, src->DiscoveredIsCurrent(t));
+      known = current.emplace(who, now).first;
+    }
+    if (!known->second) {
+      std::string names;
+      for (const auto& u : unknown) names += (names.empty() ? "" : ", ") + u;
+      std::string types;
+      for (const auto& r : retyped) types += (types.empty() ? "" : ", ") + r;
+      return "table " + who + " has " +
+             (names.empty() ? ""
+                            : "columns in the binary log that its discovery lacks (" + names + ")" +
+                                  (types.empty() ? "" : " and ")) +
+             (types.empty() ? "" : "columns of another type in the binary log (" + types + ")");
+    }
+  }
+  if (!unknown.empty()) {
+    // The columns were dropped since.
+    if (map.column_names.empty()) {
+      return Status::InvalidArgument(
+          "table " + who + ": the binary log's rows have " + std::to_string(map.columns.size()) +
+          " columns, more than the table's " + std::to_string(t.ordinal.size()) +
+          ": columns were dropped since these changes were made, and without column names in "
+          "the log they cannot be matched. SET GLOBAL binlog_row_metadata = 'FULL' (for changes "
+          "from now on); a new backfill loads the table again (drop it in the destination and "
+          "remove the stream's entry from the state file)");
+    }
+    FERRY_LOG(kInfo) << "table " << who << ": columns of the binary log dropped since ("
+                     << *unknown.begin() << (unknown.size() > 1 ? ", ..." : "") << ") are not read";
+    ignored.insert(unknown.begin(), unknown.end());
+  }
+  for (size_t k : src->stream_keys_[stream]) {
+    if (std::find(m.to_stream.begin(), m.to_stream.end(), static_cast<int>(k)) ==
+        m.to_stream.end()) {
+      return Status::InvalidArgument("table " + who + ": key column " + t.columns[k].name +
+                                     " is not in the binary log's rows of it");
+    }
+  }
+  std::vector<binlog::ColumnForm> forms(map.columns.size());
+  for (size_t i = 0; i < map.columns.size(); ++i) {
+    if (m.to_stream[i] < 0) continue;  // no form: read past
+    const auto c = static_cast<size_t>(m.to_stream[i]);
+    forms[i].column = t.columns[c];
+    forms[i].wire = t.wires[c];
+  }
+  const uint64_t id = map.table_id;
+  auto decoder = binlog::RowDecoder::Make(std::move(map), std::move(forms));
+  if (!decoder.ok()) {
+    return Status(decoder.status().code(), "table " + who + ": " + decoder.status().message());
+  }
+  m.decoder = std::move(*decoder);
+  m.body = std::string(body);
+  maps.insert_or_assign(id, std::move(m));
+  return std::string();
+}
 
 std::vector<std::string> SplitList(const std::string& list) {
   std::vector<std::string> out;
@@ -810,8 +1519,24 @@ Result<std::unique_ptr<Source>> OpenMysqlSource(config::SourceConfig& cfg) {
       }
     }
   }
+  // The binary log reader's replica id: unique among the server's replicas and other readers;
+  // by default one derived from the pipeline's name (two pipelines get two ids).
+  uint32_t derived = 2166136261u;
+  for (unsigned char c : cfg.pipeline) derived = (derived ^ c) * 16777619u;
+  derived = 1000000u + derived % 1000000000u;
+  FERRY_ASSIGN_OR_RETURN(int64_t server_id, o.TakeInt("server_id", derived, 1, 4294967295LL));
+  s.server_id = static_cast<uint32_t>(server_id);
+  std::string truncate = o.TakeOptionalString("truncate").value_or("fail");
+  if (truncate != "fail" && truncate != "ignore") {
+    return Status::InvalidArgument(o.Where("truncate") + ": truncate is '" + truncate +
+                                   "'; it is one of: fail (stop, the default), ignore (keep the "
+                                   "destination's rows)");
+  }
+  s.ignore_truncate = truncate == "ignore";
+  FERRY_ASSIGN_OR_RETURN(int64_t heartbeat, o.TakeDuration("heartbeat", 1000, 100));
+  s.heartbeat_ms = static_cast<int>(heartbeat);
   std::vector<std::string> known = mysql::ServerKeys();
-  known.push_back("databases");
+  for (const char* k : {"databases", "server_id", "truncate", "heartbeat"}) known.push_back(k);
   FERRY_RETURN_IF_ERROR(o.CheckAllUsed(known));
   if (s.databases.empty()) {
     return Status::InvalidArgument(

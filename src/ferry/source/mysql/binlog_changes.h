@@ -1,0 +1,96 @@
+// The changes of a MySQL/MariaDB binary log, reduced to what a destination needs: for every
+// followed table and key, the last change since the previous checkpoint (a full row to upsert, or
+// a delete). Fed the decoded row images of one transaction at a time; a transaction's changes are
+// held apart until its commit, so that a checkpoint always falls on a transaction boundary and a
+// transaction the read must stop inside is dropped whole (the log sends it again next time).
+//
+// Exactly-once bookkeeping: every table has a position (where its destination's changes end): a
+// transaction that ends at or before it is already in that table's destination and is skipped for
+// that table.
+//
+// Values are kept as the text the snapshot reads (binlog_events.h) and converted by
+// AppendMysqlValue when the batches are taken: a change and a snapshot row convert alike.
+//
+// An UPDATE that changes a row's key is a delete of the old key and an upsert of the new one.
+//
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "ferry/base/status.h"
+#include "ferry/source/mysql/mysql_types.h"
+#include "ferry/source/position.h"
+#include "ferry/types/batch.h"
+
+namespace ferry::source {
+
+struct BinlogTable {
+  std::string stream;                    // ferry's stream name
+  std::string display;                   // `db`.`table`, for messages
+  std::vector<std::string> columns;      // stream column order
+  std::vector<MysqlWire> wires;          // per column
+  std::vector<size_t> key;               // key columns, in key order
+  std::shared_ptr<const Schema> schema;  // batches are built on it (column order as `columns`)
+  Position position;                     // transactions ending at or before it are skipped
+};
+
+class BinlogChanges {
+ public:
+  explicit BinlogChanges(std::vector<BinlogTable> tables);
+
+  // A row of table `t` in stream column order (nullopt: NULL). `deleted`: the row is gone (its
+  // key columns are what counts). Goes into the open transaction. kInvalidArgument when a key
+  // column is NULL (a table without a usable key cannot be followed).
+  Status Put(size_t t, bool deleted, const std::vector<std::optional<std::string_view>>& row);
+  // An UPDATE: `before` and `after` images in stream column order.
+  Status Update(size_t t, const std::vector<std::optional<std::string_view>>& before,
+                const std::vector<std::optional<std::string_view>>& after);
+  // The open transaction ended at `end` (the event after its XID or COMMIT): its changes of every
+  // table whose position is before `end` are held; the rest are already in their tables.
+  void Commit(Position end);
+  // Forgets the open transaction's changes.
+  void DropTransaction();
+  // Whether table t's changes in a transaction ending at `end` count (end is after its position).
+  bool Counts(size_t t, Position end) const { return end > tables_[t].position; }
+
+  // Distinct keys held since the last TakeBatches, and an estimate of their bytes (the open
+  // transaction's included).
+  size_t pending_changes() const { return pending_changes_; }
+  size_t pending_bytes() const { return pending_bytes_; }
+
+  // Hands out every held change as batches of at most `batch_rows` rows: emit(table, batch,
+  // deletes). A value that does not convert exactly is an error naming the table, column and key.
+  // Clears what was held.
+  Status TakeBatches(size_t batch_rows,
+                     const std::function<bool(size_t table, Batch& batch, bool deletes)>& emit);
+
+  const std::vector<BinlogTable>& tables() const { return tables_; }
+
+ private:
+  struct Change {
+    bool deleted = false;
+    std::vector<std::optional<std::string>> values;  // stream column order
+  };
+  using Changes = std::unordered_map<std::string, Change>;
+
+  // The key id of `row`; false when a key column is NULL.
+  bool KeyOf(size_t t, const std::vector<std::optional<std::string_view>>& row,
+             std::string* id) const;
+  void Hold(Changes& into, std::string key, Change c);
+
+  std::vector<BinlogTable> tables_;
+  std::vector<Changes> held_;  // per table: since the last TakeBatches
+  std::vector<Changes> txn_;   // per table: the open transaction
+  size_t pending_changes_ = 0;
+  size_t pending_bytes_ = 0;
+};
+
+}  // namespace ferry::source

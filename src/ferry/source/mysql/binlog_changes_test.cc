@@ -1,0 +1,111 @@
+#include "ferry/source/mysql/binlog_changes.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+namespace ferry::source {
+namespace {
+
+using Row = std::vector<std::optional<std::string_view>>;
+
+BinlogTable Items(Position position) {
+  BinlogTable t;
+  t.stream = "items";
+  t.display = "shop.items";
+  t.columns = {"id", "name"};
+  t.wires = {MysqlWire::kInt32, MysqlWire::kText};
+  t.key = {0};
+  Schema s;
+  s.fields.push_back(Field{1, "id", DataType::Int32(), true});
+  s.fields.push_back(Field{2, "name", DataType::String(), false});
+  t.schema = std::make_shared<const Schema>(s);
+  t.position = position;
+  return t;
+}
+
+// What TakeBatches hands out: upserts by id -> name (NULL as "<null>"), deletes as ids.
+struct Taken {
+  std::map<int32_t, std::string> upserts;
+  std::vector<int32_t> deletes;
+};
+Taken Take(BinlogChanges& c) {
+  Taken out;
+  EXPECT_TRUE(c.TakeBatches(100, [&](size_t, Batch& b, bool deletes) {
+                 for (size_t r = 0; r < b.num_rows(); ++r) {
+                   const int32_t id = b.column(0).ValueAt<int32_t>(r);
+                   if (deletes) {
+                     EXPECT_FALSE(b.column(1).IsValid(r));
+                     out.deletes.push_back(id);
+                   } else {
+                     out.upserts[id] = b.column(1).IsValid(r) ? std::string(b.column(1).GetBytes(r))
+                                                              : std::string("<null>");
+                   }
+                 }
+                 return true;
+               }).ok());
+  std::sort(out.deletes.begin(), out.deletes.end());
+  return out;
+}
+
+TEST(BinlogChangesTest, TheLastChangeOfAKeyInCommittedTransactionsWins) {
+  BinlogChanges c({Items(Position::Binlog(1, 100))});
+  ASSERT_TRUE(c.Put(0, false, Row{"1", "a"}).ok());
+  ASSERT_TRUE(c.Update(0, Row{"1", "a"}, Row{"1", "b"}).ok());
+  ASSERT_TRUE(c.Put(0, false, Row{"2", std::nullopt}).ok());
+  ASSERT_TRUE(c.Put(0, true, Row{"3", "gone"}).ok());
+  c.Commit(Position::Binlog(1, 200));
+  EXPECT_EQ(c.pending_changes(), 3u);
+  Taken t = Take(c);
+  EXPECT_EQ(t.upserts, (std::map<int32_t, std::string>{{1, "b"}, {2, "<null>"}}));
+  EXPECT_EQ(t.deletes, std::vector<int32_t>{3});
+  EXPECT_EQ(c.pending_changes(), 0u);
+  EXPECT_TRUE(Take(c).upserts.empty());
+}
+
+TEST(BinlogChangesTest, AnUpdateThatChangesTheKeyDeletesTheOldRow) {
+  BinlogChanges c({Items(Position::Binlog(1, 100))});
+  ASSERT_TRUE(c.Update(0, Row{"5", "x"}, Row{"-5", "x"}).ok());
+  c.Commit(Position::Binlog(1, 200));
+  Taken t = Take(c);
+  EXPECT_EQ(t.upserts, (std::map<int32_t, std::string>{{-5, "x"}}));
+  EXPECT_EQ(t.deletes, std::vector<int32_t>{5});
+}
+
+TEST(BinlogChangesTest, TransactionsEndingAtOrBeforeTheTablesPositionAreSkipped) {
+  BinlogChanges c({Items(Position::Binlog(2, 500))});
+  ASSERT_TRUE(c.Put(0, false, Row{"1", "old"}).ok());
+  c.Commit(Position::Binlog(1, 900));  // an earlier file
+  ASSERT_TRUE(c.Put(0, false, Row{"2", "at"}).ok());
+  c.Commit(Position::Binlog(2, 500));  // ends exactly at the position: in the table
+  ASSERT_TRUE(c.Put(0, false, Row{"3", "new"}).ok());
+  c.Commit(Position::Binlog(2, 501));
+  EXPECT_EQ(Take(c).upserts, (std::map<int32_t, std::string>{{3, "new"}}));
+}
+
+TEST(BinlogChangesTest, ADroppedTransactionLeavesNothing) {
+  BinlogChanges c({Items(Position::Binlog(1, 4))});
+  ASSERT_TRUE(c.Put(0, false, Row{"1", "kept"}).ok());
+  c.Commit(Position::Binlog(1, 100));
+  ASSERT_TRUE(c.Put(0, false, Row{"1", "dropped"}).ok());
+  ASSERT_TRUE(c.Put(0, false, Row{"2", "dropped"}).ok());
+  c.DropTransaction();
+  EXPECT_EQ(c.pending_changes(), 1u);
+  EXPECT_EQ(Take(c).upserts, (std::map<int32_t, std::string>{{1, "kept"}}));
+}
+
+TEST(BinlogChangesTest, ANullKeyAndAValueThatDoesNotConvertAreErrorsNamingTheTable) {
+  BinlogChanges c({Items(Position::Binlog(1, 4))});
+  Status s = c.Put(0, false, Row{std::nullopt, "x"});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("shop.items"), std::string::npos) << s.message();
+  ASSERT_TRUE(c.Put(0, false, Row{"99999999999", "too big"}).ok());
+  c.Commit(Position::Binlog(1, 100));
+  Status t = c.TakeBatches(100, [](size_t, Batch&, bool) { return true; });
+  EXPECT_EQ(t.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(t.message().find("table shop.items, column id"), std::string::npos) << t.message();
+}
+
+}  // namespace
+}  // namespace ferry::source
