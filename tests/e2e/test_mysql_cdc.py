@@ -442,6 +442,11 @@ class MysqlCdcTest(ferrytest.FerryTestCase):
                 break
             self.assertLess(time.time(), deadline, MARIA.rows("SHOW BINARY LOGS"))
             time.sleep(0.5)
+        # check says so before a sync tries.
+        c = self.ferry("check", "-c", self.pipeline, env=self.env, check=False)
+        self.assertNotEqual(c.returncode, 0, c.stdout + c.stderr)
+        self.assertIn("are gone from MariaDB", c.stderr)
+        self.assertIn("A new backfill loads the tables again", c.stderr)
         p = self.sync(check=False)
         self.assertNotEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertIn("are gone from MariaDB", p.stderr)

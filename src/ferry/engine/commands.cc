@@ -77,6 +77,13 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
                              : "; tables fed by several sources: at-least-once (checkpoint.mode "
                                "at_least_once: a restart may apply some rows twice)";
   }
+  auto st = state::OpenFileStateStore(cfg.state_path)->Load();
+  if (!st.ok()) return st.status();
+  if (*st && (*st)->pipeline() != cfg.name) {
+    return Status::InvalidArgument("state file " + cfg.state_path + " belongs to pipeline '" +
+                                   (*st)->pipeline() + "', not '" + cfg.name +
+                                   "'; give this pipeline its own state file");
+  }
   // The first stream of each destination table, to check the others merged into it against.
   std::map<std::string, std::pair<const config::SourceConfig*, const source::StreamInfo*>>
       first_of_table;
@@ -88,6 +95,14 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
       config::StreamConfig sc = StreamSettings(*s->cfg, info.name);
       if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
         FERRY_RETURN_IF_ERROR(InSource(*s->cfg, s->src->CheckChangeCapture(info)));
+        // The changes the next sync reads must still be on the server.
+        if (*st) {
+          const std::optional<Position> needed = ChangesNeededAfter(
+              (*st)->Stream(StateNamespace(*s->cfg, info), info.name), s->src->position_kind());
+          if (needed) {
+            FERRY_RETURN_IF_ERROR(InSource(*s->cfg, s->src->CheckChangesRetained(info, *needed)));
+          }
+        }
       }
       // A marker that cannot be read would stop the sync: report it now.
       auto m = (*dst)->ReadMarker(info.name);
@@ -104,13 +119,6 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
       shown.name = SourceLabel(*s->cfg, info.name);
       report->streams.push_back(std::move(shown));
     }
-  }
-  auto st = state::OpenFileStateStore(cfg.state_path)->Load();
-  if (!st.ok()) return st.status();
-  if (*st && (*st)->pipeline() != cfg.name) {
-    return Status::InvalidArgument("state file " + cfg.state_path + " belongs to pipeline '" +
-                                   (*st)->pipeline() + "', not '" + cfg.name +
-                                   "'; give this pipeline its own state file");
   }
   return Status::OK();
 }

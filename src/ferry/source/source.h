@@ -191,6 +191,10 @@ class Source {
   // Checks, before anything is installed or read, that the stream's changes can be captured
   // (server settings, privileges, keys); the error names the fix. Default: nothing to check.
   virtual Status CheckChangeCapture(const StreamInfo& stream);
+  // Checks (for `ferry check`) that the changes after `position`, where the stream's state
+  // entry stands, can still be read: a log the server has already purged is an error naming the
+  // fix. Default: nothing to check (the source keeps its changes until they are acknowledged).
+  virtual Status CheckChangesRetained(const StreamInfo& stream, Position position);
 
   // CDC on ONE log shared by every stream (PostgreSQL logical replication): positions are log
   // positions (LSNs), and one pass over the log feeds every stream.

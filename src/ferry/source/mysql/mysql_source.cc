@@ -851,9 +851,15 @@ class MysqlSource final : public Source {
     return log_base_ + "." + digits;
   }
 
-  // A dump of the log from `at`, once the server is known to still have its file.
-  Result<std::unique_ptr<mysql::BinlogStream>> OpenDump(Position at, bool until_end,
-                                                        uint32_t server_id = 0) {
+  Status CheckChangesRetained(const StreamInfo& stream, Position position) override {
+    (void)stream;
+    if (position.kind() != Position::Kind::kBinlog) return Status::OK();
+    FERRY_RETURN_IF_ERROR(ReadLogEnd().status());  // how the server names its files
+    return Retained(position);
+  }
+
+  // Whether the server still has the binary log file of `at`: kNotFound naming the fix if not.
+  Status Retained(Position at) {
     const std::string file = FileName(at.binlog_file());
     FERRY_ASSIGN_OR_RETURN(auto logs, conn_->Query("SHOW BINARY LOGS", "listing the binary logs"));
     bool present = false;
@@ -873,6 +879,14 @@ class MysqlSource final : public Source {
           "and remove the streams' entries from the state file, then sync; keep binary logs "
           "longer than the time between syncs");
     }
+    return Status::OK();
+  }
+
+  // A dump of the log from `at`, once the server is known to still have its file.
+  Result<std::unique_ptr<mysql::BinlogStream>> OpenDump(Position at, bool until_end,
+                                                        uint32_t server_id = 0) {
+    FERRY_RETURN_IF_ERROR(Retained(at));
+    const std::string file = FileName(at.binlog_file());
     mysql::BinlogDump dump;
     dump.file = file;
     dump.offset = at.binlog_offset();

@@ -1,0 +1,74 @@
+// Held changes on disk: what a change-log reader holds past its memory limit (a transaction of
+// millions of rows, a checkpoint of many wide keys) goes into sorted run files, read back merged.
+//
+// A run is a file of entries sorted by (table, key), each with its arrival sequence number and an
+// opaque record (the reader's encoding of the change). Merging runs gives, for every (table, key),
+// the entry with the highest sequence number — the last change of the key, whichever run holds
+// it — in (table, key) order, so a reader's reductions (last change per key, skip by position,
+// a dropped transaction's runs left out) survive the trip to disk. Every entry is checksummed
+// (CRC32): a damaged file is kCorruption, never a wrong change.
+//
+// Files are `ferry-spill-<pid>-<n>.run` in the folder given; a run's file is removed when it is
+// dropped, and every file with the store; RemoveLeftovers removes those of processes that no
+// longer run (a crash). Writing past the disk's space is kIOError naming the folder and the
+// setting that moves it.
+//
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ferry/base/status.h"
+
+namespace ferry::source {
+
+class ChangeSpill {
+ public:
+  struct Entry {
+    uint32_t table = 0;
+    std::string_view key;
+    uint64_t seq = 0;
+    std::string_view record;
+  };
+
+  // `dir` must exist. `setting` names what moves it, for messages ("temp_dir").
+  ChangeSpill(std::string dir, std::string setting);
+  ~ChangeSpill();
+  ChangeSpill(const ChangeSpill&) = delete;
+  ChangeSpill& operator=(const ChangeSpill&) = delete;
+
+  // Writes `sorted` (ordered by table, then key bytes; one entry per (table, key)) as a run.
+  // Returns its id.
+  Result<int> WriteRun(const std::vector<Entry>& sorted);
+  // Removes a run's file.
+  void DropRun(int id);
+  // Reads the runs `ids` merged: `each` gets, in (table, key) order, the entry of the highest
+  // sequence number of every (table, key), unless `skip(run, table)` says the run's entries of
+  // that table do not count (then the next highest counts). Views are valid during the call.
+  Status Merge(const std::vector<int>& ids, const std::function<bool(int run, uint32_t table)>& skip,
+               const std::function<Status(const Entry&)>& each);
+
+  // Bytes in the files of the live runs.
+  uint64_t disk_bytes() const { return disk_bytes_; }
+  const std::string& dir() const { return dir_; }
+
+  // Removes the spill files in `dir` of processes that no longer run. Returns how many.
+  static int RemoveLeftovers(const std::string& dir);
+
+ private:
+  std::string Path(int id) const;
+
+  std::string dir_;
+  std::string setting_;
+  int next_ = 0;
+  std::map<int, uint64_t> runs_;  // id -> bytes
+  uint64_t disk_bytes_ = 0;
+};
+
+}  // namespace ferry::source
