@@ -240,6 +240,7 @@ class FaultProxy:
             self.faults += [kind] * n
 
     def cut_all(self):
+        """Closes every relayed connection; returns how many there were."""
         with self.lock:
             socks, self.live = list(self.live), set()
             self.injected["cut"] += len(socks)
@@ -249,6 +250,7 @@ class FaultProxy:
             except OSError:
                 pass
             s.close()
+        return len(socks)
 
     def close(self):
         self.closing = True
