@@ -1,17 +1,10 @@
 #include "ferry/source/mysql/binlog_changes.h"
 
+#include <cstring>
+
 #include "ferry/base/assert.h"
 
 namespace ferry::source {
-namespace {
-
-size_t BytesOf(const std::vector<std::optional<std::string>>& values) {
-  size_t n = sizeof(std::optional<std::string>) * values.size() + 64;
-  for (const auto& v : values) n += v ? v->size() : 0;
-  return n;
-}
-
-}  // namespace
 
 BinlogChanges::BinlogChanges(std::vector<BinlogTable> tables)
     : tables_(std::move(tables)), held_(tables_.size()), txn_(tables_.size()) {}
@@ -29,18 +22,6 @@ bool BinlogChanges::KeyOf(size_t t, const std::vector<std::optional<std::string_
   return true;
 }
 
-void BinlogChanges::Hold(Changes& into, std::string key, Change c) {
-  const size_t bytes = BytesOf(c.values) + key.size();
-  auto [it, inserted] = into.try_emplace(std::move(key));
-  if (inserted) {
-    ++pending_changes_;
-  } else {
-    pending_bytes_ -= std::min(pending_bytes_, BytesOf(it->second.values) + it->first.size());
-  }
-  pending_bytes_ += bytes;
-  it->second = std::move(c);
-}
-
 Status BinlogChanges::Put(size_t t, bool deleted,
                           const std::vector<std::optional<std::string_view>>& row) {
   FERRY_CHECK(t < tables_.size());
@@ -53,11 +34,27 @@ Status BinlogChanges::Put(size_t t, bool deleted,
   }
   Change c;
   c.deleted = deleted;
-  c.values.resize(table.columns.size());
-  for (size_t i = 0; i < row.size() && i < c.values.size(); ++i) {
-    if (row[i]) c.values[i] = std::string(*row[i]);
+  size_t size = 4 * table.columns.size();
+  for (size_t i = 0; i < row.size() && i < table.columns.size(); ++i) {
+    if (row[i]) size += row[i]->size();
   }
-  Hold(txn_[t], std::move(key), std::move(c));
+  c.packed.reserve(size);
+  for (size_t i = 0; i < table.columns.size(); ++i) {
+    const bool present = i < row.size() && row[i];
+    const uint32_t n = present ? static_cast<uint32_t>(row[i]->size()) : kNull;
+    c.packed.append(reinterpret_cast<const char*>(&n), sizeof n);
+    if (present) c.packed.append(*row[i]);
+  }
+  const size_t bytes = BytesOf(key, c);
+  auto [it, inserted] = txn_[t].try_emplace(std::move(key));
+  if (inserted) {
+    ++txn_changes_;
+  } else {
+    txn_bytes_ -= std::min(txn_bytes_, BytesOf(it->first, it->second));
+  }
+  txn_bytes_ += bytes;
+  it->second = std::move(c);
+  Recount();
   return Status::OK();
 }
 
@@ -76,21 +73,29 @@ void BinlogChanges::Commit(Position end) {
   for (size_t t = 0; t < tables_.size(); ++t) {
     if (txn_[t].empty()) continue;
     if (Counts(t, end)) {
-      for (auto& [key, change] : txn_[t]) held_[t].insert_or_assign(key, std::move(change));
+      Changes& held = held_[t];
+      for (auto& [key, change] : txn_[t]) {
+        const size_t bytes = BytesOf(key, change);
+        auto [it, inserted] = held.try_emplace(key);
+        if (inserted) {
+          ++held_changes_;
+        } else {
+          held_bytes_ -= std::min(held_bytes_, BytesOf(it->first, it->second));
+        }
+        held_bytes_ += bytes;
+        it->second = std::move(change);
+      }
     }
     txn_[t].clear();
   }
-  pending_changes_ = 0;
-  pending_bytes_ = 0;
-  for (const auto& h : held_) {
-    pending_changes_ += h.size();
-    for (const auto& [key, change] : h) pending_bytes_ += key.size() + BytesOf(change.values);
-  }
+  txn_changes_ = txn_bytes_ = 0;
+  Recount();
 }
 
 void BinlogChanges::DropTransaction() {
   for (auto& txn : txn_) txn.clear();
-  Commit(Position());  // recounts what is held
+  txn_changes_ = txn_bytes_ = 0;
+  Recount();
 }
 
 Status BinlogChanges::TakeBatches(
@@ -103,14 +108,24 @@ Status BinlogChanges::TakeBatches(
     Batch deletes(table.schema);
     for (const auto& [key, change] : held_[t]) {
       Batch& b = change.deleted ? deletes : upserts;
-      for (size_t c = 0; c < change.values.size(); ++c) {
+      std::string_view packed = change.packed;
+      for (size_t c = 0; c < table.columns.size(); ++c) {
         Column& col = b.column(c);
-        const auto& v = change.values[c];
-        if (!v || (change.deleted && !is_key[c])) {
+        FERRY_CHECK(packed.size() >= sizeof(uint32_t));
+        uint32_t n;
+        std::memcpy(&n, packed.data(), sizeof n);
+        packed.remove_prefix(sizeof n);
+        std::string_view v;
+        if (n != kNull) {
+          FERRY_CHECK(packed.size() >= n);
+          v = packed.substr(0, n);
+          packed.remove_prefix(n);
+        }
+        if (n == kNull || (change.deleted && !is_key[c])) {
           col.AppendNull();
           continue;
         }
-        Status s = AppendMysqlValue(table.wires[c], std::string_view(*v), &col);
+        Status s = AppendMysqlValue(table.wires[c], v, &col);
         if (!s.ok()) {
           return Status(s.code(), "table " + table.display + ", column " + table.columns[c] +
                                       " (a change from the binary log): " + s.message());
@@ -125,11 +140,10 @@ Status BinlogChanges::TakeBatches(
     if (upserts.num_rows() > 0 && !emit(t, upserts, false)) {
       return Status::Cancelled("sync stopped");
     }
-    held_[t].clear();
+    held_[t] = Changes();  // its buckets too: one large checkpoint's table is not kept
   }
-  pending_changes_ = 0;
-  pending_bytes_ = 0;
-  for (const auto& txn : txn_) pending_changes_ += txn.size();
+  held_changes_ = held_bytes_ = 0;
+  Recount();
   return Status::OK();
 }
 

@@ -75,22 +75,35 @@ class BinlogChanges {
   const std::vector<BinlogTable>& tables() const { return tables_; }
 
  private:
+  // A row packed in one string (one allocation per change, whatever the columns): per column
+  // in stream column order, a 4-byte length (kNull: NULL) and the value's bytes.
   struct Change {
     bool deleted = false;
-    std::vector<std::optional<std::string>> values;  // stream column order
+    std::string packed;
   };
   using Changes = std::unordered_map<std::string, Change>;
+  static constexpr uint32_t kNull = 0xffffffffu;
+  // What a held change takes, for the max_bytes policy: its key, row and the map's node.
+  static size_t BytesOf(const std::string& key, const Change& c) {
+    return key.size() + c.packed.size() + 96;
+  }
 
   // The key id of `row`; false when a key column is NULL.
   bool KeyOf(size_t t, const std::vector<std::optional<std::string_view>>& row,
              std::string* id) const;
-  void Hold(Changes& into, std::string key, Change c);
 
   std::vector<BinlogTable> tables_;
   std::vector<Changes> held_;  // per table: since the last TakeBatches
   std::vector<Changes> txn_;   // per table: the open transaction
+  // Kept as changes come and go (never recounted: a transaction's commit costs its own changes).
+  size_t held_changes_ = 0, held_bytes_ = 0;
+  size_t txn_changes_ = 0, txn_bytes_ = 0;
   size_t pending_changes_ = 0;
   size_t pending_bytes_ = 0;
+  void Recount() {
+    pending_changes_ = held_changes_ + txn_changes_;
+    pending_bytes_ = held_bytes_ + txn_bytes_;
+  }
 };
 
 }  // namespace ferry::source
