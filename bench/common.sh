@@ -49,13 +49,14 @@ measure() {
 
 cpu_model() { sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1; }
 
-# run_pg_bench <script.py> "<options taking a value>" "<flag options>" "$@": the PostgreSQL
-# benchmarks' front end. Checks the arguments against the two lists (-h prints the calling
-# script's header), builds ferry in Release and runs the Python measurements with --ferry and
-# --cpu, passing the arguments on.
-run_pg_bench() {
-  local script="$1" valued=" $2 " flags=" $3 "
-  shift 3
+# run_server_bench <client> <script.py> "<options taking a value>" "<flag options>" "$@": the
+# front end of the benchmarks against a database server. Checks that the server's client is
+# installed and the arguments against the two lists (-h prints the calling script's header),
+# builds ferry in Release and runs the Python measurements with --ferry and --cpu, passing the
+# arguments on.
+run_server_bench() {
+  local client="$1" script="$2" valued=" $3 " flags=" $4 "
+  shift 4
   local args=()
   while (($#)); do
     if [[ "$valued" == *" $1 "* ]]; then
@@ -69,9 +70,12 @@ run_pg_bench() {
       die "unknown argument $1"
     fi
   done
-  command -v psql >/dev/null || die "psql is missing (run scripts/setup.sh)"
+  command -v "$client" >/dev/null || die "$client is missing (run scripts/setup.sh)"
   ensure_gnu_time
   build_targets ferry
   exec python3 "$bench_dir/$script" --ferry "$build_dir/src/ferry/cli/ferry" --cpu "$(cpu_model)" \
     "${args[@]}"
 }
+
+# run_pg_bench <script.py> ...: run_server_bench for the PostgreSQL benchmarks.
+run_pg_bench() { run_server_bench psql "$@"; }
