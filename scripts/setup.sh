@@ -13,6 +13,7 @@ packages=(
   libsqlite3-dev sqlite3 libzstd-dev libsnappy-dev zlib1g-dev libcurl4-openssl-dev
   libpq-dev postgresql
   libmariadb-dev mariadb-server redis-server
+  prometheus-cpp-dev libcivetweb-dev prometheus
   ceph-mon ceph-osd radosgw ceph-common
   nlohmann-json3-dev libyaml-cpp-dev libgtest-dev
   python3 ca-certificates clang-format

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -33,6 +34,8 @@
 #include "ferry/engine/verify.h"
 #include "ferry/graph/graph.h"
 #include "ferry/lake/maintain.h"
+#include "ferry/metrics/metrics.h"
+#include "ferry/metrics/server.h"
 #include "ferry/sink/iceberg/warehouse.h"
 #include "ferry/state/state.h"
 
@@ -53,7 +56,7 @@ commands:
   check     -c FILE          validate the pipeline file, open the source and the destination,
                              print the streams that will sync and the delivery guarantee
   discover  -c FILE [--json] list the source's tables, columns, types, keys and cursor candidates
-  sync      -c FILE [--once] [--interval SECONDS] [--progress SECONDS]
+  sync      -c FILE [--once] [--interval SECONDS] [--progress SECONDS] [--metrics ADDR]
                              run the sync; a stopped or crashed sync resumes where it left off.
                              Pipelines with cdc streams keep applying changes until stopped
                              (SIGINT/SIGTERM), committing at least every --interval seconds
@@ -61,7 +64,9 @@ commands:
                              mixed with other modes: a round every --interval); --once reads up
                              to the source's current end, commits and exits. A load shows a
                              live line on a terminal (rows, rows/s, chunks, time left); piped,
-                             a progress line every --progress seconds (default 10; 0: none)
+                             a progress line every --progress seconds (default 10; 0: none).
+                             --metrics ADDR (host:port, or the pipeline's metrics.listen) serves
+                             /metrics (Prometheus), /healthz and /readyz while it runs
   state     -c FILE [--json] show each stream's state, its marker in the destination, and what
                              the next sync will do (run normally, repair the state, start fresh)
   maintain  -c FILE [--table T ...] [--no-compact] [--no-expire] [--no-orphans]
@@ -98,6 +103,7 @@ struct Args {
   bool once = false;
   int progress_s = 10;  // sync: seconds between progress lines of a load off a terminal
   int interval_s = 5;
+  std::string metrics;  // sync: --metrics ADDR
   // maintain
   std::vector<std::string> tables;
   bool compact = true;
@@ -287,6 +293,42 @@ bool OnlyCdcStreams(const config::PipelineConfig& cfg) {
                      [](const config::SourceConfig& s) { return OnlyCdcStreams(s); });
 }
 
+// What /readyz answers: ready while the last round reached the source and the destination and
+// did not fail, and the last checkpoint (or round) is no older than metrics.ready_within.
+class Readiness {
+ public:
+  void Round(const Status& s, bool connected) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (s.ok()) {
+      failure_.clear();
+      last_round_ = metrics::UnixNow();
+    } else {
+      failure_ = connected ? "the last round failed: " + s.message()
+                           : "the source or the destination cannot be reached: " + s.message();
+      failed_at_ = metrics::UnixNow();
+    }
+  }
+  metrics::Readiness Now(int64_t ready_within_ms) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const double last = std::max(last_round_, metrics::Metrics::Get().LastCheckpoint());
+    // A checkpoint after the failure means the retry got through.
+    if (!failure_.empty() && last <= failed_at_) return {false, failure_};
+    if (last == 0) return {false, "no checkpoint has completed yet"};
+    const double age = metrics::UnixNow() - last;
+    if (age * 1000 > static_cast<double>(ready_within_ms)) {
+      return {false, "the last checkpoint completed " + std::to_string(static_cast<int64_t>(age)) +
+                         " s ago (metrics.ready_within: " + HumanDuration(ready_within_ms) + ")"};
+    }
+    return {true, ""};
+  }
+
+ private:
+  std::mutex mu_;
+  std::string failure_;
+  double failed_at_ = 0;
+  double last_round_ = 0;
+};
+
 int CmdSync(const Args& a) {
   auto cfg = LoadConfig(a);
   if (!cfg.ok()) return Fail(cfg.status(), 2);
@@ -312,6 +354,22 @@ int CmdSync(const Args& a) {
   // One sync of a pipeline at a time: a second one (an overlapping cron run) is refused.
   auto lock = state::PipelineLock::Acquire(cfg->state_path, cfg->name);
   if (!lock.ok()) return Fail(lock.status(), ExitCodeFor(lock.status()));
+  // Metrics and health while the sync runs (--metrics, else metrics.listen).
+  Readiness readiness;
+  const std::string pipeline = cfg->name;
+  const int64_t ready_within_ms = cfg->metrics.ready_within_ms;
+  std::unique_ptr<metrics::Server> server;
+  const std::string listen = a.metrics.empty() ? cfg->metrics.listen : a.metrics;
+  if (!listen.empty()) {
+    auto started = metrics::Server::Start(
+        listen, [&readiness, ready_within_ms] { return readiness.Now(ready_within_ms); });
+    if (!started.ok()) return Fail(started.status(), 2);
+    server = std::move(*started);
+    FERRY_LOG(kInfo) << "serving /metrics, /healthz and /readyz on " << listen
+                     << (server->port() > 0 ? " (port " + std::to_string(server->port()) + ")"
+                                            : std::string());
+  }
+  metrics::Metrics& m = metrics::Metrics::Get();
   int reruns = 0;
   int retries = 0;
   // Whether any round reached every source and the destination. Until one has, a server that
@@ -328,6 +386,13 @@ int CmdSync(const Args& a) {
     const auto round_start = std::chrono::steady_clock::now();
     Status s = engine::RunSync(*round_cfg, opts, &report);
     ever_connected = ever_connected || report.connected;
+    readiness.Round(s, report.connected);
+    m.Syncs(pipeline, s.ok() ? "succeeded"
+                      : g_stop.requested() && (s.code() == StatusCode::kCancelled || s.retryable())
+                          ? "stopped"
+                          : "failed")
+        .Increment();
+    if (s.ok()) m.LastSync(pipeline).Set(metrics::UnixNow());
     // A round that ran a long while (following the log) before it failed was not one of a
     // series of failures in a row.
     if (std::chrono::steady_clock::now() - round_start > std::chrono::minutes(1)) retries = 0;
@@ -360,6 +425,7 @@ int CmdSync(const Args& a) {
       // stays; try again with backoff.
       int wait_s = std::min(30, 1 << std::min(retries, 5));
       ++retries;
+      m.Retries(pipeline).Increment();
       Say(LogLevel::kWarn, s.ToString() + "; retrying in " + std::to_string(wait_s) + " s");
       for (int i = 0; i < wait_s * 10 && !g_stop.requested(); ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -725,6 +791,14 @@ int Main(int argc, char** argv) {
         return Usage("--progress takes whole seconds from 0 (no progress lines) to 86400");
       }
       a.progress_s = static_cast<int>(v);
+    } else if (w == "--metrics" || w.rfind("--metrics=", 0) == 0) {
+      if (w == "--metrics") {
+        if (i + 1 >= rest.size()) return Usage("--metrics needs an address: host:port");
+        a.metrics = rest[++i];
+      } else {
+        a.metrics = w.substr(10);
+      }
+      if (a.metrics.empty()) return Usage("--metrics needs an address: host:port");
     } else if (w == "--table") {
       if (i + 1 >= rest.size()) return Usage("--table needs a table name");
       a.tables.push_back(rest[++i]);
@@ -799,8 +873,9 @@ int Main(int argc, char** argv) {
   std::string_view fault_error = ArmFaultsFromEnvironment();
   if (!fault_error.empty()) return Fail(Status::InvalidArgument(std::string(fault_error)), 2);
   if (a.command.empty()) return Usage("no command given");
-  if ((a.once || a.interval_s != 5 || a.progress_s != 10) && a.command != "sync") {
-    return Usage("--once, --interval and --progress go with sync");
+  if ((a.once || a.interval_s != 5 || a.progress_s != 10 || !a.metrics.empty()) &&
+      a.command != "sync") {
+    return Usage("--once, --interval, --progress and --metrics go with sync");
   }
   if (a.command == "verify" && a.maintain_options) {
     for (const auto& w : rest) {

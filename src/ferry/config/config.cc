@@ -72,8 +72,8 @@ class Parser {
       return Status::InvalidArgument(
           file_ + ": a pipeline file is a YAML mapping with keys name, source, destination, state");
     }
-    static const std::vector<std::string> kTop = {"name",        "source", "sources",
-                                                  "destination", "state",  "checkpoint"};
+    static const std::vector<std::string> kTop = {"name",  "source",     "sources", "destination",
+                                                  "state", "checkpoint", "metrics", "alerts"};
     PipelineConfig cfg;
     cfg.file = file_;
     cfg.base_dir = base_dir_;
@@ -100,6 +100,8 @@ class Parser {
     }
     FERRY_RETURN_IF_ERROR(ParseDestination(root, &cfg.destination));
     FERRY_RETURN_IF_ERROR(ParseCheckpoint(root, &cfg.checkpoint));
+    FERRY_RETURN_IF_ERROR(ParseMetrics(root, &cfg.metrics));
+    FERRY_RETURN_IF_ERROR(ParseAlerts(root, &cfg.alerts));
     if (root["state"]) {
       FERRY_ASSIGN_OR_RETURN(std::string state, RequiredScalar(root, "state", "the pipeline file"));
       cfg.state_path = AbsolutePath(JoinPath(base_dir_, state));
@@ -387,6 +389,52 @@ class Parser {
     cp->tolerable_failures = static_cast<int>(tolerable);
     return o.CheckAllUsed({"interval", "min_pause", "timeout", "max_changes", "max_bytes",
                            "tolerable_failures", "mode", "alignment_timeout", "max_concurrent"});
+  }
+
+  // A mapping section's options, or none when the section is absent.
+  Result<std::optional<Options>> Section(const YAML::Node& root, const std::string& name,
+                                         const std::string& keys) {
+    YAML::Node n = root[name];
+    if (!n) return std::optional<Options>();
+    if (!n.IsMap()) {
+      return Status::InvalidArgument(At(file_, LineOf(n)) + ": '" + name + ":' is a mapping (" +
+                                     keys + ")");
+    }
+    FERRY_ASSIGN_OR_RETURN(Options o, CollectOptions(n, name, {}));
+    return std::optional<Options>(std::move(o));
+  }
+
+  Status ParseMetrics(const YAML::Node& root, MetricsConfig* m) {
+    FERRY_ASSIGN_OR_RETURN(auto o, Section(root, "metrics", "listen, ready_within"));
+    if (!o) return Status::OK();
+    FERRY_ASSIGN_OR_RETURN(m->listen, o->TakeString("listen"));
+    FERRY_ASSIGN_OR_RETURN(m->ready_within_ms,
+                           o->TakeDuration("ready_within", m->ready_within_ms, 1000));
+    return o->CheckAllUsed({"listen", "ready_within"});
+  }
+
+  Status ParseAlerts(const YAML::Node& root, AlertsConfig* a) {
+    FERRY_ASSIGN_OR_RETURN(auto o,
+                           Section(root, "alerts",
+                                   "max_retained_wal, on_retained_wal, stall_after, max_lag, "
+                                   "check_interval, heartbeat_interval"));
+    if (!o) return Status::OK();
+    FERRY_ASSIGN_OR_RETURN(a->max_retained_wal, o->TakeBytes("max_retained_wal", 0));
+    if (auto on = o->TakeOptionalString("on_retained_wal")) {
+      if (*on != "warn" && *on != "stop") {
+        return Status::InvalidArgument(o->Where("on_retained_wal") + " is warn or stop, not '" +
+                                       *on + "'");
+      }
+      a->stop_on_retained_wal = *on == "stop";
+    }
+    FERRY_ASSIGN_OR_RETURN(a->stall_after_ms, o->TakeDuration("stall_after", 0, 1000, "off"));
+    FERRY_ASSIGN_OR_RETURN(a->max_lag_ms, o->TakeDuration("max_lag", 0, 1000, "off"));
+    FERRY_ASSIGN_OR_RETURN(a->check_interval_ms,
+                           o->TakeDuration("check_interval", a->check_interval_ms, 100));
+    FERRY_ASSIGN_OR_RETURN(a->heartbeat_interval_ms,
+                           o->TakeDuration("heartbeat_interval", a->heartbeat_interval_ms, 100));
+    return o->CheckAllUsed({"max_retained_wal", "on_retained_wal", "stall_after", "max_lag",
+                            "check_interval", "heartbeat_interval"});
   }
 
   std::string file_;

@@ -142,6 +142,24 @@ struct CheckpointConfig {
   int max_concurrent = 1;
 };
 
+// `metrics:` — the HTTP endpoints of a running sync (docs/operations.md).
+struct MetricsConfig {
+  std::string listen;                // "host:port"; empty: not served
+  int64_t ready_within_ms = 300000;  // /readyz: the last round or checkpoint no older than this
+};
+
+// `alerts:` — alarms on a change log, looked at every `check_interval_ms` while a sync runs. A
+// limit of 0 is off.
+struct AlertsConfig {
+  int64_t max_retained_wal = 0;  // bytes the server keeps for ferry (MySQL: bytes of log behind)
+  bool stop_on_retained_wal = false;  // on_retained_wal: stop (else warn)
+  int64_t stall_after_ms = 0;         // the committed position has not moved while the log has
+  int64_t max_lag_ms = 0;             // replication lag
+  int64_t check_interval_ms = 15000;
+  // How often the source's heartbeat_statement runs (when it has one).
+  int64_t heartbeat_interval_ms = 60000;
+};
+
 struct DestinationConfig {
   std::string type;  // "iceberg", ...
   Options options;   // type-specific keys
@@ -159,6 +177,8 @@ struct PipelineConfig {
   bool merged() const { return sources.size() > 1; }
   DestinationConfig destination;
   CheckpointConfig checkpoint;
+  MetricsConfig metrics;
+  AlertsConfig alerts;
   std::string state_path;
 };
 

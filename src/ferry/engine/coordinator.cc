@@ -15,6 +15,7 @@ void Coordinator::Start(const config::CheckpointConfig& policy, bool follow,
 }
 
 bool Coordinator::Due(const Held& held) {
+  newest_commit_us_ = std::max(newest_commit_us_, held.commit_time_us);
   const auto since = Clock::now() - last_;
   const auto interval = std::chrono::milliseconds(policy_.interval_ms);
   bool due;
@@ -35,6 +36,32 @@ bool Coordinator::Due(const Held& held) {
 
 void Coordinator::Taken() { last_ = Clock::now(); }
 
+void Coordinator::Checkpointed(Position position) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A checkpoint with no transaction since the last one (a quiet log's) has commit time 0: the
+  // destination then has everything the source has logged up to there.
+  taken_.emplace_back(position, newest_commit_us_);
+  newest_commit_us_ = 0;
+  if (series_.checkpoints_read != nullptr) series_.checkpoints_read->Increment();
+}
+
+void Coordinator::Landed(Position floor) {
+  if (series_.lag_seconds == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  const double now = metrics::UnixNow();
+  if (landed_.none() || floor > landed_) {
+    landed_ = floor;
+    series_.confirmed_moved->Set(now);
+  }
+  std::optional<int64_t> commit_us;
+  while (!taken_.empty() && taken_.front().first <= floor) {
+    commit_us = taken_.front().second;
+    taken_.pop_front();
+  }
+  if (!commit_us) return;
+  series_.lag_seconds->Set(*commit_us > 0 ? std::max(0.0, now - *commit_us / 1e6) : 0.0);
+}
+
 std::optional<Position> Coordinator::Floor(const SourceRun& run, Recorder* recorder,
                                            std::optional<Position> upper) {
   std::optional<Position> floor = upper;
@@ -51,9 +78,12 @@ std::optional<Position> Coordinator::Floor(const SourceRun& run, Recorder* recor
   return floor;
 }
 
-void Coordinator::Confirm(const SourceRun& run, Recorder* recorder) {
+void Coordinator::Confirm(SourceRun& run, Recorder* recorder) {
   const std::optional<Position> floor = Floor(run, recorder, std::nullopt);
-  if (floor && !floor->none()) run.src->ConfirmSharedLog(*floor);
+  if (floor && !floor->none()) {
+    run.src->ConfirmSharedLog(*floor);
+    run.coordinator.Landed(*floor);
+  }
 }
 
 Status Coordinator::Acknowledge(SourceRun& run, Recorder* recorder) {
@@ -64,6 +94,7 @@ Status Coordinator::Acknowledge(SourceRun& run, Recorder* recorder) {
     const std::optional<Position> floor = Floor(run, recorder, run.read.position);
     if (floor && !floor->none()) {
       FERRY_RETURN_IF_ERROR(InSource(*run.cfg, run.src->AcknowledgeSharedLog(*floor)));
+      run.coordinator.Landed(*floor);
     }
   }
   return Status::OK();

@@ -16,10 +16,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <mutex>
 #include <optional>
+#include <utility>
 
 #include "ferry/base/status.h"
 #include "ferry/config/config.h"
+#include "ferry/metrics/metrics.h"
 #include "ferry/source/source.h"
 
 namespace ferry::engine {
@@ -43,6 +47,15 @@ class Coordinator final : public source::Source::CheckpointTrigger {
   // Forgets requests (those made while the source's loads ran).
   void ClearRequests() { requested_.store(false); }
 
+  // Metrics: the source's series (ferry_replication_lag_seconds and its kin).
+  void SetSeries(const metrics::SourceSeries& series) { series_ = series; }
+  // The read took a checkpoint ending at `position` (the source's thread, after Due): it is
+  // remembered with the commit time of the newest transaction in it, for the lag once it lands.
+  void Checkpointed(source::Position position);
+  // Every stream of the source holds `floor` in its table and in the state file (any thread):
+  // the lag is that of the newest checkpoint at or below it.
+  void Landed(source::Position floor);
+
   // How far `run`'s shared change log may be forgotten: up to what EVERY cdc stream of the source
   // has in its table and in the state file, including backfills still in flight (their changes
   // start at cdc_start), and at most `upper`: none while a stream has no position yet; nullopt
@@ -52,7 +65,7 @@ class Coordinator final : public source::Source::CheckpointTrigger {
 
   // After a checkpoint is in the state file: the source's log may forget what every stream holds
   // (during the read).
-  static void Confirm(const SourceRun& run, Recorder* recorder);
+  static void Confirm(SourceRun& run, Recorder* recorder);
 
   // After the sync: every change up to what the state file holds may be forgotten — each stream's
   // own change log, and the shared log up to the floor of the read's end.
@@ -64,6 +77,11 @@ class Coordinator final : public source::Source::CheckpointTrigger {
   bool follow_ = false;
   Clock::time_point last_ = Clock::now();
   std::atomic<bool> requested_{false};
+  metrics::SourceSeries series_;
+  int64_t newest_commit_us_ = 0;  // the source's thread: since the last checkpoint
+  std::mutex mu_;
+  std::deque<std::pair<source::Position, int64_t>> taken_;  // guarded by mu_
+  source::Position landed_;                                 // guarded by mu_
 };
 
 }  // namespace ferry::engine

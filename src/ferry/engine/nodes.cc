@@ -58,7 +58,7 @@ class SourceNode : public graph::Node {
     };
     auto hand = [&](std::unique_ptr<Batch> b) {
       if (opts_.stop && opts_.stop->requested()) return false;
-      CountRows(t, b->num_rows());
+      CountRows(t, *b);
       return t->edge->Send(graph::Message::Data(std::move(b)));
     };
     auto done = [&](size_t k) {
@@ -180,8 +180,10 @@ class SharedLogSourceNode : public graph::Node {
       return Forward(tasks_[i], b, deletes, opts_);
     };
     int64_t checkpoints = 0;
+    Coordinator* coordinator = &tasks_.front()->source->coordinator;
     auto checkpoint = [&](source::Position position, const std::vector<std::string>& table_ids) {
       ++checkpoints;
+      coordinator->Checkpointed(position);
       for (size_t i = 0; i < tasks_.size(); ++i) {
         StreamTask* t = tasks_[i];
         Json at{{"position", position.ToJson()}};
@@ -193,7 +195,6 @@ class SharedLogSourceNode : public graph::Node {
     };
     source::Source::SharedReadOptions read;
     read.batch_rows = opts_.batch_rows;
-    Coordinator* coordinator = &tasks_.front()->source->coordinator;
     coordinator->Start(policy_, opts_.follow, opts_.follow_commit_ms);
     read.trigger = coordinator;
     read.follow = opts_.follow;
@@ -239,12 +240,14 @@ class SinkNode : public graph::Node {
         align_(align),
         rows_(table->parts.size(), 0),
         written_(table->parts.size(), 0),
+        counted_(table->parts.size(), 0),
         waiting_(table->parts.size()) {}
   std::string name() const override { return "sink " + table_->table; }
 
   Status Run() override {
     Status s = Loop();
     if (!s.ok()) out_->DiscardPending();
+    CountAbandonedAlignments();
     return s;
   }
 
@@ -276,12 +279,18 @@ class SinkNode : public graph::Node {
         }
         case graph::Message::Kind::kBarrier: {
           const std::vector<std::vector<Json>> at = Positions(m->barrier);
+          CountAbandonedAlignments();
+          Status s;
           if (incremental()) {
-            FERRY_RETURN_IF_ERROR(CommitWindows(at));
+            s = CommitWindows(at);
           } else if (keyed()) {
-            FERRY_RETURN_IF_ERROR(CommitChanges(at));
+            s = CommitChanges(at);
           } else {
-            FERRY_RETURN_IF_ERROR(CommitChunks(at));
+            s = CommitChunks(at);
+          }
+          if (!s.ok()) {
+            Count(abandoned_ ? metrics::Checkpoint::kAbandoned : metrics::Checkpoint::kFailed);
+            return s;
           }
           if (align_) align_->Acknowledge();
           break;
@@ -292,10 +301,15 @@ class SinkNode : public graph::Node {
             return Status::OK();
           }
           // Chunks still waiting for their commit are committed before the publish.
+          Status s;
           if (out_->HasPending()) {
-            FERRY_RETURN_IF_ERROR(CommitChunks(std::vector<std::vector<Json>>(parts()), true));
+            s = CommitChunks(std::vector<std::vector<Json>>(parts()), true);
           }
-          return Publish();
+          if (s.ok()) s = Publish();
+          if (!s.ok()) {
+            Count(abandoned_ ? metrics::Checkpoint::kAbandoned : metrics::Checkpoint::kFailed);
+          }
+          return s;
       }
     }
     return Status::Cancelled("the source stopped before the end of " + table_->table);
@@ -395,9 +409,13 @@ class SinkNode : public graph::Node {
     for (size_t i = 0; i < parts(); ++i) {
       part(i).progress = next[i];
       part(i).chunks_landed.store(next[i].committed.Count());
+      if (part(i).series.load_chunks_committed != nullptr) {
+        part(i).series.load_chunks_committed->Set(static_cast<double>(next[i].committed.Count()));
+      }
       rows_[i] = 0;
     }
     FERRY_RETURN_IF_ERROR(Record({}, [](StreamTask& t) { return t.progress.ToJson(); }));
+    Landed();
     if (opts_.print_progress) {
       for (size_t i = 0; i < parts(); ++i) {
         if (at[i].empty()) continue;
@@ -431,6 +449,7 @@ class SinkNode : public graph::Node {
     if (!r.ok()) return r.status().WithContext("publishing the load of " + table_->table);
     for (size_t i = 0; i < parts(); ++i) part(i).progress = done[i];
     FERRY_RETURN_IF_ERROR(Record({}, [](StreamTask& t) { return t.progress.ToJson(); }));
+    Landed();
     Finish();
     if (opts_.print_progress) {
       int64_t rows = 0;
@@ -474,6 +493,7 @@ class SinkNode : public graph::Node {
     if (!r.ok()) return r.status().WithContext("committing window " + Join(windows));
     for (size_t i : in) part(i).marker = markers[i];
     FERRY_RETURN_IF_ERROR(Record(in, [](StreamTask& t) { return t.window.ToJson(); }));
+    Landed();
     if (opts_.print_progress) {
       for (size_t i : in) {
         const IncrementalProgress& w = part(i).window;
@@ -507,9 +527,11 @@ class SinkNode : public graph::Node {
     if (!out_->HasPending() && !(out_->CheapMarkerCommits() && moved)) {
       // Nothing of these streams in the checkpoint: only the state moves on.
       if (moved) {
+        Count(metrics::Checkpoint::kStarted);
         FERRY_RETURN_IF_ERROR(Record(in, [](StreamTask& t) { return t.changes.ToJson(); }));
         if (changes_recorded_) changes_recorded_();
       }
+      if (moved) Landed();
       done();
       return Status::OK();
     }
@@ -534,6 +556,7 @@ class SinkNode : public graph::Node {
     if (!r.ok()) return r.status().WithContext("committing changes up to " + Join(positions));
     for (size_t i : in) part(i).marker = markers[i];
     FERRY_RETURN_IF_ERROR(Record(in, [](StreamTask& t) { return t.changes.ToJson(); }));
+    Landed();
     if (changes_recorded_) changes_recorded_();
     for (size_t i : in) {
       ++part(i).commits;
@@ -553,6 +576,8 @@ class SinkNode : public graph::Node {
   template <typename Commit>
   Result<sink::CommitResult> Timed(Commit&& commit) {
     Result<sink::CommitResult> r = Status::Internal("the commit did not run");
+    const auto started = Clock::now();
+    Count(metrics::Checkpoint::kStarted);
     bool interrupted = RunWithDeadline(
         timeout_ms_, [&] { r = commit(); },
         [&] {
@@ -561,7 +586,11 @@ class SinkNode : public graph::Node {
                            << " (checkpoint.timeout); interrupting it";
           out_->Interrupt();
         });
+    if (table_->series.commit_seconds != nullptr) {
+      table_->series.commit_seconds->Observe(SecondsSince(started));
+    }
     if (!interrupted || r.ok()) return r;
+    abandoned_ = true;
     return Status::Unavailable(
         "the checkpoint did not complete within checkpoint.timeout (" + FormatSeconds(timeout_ms_) +
         ") and was abandoned; nothing of it is recorded and it is read again (" +
@@ -574,6 +603,37 @@ class SinkNode : public graph::Node {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(ms) / 1000.0);
     return buf;
+  }
+
+  void Count(metrics::Checkpoint outcome) {
+    if (table_->series.commit_seconds != nullptr) table_->series.Count(outcome);
+  }
+
+  // A checkpoint is committed and in the state file: its rows and bytes count as committed.
+  void Landed() {
+    if (table_->series.commit_seconds == nullptr) return;
+    Count(metrics::Checkpoint::kCompleted);
+    table_->series.last_checkpoint->Set(metrics::UnixNow());
+    metrics::Metrics::Get().NoteCheckpoint();
+    const uint64_t bytes = out_->totals().bytes;
+    table_->series.bytes_committed->Increment(static_cast<double>(bytes - bytes_counted_));
+    bytes_counted_ = bytes;
+    for (size_t i = 0; i < parts(); ++i) {
+      if (part(i).series.rows_committed == nullptr || written_[i] == counted_[i]) continue;
+      // A load's rows wait with chunks whose commit is deferred: they count once committed.
+      if (!keyed() && rows_[i] != 0) continue;
+      part(i).series.rows_committed->Increment(static_cast<double>(written_[i] - counted_[i]));
+      counted_[i] = written_[i];
+    }
+  }
+
+  // Alignments of a merged table that timed out (graph::AlignNode counts them).
+  void CountAbandonedAlignments() {
+    if (align_ == nullptr) return;
+    const int64_t n = align_->abandoned();
+    for (; abandoned_alignments_ < n; ++abandoned_alignments_) {
+      Count(metrics::Checkpoint::kAbandoned);
+    }
   }
 
   void Finish() {
@@ -599,6 +659,10 @@ class SinkNode : public graph::Node {
   graph::AlignNode* align_;
   std::vector<int64_t> rows_;      // per part: rows since its last commit
   std::vector<uint64_t> written_;  // per part: rows written by this sync
+  std::vector<uint64_t> counted_;  // per part: of those, counted as committed in metrics
+  uint64_t bytes_counted_ = 0;     // the sink's bytes counted as committed
+  bool abandoned_ = false;         // a commit ran past checkpoint.timeout
+  int64_t abandoned_alignments_ = 0;
   // per part: the barriers of chunks not committed yet (see CommitChunks)
   std::vector<std::vector<Json>> waiting_;
 };

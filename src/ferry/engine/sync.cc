@@ -4,6 +4,7 @@
 #include "ferry/engine/sync.h"
 
 #include "ferry/engine/ticker.h"
+#include "ferry/engine/watch.h"
 
 #include <limits>
 #include <map>
@@ -16,9 +17,18 @@
 
 namespace ferry::engine {
 
-Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport* report) {
+Status RunSync(config::PipelineConfig& cfg, const SyncOptions& options, SyncReport* report) {
   auto t0 = Clock::now();
+  // The sync stops on the caller's request, or on an alarm that stops it (LogWatcher).
+  graph::StopFlag stop(options.stop);
+  SyncOptions opts = options;
+  opts.stop = &stop;
   FERRY_ASSIGN_OR_RETURN(auto sources, OpenSources(cfg, /*prepare_capture=*/true));
+  metrics::Metrics& m = metrics::Metrics::Get();
+  for (const auto& s : sources) {
+    s->label = s->cfg->name.empty() ? s->cfg->type : s->cfg->name;
+    s->coordinator.SetSeries(m.Source(cfg.name, s->label));
+  }
   auto dst_r = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst_r.ok()) return dst_r.status().WithContext("destination");
   auto dst = std::move(*dst_r);
@@ -52,6 +62,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
       t->report = &report->streams[tasks.size()];
       t->report->stream = t->label;
       t->report->table = dst->TableName(info.name);
+      t->series = m.Stream(cfg.name, s->label, info.name, t->report->table);
       t->start = Clock::now();
       TableTask*& table = by_table[t->report->table];
       if (table == nullptr) {
@@ -59,6 +70,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
         table = tables.back().get();
         table->table = t->report->table;
         table->merged = cfg.merged();
+        table->series = m.Table(cfg.name, table->table);
       }
       for (StreamTask* other : table->parts) {
         FERRY_RETURN_IF_ERROR(CheckSameTable(table->table, *other->source->cfg, other->info,
@@ -94,7 +106,26 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
       t->marker = PartOfMarker(marker, table->merged ? t->source->cfg->name : "");
     }
     FERRY_RETURN_IF_ERROR(PlanTable(table.get(), &recorder, cfg.state_path));
+    for (StreamTask* t : table->parts) {
+      if (t->incremental() || (t->cdc() && !t->cdc_backfill)) continue;
+      t->series.load_chunks_planned->Set(static_cast<double>(t->progress.plan.count));
+      t->series.load_chunks_committed->Set(static_cast<double>(t->progress.committed.Count()));
+      t->series.load_rows_planned->Set(static_cast<double>(t->progress.plan.rows));
+    }
   }
+  // The shared change logs are looked at from connections of their own while the sync runs.
+  std::vector<SourceRun*> logs;
+  for (const auto& s : sources) {
+    if (!s->src->SharedChangeLog()) continue;
+    for (const auto& info : s->streams) {
+      const config::SyncMode mode = StreamSettings(*s->cfg, info.name).mode;
+      if (mode == config::SyncMode::kCdc || mode == config::SyncMode::kCdcOnly) {
+        logs.push_back(s.get());
+        break;
+      }
+    }
+  }
+  LogWatcher watcher(cfg, logs, &recorder, &stop);
 
   // The edges of one table: each part's source feeds an edge; a merged table's meet in an
   // AlignNode, whose output its sink reads.
@@ -194,6 +225,8 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport*
     }
   }
   report->seconds = SecondsSince(t0);
+  // An alarm that stopped the sync is what the caller hears, not the stop it caused.
+  FERRY_RETURN_IF_ERROR(watcher.error());
   if (!result.ok()) return result;
   FERRY_RETURN_IF_ERROR(end);
   // Every change up to these positions is in the table and in the state file: the sources may

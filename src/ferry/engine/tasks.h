@@ -18,6 +18,7 @@
 #include "ferry/engine/sync.h"
 #include "ferry/engine/window.h"
 #include "ferry/graph/graph.h"
+#include "ferry/metrics/metrics.h"
 #include "ferry/sink/sink.h"
 #include "ferry/source/source.h"
 #include "ferry/state/state.h"
@@ -73,6 +74,7 @@ struct SourceRun {
   // When its change log checkpoints, and what it may forget (a merged table's checkpoint that
   // waits for this source's barrier asks it for one at the next transaction boundary).
   Coordinator coordinator;
+  std::string label;  // its `source` label in metrics: its name, else its type
 };
 
 // One stream's work in this sync: a source's table, or its part of a merged destination table.
@@ -107,6 +109,7 @@ struct StreamTask {
   std::atomic<int64_t> rows_read{0};
   std::atomic<int64_t> first_rows_ns{0};
   std::atomic<int64_t> chunks_landed{0};
+  metrics::StreamSeries series;  // its metrics
 };
 
 // A destination table and the streams that feed it: one, or one per source (merged). The parts
@@ -117,10 +120,16 @@ struct TableTask {
   std::shared_ptr<graph::Edge> edge;  // what its sink receives (merged: aligned)
   bool merged = false;                // the pipeline has several sources
   bool active = true;                 // something to do this sync
+  metrics::TableSeries series;        // its metrics
 };
 
-// Counts rows handed to a stream's sink, for progress lines.
-inline void CountRows(StreamTask* t, size_t rows) {
+// Counts a batch handed to a stream's sink, for progress lines and metrics.
+inline void CountRows(StreamTask* t, const Batch& b) {
+  const size_t rows = b.num_rows();
+  if (t->series.rows_read != nullptr) {
+    t->series.rows_read->Increment(static_cast<double>(rows));
+    t->series.bytes_read->Increment(static_cast<double>(b.DataBytes()));
+  }
   if (t->rows_read.fetch_add(static_cast<int64_t>(rows)) == 0) {
     int64_t none = 0;
     t->first_rows_ns.compare_exchange_strong(none, Clock::now().time_since_epoch().count());
@@ -130,7 +139,7 @@ inline void CountRows(StreamTask* t, size_t rows) {
 // Hands a batch to a stream's sink (the batch's contents move; `b` is left empty).
 inline bool Forward(StreamTask* t, Batch& b, bool deletes, const SyncOptions& opts) {
   if (opts.stop && opts.stop->requested()) return false;
-  CountRows(t, b.num_rows());
+  CountRows(t, b);
   auto owned = std::make_unique<Batch>(t->out->schema());
   std::swap(*owned, b);
   return t->edge->Send(graph::Message::Data(std::move(owned), deletes));

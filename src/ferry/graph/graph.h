@@ -75,11 +75,18 @@ class Node {
 // Set by SIGINT/SIGTERM handlers (or tests): sources stop at the next batch boundary.
 class StopFlag {
  public:
+  StopFlag() = default;
+  // A flag that is also requested whenever `parent` is (a sync's own reasons to stop, beside
+  // the process's signal).
+  explicit StopFlag(const StopFlag* parent) : parent_(parent) {}
   void Request() { stop_.store(true, std::memory_order_release); }
-  bool requested() const { return stop_.load(std::memory_order_acquire); }
+  bool requested() const {
+    return stop_.load(std::memory_order_acquire) || (parent_ != nullptr && parent_->requested());
+  }
 
  private:
   std::atomic<bool> stop_{false};
+  const StopFlag* parent_ = nullptr;
 };
 
 // Runs `fn`, turning an exception (an allocation that failed, a library's throw) into an error

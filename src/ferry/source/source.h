@@ -230,6 +230,9 @@ class Source {
       size_t bytes = 0;    // what they take
       bool moved = false;  // the position moved on since the last checkpoint
       bool quiet = false;  // asked between transactions (a keepalive), not at a commit
+      // At a commit: when the source committed that transaction (Unix microseconds; 0: not
+      // known). The engine's replication lag is measured from it.
+      int64_t commit_time_us = 0;
     };
     virtual ~CheckpointTrigger() = default;
     virtual bool Due(const Held& held) = 0;
@@ -282,6 +285,32 @@ class Source {
     std::string detail;  // what was looked at, or why it is not known
   };
   virtual Result<PendingChanges> SharedLogPending(const StreamInfo& stream, Position position);
+
+  // A look at a shared change log from a connection of its own, while a read runs on the
+  // source's: for the metrics (ferry_log_lag_bytes, ferry_log_retained_bytes) and the alarms of
+  // the pipeline's alerts: section. Its own settings, connection and thread; the source may be
+  // closed before it.
+  struct LogStatus {
+    // Bytes of log between `confirmed` (what every stream has committed) and the log's end.
+    std::optional<uint64_t> behind_bytes;
+    // Bytes the server keeps for ferry (PostgreSQL: WAL from the slot's restart_lsn on); none
+    // where the server keeps its log by its own retention (MySQL).
+    std::optional<uint64_t> retained_bytes;
+    std::string retained_by;  // what keeps it, for messages ("replication slot ferry_shop")
+  };
+  class LogWatch {
+   public:
+    virtual ~LogWatch() = default;
+    // `confirmed`: none when no stream has a position yet.
+    virtual Result<LogStatus> Look(Position confirmed) = 0;
+    // Writes the source's heartbeat (heartbeat_statement), so that a server where nothing else
+    // writes still moves the log's end on; false when the source has none.
+    virtual Result<bool> Heartbeat() { return false; }
+    // What frees what the server keeps, for the retained_wal alarm's message.
+    virtual std::string RetainedFix() const { return ""; }
+  };
+  // nullptr: the source has no shared log to look at.
+  virtual Result<std::unique_ptr<LogWatch>> OpenLogWatch() { return std::unique_ptr<LogWatch>(); }
 
   // CDC on a shared log: where in the log the snapshot of BeginSnapshot stands (every
   // transaction it sees committed before it); none when not known.

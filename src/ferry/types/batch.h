@@ -93,6 +93,10 @@ class Column {
   void Truncate(size_t n);
   // Bytes held by the buffers (capacity), for memory accounting.
   size_t MemoryBytes() const;
+  // Bytes of the values: fixed-width values and the bytes of text and binary values.
+  size_t DataBytes() const {
+    return fixed_.size() + bytes_.size() + (child_ ? child_->DataBytes() : 0);
+  }
 
  private:
   template <typename T>
@@ -125,6 +129,12 @@ class Batch {
   const Column& column(size_t i) const { return columns_[i]; }
   size_t num_rows() const { return columns_.empty() ? 0 : columns_[0].size(); }
   size_t MemoryBytes() const;
+  // Bytes of the values (Column::DataBytes).
+  size_t DataBytes() const {
+    size_t n = 0;
+    for (const auto& c : columns_) n += c.DataBytes();
+    return n;
+  }
   void Clear();
 
  private:

@@ -489,10 +489,11 @@ class MysqlSource final : public Source {
       if (options.trigger) options.trigger->Taken();
       return Status::OK();
     };
+    int64_t commit_time_us = 0;  // the transaction that just ended: when the server logged it
     auto due = [&](bool quiet) {
       if (!options.trigger) return false;
-      return options.trigger->Due(
-          {changes.pending_changes(), changes.pending_bytes(), boundary > out.position, quiet});
+      return options.trigger->Due({changes.pending_changes(), changes.pending_bytes(),
+                                   boundary > out.position, quiet, quiet ? 0 : commit_time_us});
     };
     Status result;
     // At a transaction boundary: whether the read ends here (`result` says how).
@@ -605,6 +606,7 @@ class MysqlSource final : public Source {
           // tables, which stay: the group ends like a commit.
           if (only("COMMIT") || only("ROLLBACK") ||
               (xa && (tok[1].Is("COMMIT") || tok[1].Is("ROLLBACK")))) {
+            commit_time_us = int64_t{h.timestamp} * 1000000;
             if (ended(here)) break;
             continue;
           }
@@ -634,12 +636,14 @@ class MysqlSource final : public Source {
             }
           }
           if (!in_txn || standalone) {
+            commit_time_us = int64_t{h.timestamp} * 1000000;
             if (ended(here)) break;
           }
           continue;
         }
         case binlog::kXidEvent:
         case kXaPrepareEvent:  // an XA transaction's changes end their group at its PREPARE
+          commit_time_us = int64_t{h.timestamp} * 1000000;
           if (ended(here)) break;
           continue;
         case binlog::kMysqlGtidEvent:
@@ -850,6 +854,41 @@ class MysqlSource final : public Source {
     if (digits.size() < log_digits_) digits.insert(0, log_digits_ - digits.size(), '0');
     return log_base_ + "." + digits;
   }
+
+  Result<std::unique_ptr<LogWatch>> OpenLogWatch() override {
+    FERRY_ASSIGN_OR_RETURN(auto conn, mysql::Connection::Connect(s_.connect));
+    return std::unique_ptr<LogWatch>(new BinlogWatch(std::move(conn)));
+  }
+
+  // The binary log as another session sees it: the bytes of log past what ferry committed. The
+  // server keeps its files by its own retention, not for ferry: nothing is "retained".
+  class BinlogWatch final : public LogWatch {
+   public:
+    explicit BinlogWatch(std::unique_ptr<mysql::Connection> conn) : conn_(std::move(conn)) {}
+    Result<LogStatus> Look(Position confirmed) override {
+      LogStatus out;
+      if (confirmed.kind() != Position::Kind::kBinlog) return out;
+      FERRY_ASSIGN_OR_RETURN(auto logs,
+                             conn_->Query("SHOW BINARY LOGS", "listing the binary logs"));
+      uint64_t behind = 0;
+      for (const auto& l : logs) {
+        if (l.size() < 2 || !l[0] || !l[1]) continue;
+        auto n = mysql::BinlogFileNumber(*l[0]);
+        if (!n.ok()) continue;
+        const uint64_t size = static_cast<uint64_t>(ToInt(l[1]));
+        if (*n > confirmed.binlog_file()) {
+          behind += size;
+        } else if (*n == confirmed.binlog_file() && size > confirmed.binlog_offset()) {
+          behind += size - confirmed.binlog_offset();
+        }
+      }
+      out.behind_bytes = behind;
+      return out;
+    }
+
+   private:
+    std::unique_ptr<mysql::Connection> conn_;
+  };
 
   Status CheckChangesRetained(const StreamInfo& stream, Position position) override {
     (void)stream;

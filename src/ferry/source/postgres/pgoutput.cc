@@ -180,7 +180,7 @@ Status ParsePgOutput(std::string_view data, PgOutputMessage* out, bool in_stream
       r.U8();
       out->lsn = r.U64();
       out->end_lsn = r.U64();
-      r.U64();
+      out->commit_time_us = static_cast<int64_t>(r.U64()) + kMicrosFrom1970To2000;
       break;
     case 'O':
       out->lsn = r.U64();
@@ -258,7 +258,7 @@ Status ParsePgOutput(std::string_view data, PgOutputMessage* out, bool in_stream
       r.U8();
       out->lsn = r.U64();
       out->end_lsn = r.U64();
-      r.U64();
+      out->commit_time_us = static_cast<int64_t>(r.U64()) + kMicrosFrom1970To2000;
       break;
     case 'A':
       out->xid = r.U32();

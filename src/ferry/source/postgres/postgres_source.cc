@@ -27,6 +27,7 @@ namespace {
 using pg::CopyBinaryDecoder;
 using pg::CopyField;
 using pg::PgConnection;
+using pg::PgResult;
 using pg::PgWire;
 using pg::QuoteIdent;
 
@@ -74,6 +75,55 @@ struct CdcOptions {
   std::string slot;
   std::string publication;
   bool ignore_truncate = false;
+  // Run by the log watch every heartbeat_interval (empty: none), so that the server's WAL end
+  // moves on while nothing else writes to it.
+  std::string heartbeat_statement;
+};
+
+// The slot as another session sees it: how far the server's WAL is past what ferry committed,
+// and what the slot keeps.
+class PgLogWatch final : public Source::LogWatch {
+ public:
+  PgLogWatch(std::unique_ptr<PgConnection> conn, CdcOptions cdc)
+      : conn_(std::move(conn)), cdc_(std::move(cdc)) {}
+
+  Result<Source::LogStatus> Look(Position confirmed) override {
+    // The slot's confirmed position stands for ferry's until every stream has one.
+    const std::string from = confirmed.kind() == Position::Kind::kLsn
+                                 ? "'" + pg::FormatLsn(confirmed.lsn()) + "'::pg_lsn"
+                                 : "confirmed_flush_lsn";
+    FERRY_ASSIGN_OR_RETURN(
+        PgResult r, conn_->Query("SELECT (pg_current_wal_lsn() - " + from +
+                                     ")::bigint, (pg_current_wal_lsn() - restart_lsn)::bigint FROM "
+                                     "pg_replication_slots WHERE slot_name = $1",
+                                 {cdc_.slot}));
+    Source::LogStatus out;
+    out.retained_by = "replication slot " + cdc_.slot;
+    if (r.rows() == 0) return out;  // not made yet (a first sync sets it up)
+    if (!r.IsNull(0, 0))
+      out.behind_bytes = static_cast<uint64_t>(std::max<int64_t>(0, r.Int64(0, 0)));
+    if (!r.IsNull(0, 1))
+      out.retained_bytes = static_cast<uint64_t>(std::max<int64_t>(0, r.Int64(0, 1)));
+    return out;
+  }
+
+  Result<bool> Heartbeat() override {
+    if (cdc_.heartbeat_statement.empty()) return false;
+    Status s = conn_->Exec(cdc_.heartbeat_statement);
+    if (!s.ok()) return s.WithContext("source.heartbeat_statement");
+    return true;
+  }
+
+  std::string RetainedFix() const override {
+    return "the slot keeps WAL from the oldest change a stream has not committed: if ferry has "
+           "stopped for good, drop the slot (SELECT pg_drop_replication_slot('" +
+           cdc_.slot +
+           "')) and start the cdc streams over (a new backfill); if it is catching up, let it";
+  }
+
+ private:
+  std::unique_ptr<PgConnection> conn_;
+  CdcOptions cdc_;
 };
 
 constexpr size_t kLookupKeys = 500;      // keys per TOAST lookup query
@@ -821,10 +871,10 @@ class PostgresSource final : public Source {
       }
       return Status::OK();
     };
-    auto due = [&](bool quiet) {
+    auto due = [&](bool quiet, int64_t commit_time_us = 0) {
       if (!options.trigger) return false;
       return options.trigger->Due({changes.pending_changes(), changes.pending_bytes(),
-                                   boundary > out.position.lsn(), quiet});
+                                   boundary > out.position.lsn(), quiet, commit_time_us});
     };
     Status result;
     // At a transaction boundary: true when the read ends here (`result` says how).
@@ -927,7 +977,7 @@ class PostgresSource final : public Source {
       if (m.type == 'C' || m.type == 'c') {
         boundary = changes.last_commit_end();
         if (ends_here()) break;
-        if (due(/*quiet=*/false)) {
+        if (due(/*quiet=*/false, m.commit_time_us)) {
           result = flush(boundary);
           if (!result.ok()) break;
         }
@@ -1030,6 +1080,11 @@ class PostgresSource final : public Source {
     out.kind = PendingChanges::Kind::kNone;
     out.detail = "none of the log's changes up to " + pg::FormatLsn(end) + " is of it";
     return out;
+  }
+
+  Result<std::unique_ptr<LogWatch>> OpenLogWatch() override {
+    FERRY_ASSIGN_OR_RETURN(auto conn, PgConnection::Connect(cdc_.dsn));
+    return std::unique_ptr<LogWatch>(new PgLogWatch(std::move(conn), cdc_));
   }
 
   // Sent by the reader thread with its next status update.
@@ -2025,8 +2080,9 @@ Result<std::unique_ptr<Source>> OpenPostgresSource(config::SourceConfig& cfg) {
                                    "destination's rows)");
   }
   cdc.ignore_truncate = truncate == "ignore";
-  FERRY_RETURN_IF_ERROR(
-      cfg.options.CheckAllUsed({"dsn", "schemas", "slot", "publication", "truncate"}));
+  cdc.heartbeat_statement = cfg.options.TakeOptionalString("heartbeat_statement").value_or("");
+  FERRY_RETURN_IF_ERROR(cfg.options.CheckAllUsed(
+      {"dsn", "schemas", "slot", "publication", "truncate", "heartbeat_statement"}));
   // "public.orders" and "orders" name the same stream; streams are named without "public.".
   for (auto& sc : cfg.streams) {
     if (sc.name.rfind("public.", 0) == 0) sc.name = sc.name.substr(7);
