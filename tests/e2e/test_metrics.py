@@ -6,6 +6,7 @@ slot that keeps WAL, a destination table locked by another session); a followed 
 quiet while the server is busy lets the slot move on; a heartbeat statement runs on a quiet
 server."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -167,6 +168,11 @@ state: ./state.json
         lint = subprocess.run([promserver.promtool(), "check", "metrics"], input=text,
                               capture_output=True, text=True)
         self.assertEqual(lint.returncode, 0, lint.stdout + lint.stderr)
+        # Every ferry series the example alert rules use is one ferry serves.
+        with open(os.path.join(ferrytest.ROOT, "examples", "prometheus", "ferry-rules.yml")) as f:
+            used = set(re.findall(r"ferry_[a-z_]+", f.read()))
+        served = set(re.findall(r"^# TYPE (ferry_[a-z_]+)", text, re.M))
+        self.assertEqual(used - served, set())
         self.assertEqual(get("/healthz"), (200, "ok\n"))
         self.assertEqual(get("/readyz"), (200, "ready\n"))
         self.assertEqual(get("/nothing")[0], 404)
@@ -286,6 +292,15 @@ state: ./state.json
         want = SERVER.psql("SELECT sum(qty) FROM items", db=self.db).strip()
         got = SERVER.psql("SELECT sum(qty) FROM copied.items", db=self.db + "_copy").strip()
         self.assertEqual(got, want)
+
+
+class ExamplesTest(unittest.TestCase):
+    def test_the_example_scrape_config_and_alert_rules_are_valid(self):
+        folder = os.path.join(ferrytest.ROOT, "examples", "prometheus")
+        for what, path in [("config", "prometheus.yml"), ("rules", "ferry-rules.yml")]:
+            p = subprocess.run([promserver.promtool(), "check", what, os.path.join(folder, path)],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
 
 if __name__ == "__main__":

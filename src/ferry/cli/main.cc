@@ -370,6 +370,9 @@ int CmdSync(const Args& a) {
                                             : std::string());
   }
   metrics::Metrics& m = metrics::Metrics::Get();
+  // The counters exist from the start, at 0 (a rate over them needs the first sample).
+  m.Retries(pipeline);
+  for (const char* outcome : {"succeeded", "failed", "stopped"}) m.Syncs(pipeline, outcome);
   int reruns = 0;
   int retries = 0;
   // Whether any round reached every source and the destination. Until one has, a server that
