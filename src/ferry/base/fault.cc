@@ -33,6 +33,11 @@ const std::vector<FaultPointInfo>& AllFaultPoints() {
       {"source.mid_transaction",
        "the source has read part of a transaction from the replication stream (hit every 1024 "
        "row changes)"},
+      {"source.spilling",
+       "held changes past memory_limit were written to a spill file, not yet read back (hit per "
+       "file)"},
+      {"source.reading_spill",
+       "held changes are being read back from spill files into batches (hit every 1024 keys)"},
       {"source.before_acknowledge",
        "every sink committed and the state file is written; the replication slot not yet "
        "acknowledged"},

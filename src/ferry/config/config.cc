@@ -72,8 +72,9 @@ class Parser {
       return Status::InvalidArgument(
           file_ + ": a pipeline file is a YAML mapping with keys name, source, destination, state");
     }
-    static const std::vector<std::string> kTop = {"name",  "source",     "sources", "destination",
-                                                  "state", "checkpoint", "metrics", "alerts"};
+    static const std::vector<std::string> kTop = {
+        "name",       "source",  "sources", "destination",  "state",
+        "checkpoint", "metrics", "alerts",  "memory_limit", "temp_dir"};
     PipelineConfig cfg;
     cfg.file = file_;
     cfg.base_dir = base_dir_;
@@ -108,6 +109,32 @@ class Parser {
       if (!state.empty() && state[0] == '/') cfg.state_path = AbsolutePath(state);
     } else {
       cfg.state_path = AbsolutePath(JoinPath(base_dir_, cfg.name + ".state.json"));
+    }
+    // Top-level scalars read as a section's are (sizes, paths relative to the file).
+    Options top("pipeline", base_dir_);
+    for (const char* key : {"memory_limit", "temp_dir"}) {
+      if (!root[key]) continue;
+      FERRY_ASSIGN_OR_RETURN(std::string text, RequiredScalar(root, key, "the pipeline file"));
+      top.Set(key, text, LineOf(root[key]));
+    }
+    top.SetContext(file_, {});
+    if (root["memory_limit"] && root["memory_limit"].IsScalar() &&
+        root["memory_limit"].Scalar() == "0") {
+      cfg.memory_limit = 0;  // no limit: every held change in memory
+      (void)top.TakeOptionalString("memory_limit");
+    } else {
+      FERRY_ASSIGN_OR_RETURN(cfg.memory_limit, top.TakeBytes("memory_limit", cfg.memory_limit));
+      if (cfg.memory_limit < (int64_t{1} << 20)) {
+        return Status::InvalidArgument(top.Where("memory_limit") +
+                                       " is at least 1MiB (or 0: no limit)");
+      }
+    }
+    if (top.Has("temp_dir")) {
+      FERRY_ASSIGN_OR_RETURN(cfg.temp_dir, top.TakePath("temp_dir"));
+    } else {
+      const size_t slash = cfg.state_path.rfind('/');
+      cfg.temp_dir =
+          slash == std::string::npos ? "." : cfg.state_path.substr(0, std::max<size_t>(slash, 1));
     }
     return cfg;
   }

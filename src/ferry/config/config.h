@@ -180,6 +180,10 @@ struct PipelineConfig {
   MetricsConfig metrics;
   AlertsConfig alerts;
   std::string state_path;
+  // What a change-log read may hold in memory (a large transaction's changes, a checkpoint's):
+  // past it, held changes go to spill files in `temp_dir`. 0: no limit (all in memory).
+  int64_t memory_limit = int64_t{256} << 20;
+  std::string temp_dir;  // absolute; default: the state file's folder
 };
 
 Result<PipelineConfig> LoadPipelineFile(const std::string& path);

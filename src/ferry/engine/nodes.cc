@@ -195,6 +195,8 @@ class SharedLogSourceNode : public graph::Node {
     };
     source::Source::SharedReadOptions read;
     read.batch_rows = opts_.batch_rows;
+    read.memory_limit = static_cast<size_t>(opts_.memory_limit);
+    read.spill_dir = opts_.spill_dir;
     coordinator->Start(policy_, opts_.follow, opts_.follow_commit_ms);
     read.trigger = coordinator;
     read.follow = opts_.follow;

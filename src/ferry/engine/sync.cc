@@ -3,8 +3,11 @@
 // waves of tables, then each source's shared change log; and acknowledges what landed.
 #include "ferry/engine/sync.h"
 
+#include "ferry/base/log.h"
+
 #include "ferry/engine/ticker.h"
 #include "ferry/engine/watch.h"
+#include "ferry/source/change_spill.h"
 
 #include <limits>
 #include <map>
@@ -23,6 +26,12 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& options, SyncRepo
   graph::StopFlag stop(options.stop);
   SyncOptions opts = options;
   opts.stop = &stop;
+  opts.memory_limit = cfg.memory_limit;
+  opts.spill_dir = cfg.temp_dir;
+  // Spill files of syncs that crashed are not needed by anyone.
+  if (int n = source::ChangeSpill::RemoveLeftovers(cfg.temp_dir); n > 0) {
+    FERRY_LOG(kInfo) << "removed " << n << " spill file(s) a crashed sync left in " << cfg.temp_dir;
+  }
   FERRY_ASSIGN_OR_RETURN(auto sources, OpenSources(cfg, /*prepare_capture=*/true));
   metrics::Metrics& m = metrics::Metrics::Get();
   for (const auto& s : sources) {

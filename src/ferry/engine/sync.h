@@ -55,6 +55,10 @@ struct SyncOptions {
   // (0: none).
   bool progress_tty = false;
   int64_t progress_interval_ms = 10000;
+  // Set by RunSync from the pipeline (memory_limit, temp_dir): what a change-log read may hold
+  // in memory before it spills, and where.
+  int64_t memory_limit = 0;
+  std::string spill_dir;
 };
 
 Status RunSync(config::PipelineConfig& cfg, const SyncOptions& opts, SyncReport* report);

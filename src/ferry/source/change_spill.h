@@ -51,7 +51,8 @@ class ChangeSpill {
   // Reads the runs `ids` merged: `each` gets, in (table, key) order, the entry of the highest
   // sequence number of every (table, key), unless `skip(run, table)` says the run's entries of
   // that table do not count (then the next highest counts). Views are valid during the call.
-  Status Merge(const std::vector<int>& ids, const std::function<bool(int run, uint32_t table)>& skip,
+  Status Merge(const std::vector<int>& ids,
+               const std::function<bool(int run, uint32_t table)>& skip,
                const std::function<Status(const Entry&)>& each);
 
   // Bytes in the files of the live runs.

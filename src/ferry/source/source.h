@@ -241,6 +241,10 @@ class Source {
   };
   struct SharedReadOptions {
     size_t batch_rows = 65536;
+    // Changes held past this many bytes (a large transaction's, or a checkpoint's) go to spill
+    // files in `spill_dir` (source/change_spill.h); 0: all in memory.
+    size_t memory_limit = 0;
+    std::string spill_dir;
     // When to take a checkpoint before the end; none: only at the end.
     CheckpointTrigger* trigger = nullptr;
     // Follow the log past its end as of the call, until `stopping()` says true at a transaction

@@ -1,8 +1,10 @@
 #include "ferry/source/mysql/binlog_changes.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ferry/base/assert.h"
+#include "ferry/base/log.h"
 
 namespace ferry::source {
 
@@ -45,6 +47,7 @@ Status BinlogChanges::Put(size_t t, bool deleted,
     c.packed.append(reinterpret_cast<const char*>(&n), sizeof n);
     if (present) c.packed.append(*row[i]);
   }
+  c.seq = ++seq_;
   const size_t bytes = BytesOf(key, c);
   auto [it, inserted] = txn_[t].try_emplace(std::move(key));
   if (inserted) {
@@ -55,6 +58,54 @@ Status BinlogChanges::Put(size_t t, bool deleted,
   txn_bytes_ += bytes;
   it->second = std::move(c);
   Recount();
+  return MaybeSpill();
+}
+
+Result<int> BinlogChanges::SpillMaps(std::vector<Changes>* maps) {
+  std::vector<ChangeSpill::Entry> entries;
+  std::vector<std::string> records;  // deleted flag + packed row, per entry
+  size_t n = 0;
+  for (const auto& m : *maps) n += m.size();
+  entries.reserve(n);
+  records.reserve(n);
+  for (size_t t = 0; t < maps->size(); ++t) {
+    for (const auto& [key, change] : (*maps)[t]) {
+      std::string r;
+      r.reserve(change.packed.size() + 1);
+      r.push_back(change.deleted ? 'd' : 'u');
+      r.append(change.packed);
+      records.push_back(std::move(r));
+      entries.push_back({static_cast<uint32_t>(t), key, change.seq, records.back()});
+    }
+  }
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    return a.table != b.table ? a.table < b.table : a.key < b.key;
+  });
+  FERRY_ASSIGN_OR_RETURN(int id, spill_->WriteRun(entries));
+  for (auto& m : *maps) m = Changes();
+  return id;
+}
+
+Status BinlogChanges::MaybeSpill() {
+  if (spill_ == nullptr || txn_bytes_ + held_bytes_ <= memory_limit_) return Status::OK();
+  const uint64_t before = spill_->disk_bytes();
+  if (txn_bytes_ >= held_bytes_) {
+    FERRY_ASSIGN_OR_RETURN(int id, SpillMaps(&txn_));
+    txn_runs_.push_back(id);
+    txn_spilled_changes_ += txn_changes_;
+    txn_spilled_bytes_ += spill_->disk_bytes() - before;
+    txn_changes_ = txn_bytes_ = 0;
+  } else {
+    FERRY_ASSIGN_OR_RETURN(int id, SpillMaps(&held_));
+    held_runs_.push_back(id);
+    spilled_changes_ += held_changes_;
+    spilled_bytes_ += spill_->disk_bytes() - before;
+    held_changes_ = held_bytes_ = 0;
+  }
+  Recount();
+  FERRY_LOG(kInfo) << "held changes past memory_limit (" << (memory_limit_ >> 20)
+                   << " MiB): spilled to " << spill_->dir() << ", "
+                   << (spill_->disk_bytes() >> 20) << " MiB on disk";
   return Status::OK();
 }
 
@@ -70,6 +121,17 @@ Status BinlogChanges::Update(size_t t, const std::vector<std::optional<std::stri
 }
 
 void BinlogChanges::Commit(Position end) {
+  // The transaction's runs join the held ones; tables that hold it already skip their entries.
+  for (int run : txn_runs_) {
+    std::vector<bool>& skip = skipped_[run];
+    skip.assign(tables_.size(), false);
+    for (size_t t = 0; t < tables_.size(); ++t) skip[t] = !Counts(t, end);
+    held_runs_.push_back(run);
+  }
+  txn_runs_.clear();
+  spilled_changes_ += txn_spilled_changes_;
+  spilled_bytes_ += txn_spilled_bytes_;
+  txn_spilled_changes_ = txn_spilled_bytes_ = 0;
   for (size_t t = 0; t < tables_.size(); ++t) {
     if (txn_[t].empty()) continue;
     if (Counts(t, end)) {
@@ -94,55 +156,109 @@ void BinlogChanges::Commit(Position end) {
 
 void BinlogChanges::DropTransaction() {
   for (auto& txn : txn_) txn.clear();
+  for (int run : txn_runs_) spill_->DropRun(run);
+  txn_runs_.clear();
   txn_changes_ = txn_bytes_ = 0;
+  txn_spilled_changes_ = txn_spilled_bytes_ = 0;
   Recount();
+}
+
+Status BinlogChanges::Append(size_t t, bool deleted, std::string_view packed, Batch* upserts,
+                             Batch* deletes, const std::vector<bool>& is_key) {
+  const BinlogTable& table = tables_[t];
+  Batch& b = deleted ? *deletes : *upserts;
+  for (size_t c = 0; c < table.columns.size(); ++c) {
+    Column& col = b.column(c);
+    if (packed.size() < sizeof(uint32_t)) {
+      return Status::Corruption("table " + table.display + ": a held change is cut short");
+    }
+    uint32_t n;
+    std::memcpy(&n, packed.data(), sizeof n);
+    packed.remove_prefix(sizeof n);
+    std::string_view v;
+    if (n != kNull) {
+      if (packed.size() < n) {
+        return Status::Corruption("table " + table.display + ": a held change is cut short");
+      }
+      v = packed.substr(0, n);
+      packed.remove_prefix(n);
+    }
+    if (n == kNull || (deleted && !is_key[c])) {
+      col.AppendNull();
+      continue;
+    }
+    Status s = AppendMysqlValue(table.wires[c], v, &col);
+    if (!s.ok()) {
+      return Status(s.code(), "table " + table.display + ", column " + table.columns[c] +
+                                  " (a change from the binary log): " + s.message());
+    }
+  }
+  return Status::OK();
 }
 
 Status BinlogChanges::TakeBatches(
     size_t batch_rows, const std::function<bool(size_t table, Batch& batch, bool deletes)>& emit) {
-  for (size_t t = 0; t < tables_.size(); ++t) {
-    const BinlogTable& table = tables_[t];
-    std::vector<bool> is_key(table.columns.size(), false);
-    for (size_t k : table.key) is_key[k] = true;
-    Batch upserts(table.schema);
-    Batch deletes(table.schema);
-    for (const auto& [key, change] : held_[t]) {
-      Batch& b = change.deleted ? deletes : upserts;
-      std::string_view packed = change.packed;
-      for (size_t c = 0; c < table.columns.size(); ++c) {
-        Column& col = b.column(c);
-        FERRY_CHECK(packed.size() >= sizeof(uint32_t));
-        uint32_t n;
-        std::memcpy(&n, packed.data(), sizeof n);
-        packed.remove_prefix(sizeof n);
-        std::string_view v;
-        if (n != kNull) {
-          FERRY_CHECK(packed.size() >= n);
-          v = packed.substr(0, n);
-          packed.remove_prefix(n);
-        }
-        if (n == kNull || (change.deleted && !is_key[c])) {
-          col.AppendNull();
-          continue;
-        }
-        Status s = AppendMysqlValue(table.wires[c], v, &col);
-        if (!s.ok()) {
-          return Status(s.code(), "table " + table.display + ", column " + table.columns[c] +
-                                      " (a change from the binary log): " + s.message());
-        }
-      }
-      if (BatchFull(b, batch_rows)) {
-        if (!emit(t, b, change.deleted)) return Status::Cancelled("sync stopped");
-        b.Clear();
-      }
+  std::unique_ptr<Batch> upserts, deletes;
+  std::vector<bool> is_key;
+  size_t current = tables_.size();
+  auto start = [&](size_t t) {
+    current = t;
+    upserts = std::make_unique<Batch>(tables_[t].schema);
+    deletes = std::make_unique<Batch>(tables_[t].schema);
+    is_key.assign(tables_[t].columns.size(), false);
+    for (size_t k : tables_[t].key) is_key[k] = true;
+  };
+  auto flush = [&](bool all) -> Status {
+    if (current == tables_.size()) return Status::OK();
+    for (bool del : {true, false}) {
+      Batch& b = del ? *deletes : *upserts;
+      if (b.num_rows() == 0 || (!all && !BatchFull(b, batch_rows))) continue;
+      if (!emit(current, b, del)) return Status::Cancelled("sync stopped");
+      b.Clear();
     }
-    if (deletes.num_rows() > 0 && !emit(t, deletes, true)) return Status::Cancelled("sync stopped");
-    if (upserts.num_rows() > 0 && !emit(t, upserts, false)) {
-      return Status::Cancelled("sync stopped");
+    return Status::OK();
+  };
+  if (!held_runs_.empty()) {
+    // Some are on disk: the rest go there too, and every run is read back merged by key.
+    if (held_changes_ > 0) {
+      FERRY_ASSIGN_OR_RETURN(int id, SpillMaps(&held_));
+      held_runs_.push_back(id);
     }
-    held_[t] = Changes();  // its buckets too: one large checkpoint's table is not kept
+    FERRY_RETURN_IF_ERROR(spill_->Merge(
+        held_runs_,
+        [&](int run, uint32_t t) {
+          auto it = skipped_.find(run);
+          return it != skipped_.end() && it->second[t];
+        },
+        [&](const ChangeSpill::Entry& e) -> Status {
+          if (e.table != current) {
+            FERRY_RETURN_IF_ERROR(flush(true));
+            start(e.table);
+          }
+          if (e.record.empty()) return Status::Corruption("a held change without its row");
+          FERRY_RETURN_IF_ERROR(Append(e.table, e.record[0] == 'd', e.record.substr(1),
+                                       upserts.get(), deletes.get(), is_key));
+          return flush(false);
+        }));
+    FERRY_RETURN_IF_ERROR(flush(true));
+    for (int run : held_runs_) spill_->DropRun(run);
+    held_runs_.clear();
+    skipped_.clear();
+  } else {
+    for (size_t t = 0; t < tables_.size(); ++t) {
+      if (held_[t].empty()) continue;
+      start(t);
+      for (const auto& [key, change] : held_[t]) {
+        FERRY_RETURN_IF_ERROR(
+            Append(t, change.deleted, change.packed, upserts.get(), deletes.get(), is_key));
+        FERRY_RETURN_IF_ERROR(flush(false));
+      }
+      FERRY_RETURN_IF_ERROR(flush(true));
+    }
   }
+  for (auto& h : held_) h = Changes();  // their buckets too: one large checkpoint's are not kept
   held_changes_ = held_bytes_ = 0;
+  spilled_changes_ = spilled_bytes_ = 0;
   Recount();
   return Status::OK();
 }

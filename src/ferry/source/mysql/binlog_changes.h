@@ -13,11 +13,18 @@
 //
 // An UPDATE that changes a row's key is a delete of the old key and an upsert of the new one.
 //
+// Memory: with a spill store (SetSpill), changes held past `memory_limit` bytes — the open
+// transaction's or the committed ones' — go to sorted run files (source/change_spill.h); every
+// change carries its arrival number, so the last change of a key wins whether it is in memory or
+// on disk, a dropped transaction's runs are dropped, and a transaction's runs of tables that
+// already hold it do not count. TakeBatches then reads them back merged, in key order.
+//
 // Not thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +33,7 @@
 #include <vector>
 
 #include "ferry/base/status.h"
+#include "ferry/source/change_spill.h"
 #include "ferry/source/mysql/mysql_types.h"
 #include "ferry/source/position.h"
 #include "ferry/types/batch.h"
@@ -45,6 +53,11 @@ struct BinlogTable {
 class BinlogChanges {
  public:
   explicit BinlogChanges(std::vector<BinlogTable> tables);
+  // Changes held past `memory_limit` bytes go to `spill` (not owned; it outlives this).
+  void SetSpill(ChangeSpill* spill, size_t memory_limit) {
+    spill_ = spill;
+    memory_limit_ = memory_limit;
+  }
 
   // A row of table `t` in stream column order (nullopt: NULL). `deleted`: the row is gone (its
   // key columns are what counts). Goes into the open transaction. kInvalidArgument when a key
@@ -61,8 +74,8 @@ class BinlogChanges {
   // Whether table t's changes in a transaction ending at `end` count (end is after its position).
   bool Counts(size_t t, Position end) const { return end > tables_[t].position; }
 
-  // Distinct keys held since the last TakeBatches, and an estimate of their bytes (the open
-  // transaction's included).
+  // Keys held since the last TakeBatches (on disk: changes, a key may count more than once),
+  // and an estimate of their bytes, in memory and on disk (the open transaction's included).
   size_t pending_changes() const { return pending_changes_; }
   size_t pending_bytes() const { return pending_bytes_; }
 
@@ -79,6 +92,7 @@ class BinlogChanges {
   // in stream column order, a 4-byte length (kNull: NULL) and the value's bytes.
   struct Change {
     bool deleted = false;
+    uint64_t seq = 0;  // arrival order: the later change of a key wins, in memory or on disk
     std::string packed;
   };
   using Changes = std::unordered_map<std::string, Change>;
@@ -93,16 +107,34 @@ class BinlogChanges {
              std::string* id) const;
 
   std::vector<BinlogTable> tables_;
+  // Writes `maps` (per table) as one run and empties them; returns its id.
+  Result<int> SpillMaps(std::vector<Changes>* maps);
+  // Spills the larger of the open transaction's and the held changes while memory is past the
+  // limit.
+  Status MaybeSpill();
+  // Appends a held change to the batches of its table.
+  Status Append(size_t t, bool deleted, std::string_view packed, Batch* upserts, Batch* deletes,
+                const std::vector<bool>& is_key);
+
   std::vector<Changes> held_;  // per table: since the last TakeBatches
   std::vector<Changes> txn_;   // per table: the open transaction
+  ChangeSpill* spill_ = nullptr;
+  size_t memory_limit_ = 0;
+  uint64_t seq_ = 0;
+  std::vector<int> held_runs_;  // runs of held changes
+  std::vector<int> txn_runs_;   // runs of the open transaction
+  // Per run: the tables whose entries in it do not count (they held its transaction already).
+  std::map<int, std::vector<bool>> skipped_;
+  size_t spilled_changes_ = 0, spilled_bytes_ = 0;          // held runs
+  size_t txn_spilled_changes_ = 0, txn_spilled_bytes_ = 0;  // the open transaction's runs
   // Kept as changes come and go (never recounted: a transaction's commit costs its own changes).
   size_t held_changes_ = 0, held_bytes_ = 0;
   size_t txn_changes_ = 0, txn_bytes_ = 0;
   size_t pending_changes_ = 0;
   size_t pending_bytes_ = 0;
   void Recount() {
-    pending_changes_ = held_changes_ + txn_changes_;
-    pending_bytes_ = held_bytes_ + txn_bytes_;
+    pending_changes_ = held_changes_ + txn_changes_ + spilled_changes_ + txn_spilled_changes_;
+    pending_bytes_ = held_bytes_ + txn_bytes_ + spilled_bytes_ + txn_spilled_bytes_;
   }
 };
 

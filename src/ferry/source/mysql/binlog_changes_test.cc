@@ -1,8 +1,11 @@
 #include "ferry/source/mysql/binlog_changes.h"
 
+#include <stdlib.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 
 namespace ferry::source {
@@ -105,6 +108,96 @@ TEST(BinlogChangesTest, ANullKeyAndAValueThatDoesNotConvertAreErrorsNamingTheTab
   Status t = c.TakeBatches(100, [](size_t, Batch&, bool) { return true; });
   EXPECT_EQ(t.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(t.message().find("table shop.items, column id"), std::string::npos) << t.message();
+}
+
+}  // namespace
+}  // namespace ferry::source
+
+namespace ferry::source {
+namespace {
+
+// A random mix of changes, with transactions that commit, are dropped, or are already in the
+// second table, applied with and without a spill store of a tiny memory limit: both hand out
+// the same changes.
+TEST(BinlogChangesSpillTest, SpilledChangesGiveWhatMemoryGives) {
+  char tmpl[] = "/tmp/ferry_binlog_spill_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  for (int round = 0; round < 3; ++round) {
+    auto make = [&] {
+      BinlogTable other = Items(Position::Binlog(1, 5000));
+      other.stream = "other";
+      return std::vector<BinlogTable>{Items(Position::Binlog(1, 100)), other};
+    };
+    BinlogChanges plain(make()), spilled(make());
+    ChangeSpill spill(dir, "temp_dir");
+    spilled.SetSpill(&spill, 2000);  // a few dozen changes
+    uint32_t rng = 12345 + static_cast<uint32_t>(round);
+    auto next = [&] {
+      rng = rng * 1103515245u + 12345u;
+      return (rng >> 8) % 1000;
+    };
+    std::vector<std::string> values;
+    values.reserve(20000);
+    uint64_t pos = 10;
+    bool spilled_any = false;
+    for (int txn = 0; txn < 200; ++txn) {
+      const int n = static_cast<int>(next() % 40) + 1;
+      for (int i = 0; i < n; ++i) {
+        values.push_back(std::to_string(next() % 300));
+        values.push_back("v" + std::to_string(txn) + "." + std::to_string(i));
+        const std::string& id = values[values.size() - 2];
+        const std::string& name = values.back();
+        const size_t t = next() % 2;
+        const bool del = next() % 5 == 0;
+        for (BinlogChanges* c : {&plain, &spilled}) {
+          ASSERT_TRUE(c->Put(t, del, Row{id, name}).ok());
+        }
+      }
+      spilled_any = spilled_any || spill.disk_bytes() > 0;
+      pos += 50;
+      const bool drop = next() % 10 == 0;
+      for (BinlogChanges* c : {&plain, &spilled}) {
+        if (drop) {
+          c->DropTransaction();
+        } else {
+          c->Commit(Position::Binlog(1, pos));
+        }
+      }
+      if (txn == 120) {
+        // A checkpoint half-way: what was held is handed out and the rest goes on.
+        std::map<std::pair<size_t, int32_t>, std::string> a, b;
+        for (auto [c, out] : {std::pair{&plain, &a}, std::pair{&spilled, &b}}) {
+          ASSERT_TRUE(c->TakeBatches(64, [&, out = out](size_t t, Batch& batch, bool deletes) {
+                         for (size_t r = 0; r < batch.num_rows(); ++r) {
+                           (*out)[{t, batch.column(0).ValueAt<int32_t>(r)}] =
+                               deletes ? "<deleted>" : std::string(batch.column(1).GetBytes(r));
+                         }
+                         return true;
+                       }).ok());
+        }
+        EXPECT_EQ(b, a);
+      }
+    }
+    EXPECT_TRUE(spilled_any);
+    auto all = [](BinlogChanges& c) {
+      std::map<std::pair<size_t, int32_t>, std::string> out;
+      EXPECT_TRUE(c.TakeBatches(64, [&](size_t t, Batch& b, bool deletes) {
+                     for (size_t r = 0; r < b.num_rows(); ++r) {
+                       out[{t, b.column(0).ValueAt<int32_t>(r)}] =
+                           deletes ? "<deleted>" : std::string(b.column(1).GetBytes(r));
+                     }
+                     return true;
+                   }).ok());
+      return out;
+    };
+    const auto want = all(plain);
+    const auto got = all(spilled);
+    EXPECT_EQ(got, want);
+    EXPECT_GT(want.size(), 100u);
+    EXPECT_EQ(spill.disk_bytes(), 0u);  // every run dropped once taken
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

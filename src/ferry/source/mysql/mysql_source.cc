@@ -477,6 +477,11 @@ class MysqlSource final : public Source {
                                 : " up to " + end.position.ToString());
 
     BinlogChanges changes(std::move(tables));
+    std::unique_ptr<ChangeSpill> spill;
+    if (options.memory_limit > 0 && !options.spill_dir.empty()) {
+      spill = std::make_unique<ChangeSpill>(options.spill_dir, "temp_dir");
+      changes.SetSpill(spill.get(), options.memory_limit);
+    }
     const std::vector<std::string> no_ids(streams.size());
     Position boundary = start;  // every transaction before it was read
     bool in_txn = false;
