@@ -230,12 +230,39 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
         self.assertIn("cdc: changes", p.stdout)
         self.assert_matches("items")
 
+    def spill_files(self):
+        return [f for f in os.listdir(self.dir) if f.startswith("ferry-spill-")]
+
+    def test_a_large_transaction_spills_past_memory_limit_and_lands_exactly(self):
+        # Some 30 MB of held changes against a memory_limit of 1 MiB; updates that leave the
+        # TOASTed `big` alone, whose earlier values are on disk, are read back from the table.
+        self.configure(streams=["items"], top="memory_limit: 1MiB\n")
+        self.sync()
+        self.sql("BEGIN; UPDATE items SET qty = coalesce(qty, 0) + 1, name = name || ' u';"
+                 "INSERT INTO items (id, name, amount) SELECT i, repeat('b', 150) || i, i FROM "
+                 "generate_series(100001, 160000) i; UPDATE items SET amount = 0 WHERE id > 150000;"
+                 "DELETE FROM items WHERE id % 11 = 0; COMMIT;")
+        for point in ["source.spilling", "source.reading_spill"]:
+            self.crash(point, 2)
+            self.assertNotEqual(self.spill_files(), [])
+        p = self.sync()
+        self.assertIn("held changes past memory_limit (1 MiB): spilling them to", p.stderr)
+        self.assertIn("spill file(s)", p.stderr)
+        self.assertEqual(self.spill_files(), [])
+        self.assert_matches("items")
+
     def test_large_transactions_stream_in_progress_and_land_only_at_their_commit(self):
+        self.streamed_transactions(rows=4000)
+
+    def test_streamed_transactions_spill_past_memory_limit_and_land_only_at_their_commit(self):
+        self.streamed_transactions(rows=20000, top="memory_limit: 1MiB\n")
+
+    def streamed_transactions(self, rows, top=""):
         # With a small logical_decoding_work_mem the server streams large transactions while
         # they run (pgoutput streaming), interleaved with small ones that commit meanwhile. What
         # a transaction rolled back (a savepoint, or the whole of it) never lands; what it
         # committed lands once, even when a round ended while it was still open, or died in it.
-        self.configure(streams=["items"])
+        self.configure(streams=["items"], top=top)
         self.sync()
         SERVER.psql("ALTER SYSTEM SET logical_decoding_work_mem = '64kB'; SELECT pg_reload_conf()")
         self.addCleanup(SERVER.psql, "ALTER SYSTEM RESET logical_decoding_work_mem; "
@@ -243,7 +270,7 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
         with SERVER.session(self.db) as holder:
             holder.run("BEGIN; UPDATE items SET qty = coalesce(qty, 0) + 1000 WHERE id <= 1500;"
                        "INSERT INTO items (id, name) SELECT g, 'streamed ' || g "
-                       "  FROM generate_series(100001, 104000) g;", until="ready")
+                       f"  FROM generate_series(100001, {100000 + rows}) g;", until="ready")
             self.sql("UPDATE items SET name = 'interleaved' WHERE id = 2501")
             self.sql("BEGIN; UPDATE items SET name = 'aborted' WHERE id > 2000; ROLLBACK;")
             # A round while the large transaction is open: the small one lands, nothing of the
@@ -262,10 +289,14 @@ class PostgresCdcTest(ferrytest.FerryTestCase):
                                 f"WHERE slot_name = 'ferry_{self.name}'").strip() or 0)
         self.assertGreater(streamed, 0, "the server streamed no transaction")
         self.crash("source.mid_transaction")
-        self.sync()
+        p = self.sync()
+        if top:
+            self.assertIn("spilling them to", p.stderr)
+            self.assertEqual(self.spill_files(), [])
         self.assert_matches("items")
         names = self.item_names(10 ** 6)
-        self.assertTrue("streamed 103999" in names and "streamed 104000 after" in names)
+        self.assertTrue(f"streamed {100000 + rows - 1}" in names and
+                        f"streamed {100000 + rows} after" in names)
         self.assertFalse("rolled back" in names)
 
     def test_writes_during_the_backfill_are_neither_lost_nor_doubled(self):

@@ -41,7 +41,8 @@ std::string Errno(int e) { return std::strerror(e); }
 // One run read front to back, one entry at a time.
 class RunReader {
  public:
-  RunReader(int run, std::string path) : run_(run), path_(std::move(path)) {}
+  RunReader(int run, std::string path, uint64_t rank)
+      : run_(run), path_(std::move(path)), rank_(rank) {}
   ~RunReader() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -89,6 +90,7 @@ class RunReader {
 
   bool done() const { return done_; }
   int run() const { return run_; }
+  uint64_t rank() const { return rank_; }
   const ChangeSpill::Entry& entry() const { return entry_; }
 
  private:
@@ -118,6 +120,7 @@ class RunReader {
 
   int run_;
   std::string path_;
+  uint64_t rank_ = 0;
   int fd_ = -1;
   std::string buf_;
   size_t pos_ = 0, end_ = 0;
@@ -131,7 +134,7 @@ ChangeSpill::ChangeSpill(std::string dir, std::string setting)
     : dir_(std::move(dir)), setting_(std::move(setting)) {}
 
 ChangeSpill::~ChangeSpill() {
-  for (const auto& [id, bytes] : runs_) ::unlink(Path(id).c_str());
+  for (const auto& [id, run] : runs_) ::unlink(Path(id).c_str());
 }
 
 std::string ChangeSpill::Path(int id) const {
@@ -194,7 +197,7 @@ Result<int> ChangeSpill::WriteRun(const std::vector<Entry>& sorted) {
     ::unlink(path.c_str());
     return s;
   }
-  runs_[id] = written;
+  runs_[id] = Run{written, 0};
   disk_bytes_ += written;
   return id;
 }
@@ -202,7 +205,7 @@ Result<int> ChangeSpill::WriteRun(const std::vector<Entry>& sorted) {
 void ChangeSpill::DropRun(int id) {
   auto it = runs_.find(id);
   if (it == runs_.end()) return;
-  disk_bytes_ -= std::min(disk_bytes_, it->second);
+  disk_bytes_ -= std::min(disk_bytes_, it->second.bytes);
   runs_.erase(it);
   ::unlink(Path(id).c_str());
 }
@@ -212,16 +215,19 @@ Status ChangeSpill::Merge(const std::vector<int>& ids,
                           const std::function<Status(const Entry&)>& each) {
   std::vector<std::unique_ptr<RunReader>> readers;
   for (int id : ids) {
-    auto r = std::make_unique<RunReader>(id, Path(id));
+    auto known = runs_.find(id);
+    auto r =
+        std::make_unique<RunReader>(id, Path(id), known == runs_.end() ? 0 : known->second.rank);
     FERRY_RETURN_IF_ERROR(r->Open());
     if (!r->done()) readers.push_back(std::move(r));
   }
-  // The smallest (table, key) first; among equal ones, the highest seq first.
+  // The smallest (table, key) first; among equal ones, the highest rank, then seq, first.
   auto later = [](const RunReader* a, const RunReader* b) {
     const Entry& x = a->entry();
     const Entry& y = b->entry();
     if (x.table != y.table) return x.table > y.table;
     if (x.key != y.key) return x.key > y.key;
+    if (a->rank() != b->rank()) return a->rank() < b->rank();
     return x.seq < y.seq;
   };
   std::priority_queue<RunReader*, std::vector<RunReader*>, decltype(later)> heap(later);

@@ -3,10 +3,11 @@
 //
 // A run is a file of entries sorted by (table, key), each with its arrival sequence number and an
 // opaque record (the reader's encoding of the change). Merging runs gives, for every (table, key),
-// the entry with the highest sequence number — the last change of the key, whichever run holds
-// it — in (table, key) order, so a reader's reductions (last change per key, skip by position,
-// a dropped transaction's runs left out) survive the trip to disk. Every entry is checksummed
-// (CRC32): a damaged file is kCorruption, never a wrong change.
+// the entry of the run with the highest rank (SetRank; 0 by default), and among those the highest
+// sequence number — the last change of the key, whichever run holds it — in (table, key) order, so
+// a reader's reductions (last change per key, skip by position, a dropped transaction's runs left
+// out) survive the trip to disk. Every entry is checksummed (CRC32): a damaged file is kCorruption,
+// never a wrong change.
 //
 // Files are `ferry-spill-<pid>-<n>.run` in the folder given; a run's file is removed when it is
 // dropped, and every file with the store; RemoveLeftovers removes those of processes that no
@@ -48,6 +49,12 @@ class ChangeSpill {
   Result<int> WriteRun(const std::vector<Entry>& sorted);
   // Removes a run's file.
   void DropRun(int id);
+  // A run's precedence over others for the same key (a reader whose arrival order is not its
+  // commit order ranks its runs by commit).
+  void SetRank(int id, uint64_t rank) {
+    auto it = runs_.find(id);
+    if (it != runs_.end()) it->second.rank = rank;
+  }
   // Reads the runs `ids` merged: `each` gets, in (table, key) order, the entry of the highest
   // sequence number of every (table, key), unless `skip(run, table)` says the run's entries of
   // that table do not count (then the next highest counts). Views are valid during the call.
@@ -68,7 +75,11 @@ class ChangeSpill {
   std::string dir_;
   std::string setting_;
   int next_ = 0;
-  std::map<int, uint64_t> runs_;  // id -> bytes
+  struct Run {
+    uint64_t bytes = 0;
+    uint64_t rank = 0;
+  };
+  std::map<int, Run> runs_;
   uint64_t disk_bytes_ = 0;
 };
 

@@ -103,9 +103,12 @@ Status BinlogChanges::MaybeSpill() {
     held_changes_ = held_bytes_ = 0;
   }
   Recount();
-  FERRY_LOG(kInfo) << "held changes past memory_limit (" << (memory_limit_ >> 20)
-                   << " MiB): spilled to " << spill_->dir() << ", "
-                   << (spill_->disk_bytes() >> 20) << " MiB on disk";
+  // Said once per checkpoint; the read-back says how much it came to.
+  if (!spilled_since_take_) {
+    spilled_since_take_ = true;
+    FERRY_LOG(kInfo) << "held changes past memory_limit (" << (memory_limit_ >> 20)
+                     << " MiB): spilling them to " << spill_->dir();
+  }
   return Status::OK();
 }
 
@@ -241,6 +244,8 @@ Status BinlogChanges::TakeBatches(
           return flush(false);
         }));
     FERRY_RETURN_IF_ERROR(flush(true));
+    FERRY_LOG(kInfo) << "read back " << held_runs_.size() << " spill file(s), "
+                     << (spill_->disk_bytes() >> 20) << " MiB, merged by key";
     for (int run : held_runs_) spill_->DropRun(run);
     held_runs_.clear();
     skipped_.clear();
@@ -259,6 +264,7 @@ Status BinlogChanges::TakeBatches(
   for (auto& h : held_) h = Changes();  // their buckets too: one large checkpoint's are not kept
   held_changes_ = held_bytes_ = 0;
   spilled_changes_ = spilled_bytes_ = 0;
+  spilled_since_take_ = false;
   Recount();
   return Status::OK();
 }

@@ -1,6 +1,9 @@
 #include "ferry/source/postgres/pg_changes.h"
 
 #include <algorithm>
+#include <cstring>
+
+#include "ferry/base/log.h"
 
 namespace ferry::source::pg {
 
@@ -17,6 +20,7 @@ Status ChangeSet::Apply(const PgOutputMessage& m, ChangeEvent* event, std::strin
       if (in_txn_ || in_stream_) return Status::Corruption("a Begin message inside a transaction");
       in_txn_ = true;
       txn_lsn_ = m.lsn;
+      txn_bytes_ = 0;
       for (size_t t = 0; t < tables_.size(); ++t) {
         if (!txn_[t].empty()) txn_[t].clear();
         // The commit record starts at m.lsn: a position past it means the table has this
@@ -26,7 +30,11 @@ Status ChangeSet::Apply(const PgOutputMessage& m, ChangeEvent* event, std::strin
       return Status::OK();
     case 'C': {
       if (!in_txn_) return Status::Corruption("a Commit message outside a transaction");
+      // Its runs join the held ones (tables that held it already have no changes in them).
+      FERRY_RETURN_IF_ERROR(JoinCommitted(&txn_runs_, nullptr));
       for (size_t t = 0; t < tables_.size(); ++t) Hold(t, txn_[t]);
+      txn_bytes_ = 0;
+      Recount();
       in_txn_ = false;
       last_commit_end_ = m.end_lsn;
       return Status::OK();
@@ -56,10 +64,23 @@ Status ChangeSet::Apply(const PgOutputMessage& m, ChangeEvent* event, std::strin
       }
       auto it = streamed_.find(m.xid);
       if (it == streamed_.end()) return Status::OK();
+      StreamedTxn& tx = it->second;
+      for (auto& [sub, runs] : tx.runs) {
+        if (m.subxid != m.xid && sub != m.subxid) continue;
+        for (int run : runs) DropRun(run);
+        runs.clear();
+      }
+      for (auto& [sub, bytes] : tx.sub_bytes) {
+        if (m.subxid != m.xid && sub != m.subxid) continue;
+        streamed_bytes_ -= std::min(streamed_bytes_, bytes);
+        bytes = 0;
+      }
       if (m.subxid == m.xid) {
         streamed_.erase(it);
       } else {
-        it->second.subs.erase(m.subxid);
+        tx.subs.erase(m.subxid);
+        tx.runs.erase(m.subxid);
+        tx.sub_bytes.erase(m.subxid);
       }
       return Status::OK();
     }
@@ -131,44 +152,102 @@ void ChangeSet::AdoptRelation(size_t table, uint32_t relid) { tables_[table].rel
 void ChangeSet::DropTransaction() {
   for (auto& c : txn_) c.clear();
   in_txn_ = false;
+  for (int run : txn_runs_) DropRun(run);
+  txn_runs_.clear();
+  for (auto& [xid, tx] : streamed_) {
+    for (auto& [sub, runs] : tx.runs) {
+      for (int run : runs) DropRun(run);
+    }
+  }
   streamed_.clear();
   in_stream_ = false;
+  txn_bytes_ = streamed_bytes_ = 0;
+}
+
+void ChangeSet::DropRun(int run) {
+  if (spill_ != nullptr) spill_->DropRun(run);
+  run_sizes_.erase(run);
+  skipped_.erase(run);
+}
+
+Status ChangeSet::JoinCommitted(std::vector<int>* runs, const std::vector<bool>* skip) {
+  ++commits_;
+  if (runs->empty()) return Status::OK();
+  // What memory holds was committed before: it goes to disk first, ranked below this
+  // transaction, so that its older changes of the same keys do not win over the runs'.
+  if (held_changes_ > 0) {
+    FERRY_ASSIGN_OR_RETURN(int id, SpillMaps(&held_));
+    spill_->SetRank(id, commits_ - 1);
+    JoinHeld(id);
+    held_changes_ = held_bytes_ = 0;
+  }
+  for (int run : *runs) {
+    spill_->SetRank(run, commits_);
+    if (skip != nullptr) skipped_[run] = *skip;
+    JoinHeld(run);
+  }
+  runs->clear();
+  return Status::OK();
+}
+
+void ChangeSet::JoinHeld(int run) {
+  held_runs_.push_back(run);
+  auto it = run_sizes_.find(run);
+  if (it != run_sizes_.end()) {
+    spilled_changes_ += it->second.first;
+    spilled_bytes_ += it->second.second;
+  }
 }
 
 void ChangeSet::Hold(size_t t, Changes& txn) {
   if (txn.empty()) return;
-  for (const auto& [key, change] : txn) {
-    size_t bytes = key.size() + 64;
-    for (const auto& v : change.values) bytes += v.bytes.size() + sizeof(Value);
-    pending_bytes_ += bytes;
-  }
-  // The transaction's changes move into the held ones without copying: keys new to the
-  // checkpoint as whole nodes; for keys already held, the later change replaces the earlier.
   Changes& held = held_[t];
-  const size_t before = held.size();
-  held.merge(txn);
-  pending_changes_ += held.size() - before;
-  for (auto& [key, change] : txn) held[key] = std::move(change);
+  for (auto& [key, change] : txn) {
+    const size_t bytes = BytesOf(key, change);
+    auto [it, inserted] = held.try_emplace(key);
+    if (inserted) {
+      ++held_changes_;
+    } else {
+      held_bytes_ -= std::min(held_bytes_, BytesOf(it->first, it->second));
+    }
+    held_bytes_ += bytes;
+    it->second = std::move(change);
+  }
   txn.clear();
+  Recount();
 }
 
 Status ChangeSet::OnStreamCommit(const PgOutputMessage& m, ChangeEvent* event,
                                  std::string* detail) {
   auto it = streamed_.find(m.xid);
   if (it == streamed_.end()) {  // nothing of the followed tables in it
+    ++commits_;
     last_commit_end_ = m.end_lsn;
     return Status::OK();
   }
   StreamedTxn tx = std::move(it->second);
   streamed_.erase(it);
+  for (const auto& [sub, bytes] : tx.sub_bytes) {
+    streamed_bytes_ -= std::min(streamed_bytes_, bytes);
+  }
+  std::vector<int> runs;
+  for (const auto& [sub, of_sub] : tx.runs) runs.insert(runs.end(), of_sub.begin(), of_sub.end());
   for (size_t t = 0; t < tables_.size(); ++t) {
     // The commit record starts at m.lsn: a position past it means the table has it already.
     if (m.lsn < tables_[t].position || !tx.truncated[t]) continue;
     *event = ChangeEvent::kTruncated;
     *detail = tables_[t].nspname + "." + tables_[t].relname;
-    if (!ignore_truncate_) return Status::OK();  // the caller stops before this transaction
+    if (!ignore_truncate_) {
+      for (int run : runs) DropRun(run);
+      return Status::OK();  // the caller stops before this transaction
+    }
     break;
   }
+  // Its runs join the held ones; tables that held it already skip their entries.
+  std::vector<bool> skip(tables_.size(), false);
+  for (size_t t = 0; t < tables_.size(); ++t) skip[t] = m.lsn < tables_[t].position;
+  FERRY_RETURN_IF_ERROR(JoinCommitted(&runs, &skip));
+  Recount();
   for (size_t t = 0; t < tables_.size(); ++t) {
     if (m.lsn < tables_[t].position) continue;
     // Per key, the last change among the subtransactions that were not rolled back.
@@ -187,6 +266,7 @@ Status ChangeSet::OnStreamCommit(const PgOutputMessage& m, ChangeEvent* event,
 
 std::vector<ChangeSet::Changes>& ChangeSet::Target(uint32_t xid) {
   if (!in_stream_) return txn_;
+  current_sub_ = xid;
   std::vector<Changes>& sub = streamed_[stream_xid_].subs[xid];
   if (sub.empty()) sub.resize(tables_.size());
   return sub;
@@ -317,17 +397,137 @@ const ChangeSet::Change* ChangeSet::Find(size_t table, const std::string& key) c
       }
     }
     if (last) return last;
+    // An earlier change of this transaction may be on disk: the held one would be older.
+    if (tx != streamed_.end()) {
+      for (const auto& [xid, runs] : tx->second.runs) {
+        if (!runs.empty()) return nullptr;
+      }
+    }
   } else {
     auto it = txn_[table].find(key);
     if (it != txn_[table].end()) return &it->second;
+    if (!txn_runs_.empty()) return nullptr;  // an earlier change may be on disk
   }
   auto h = held_[table].find(key);
   return h == held_[table].end() ? nullptr : &h->second;
 }
 
-void ChangeSet::Put(std::vector<Changes>& target, size_t table, std::string key, Change c) {
+Status ChangeSet::Put(std::vector<Changes>& target, size_t table, std::string key, Change c) {
   c.seq = ++seq_;
-  target[table].insert_or_assign(std::move(key), std::move(c));
+  const size_t bytes = BytesOf(key, c);
+  size_t* group = &txn_bytes_;
+  if (in_stream_) group = &streamed_[stream_xid_].sub_bytes[current_sub_];
+  auto [it, inserted] = target[table].try_emplace(std::move(key));
+  if (!inserted) {
+    const size_t old = BytesOf(it->first, it->second);
+    *group -= std::min(*group, old);
+    if (in_stream_) streamed_bytes_ -= std::min(streamed_bytes_, old);
+  }
+  *group += bytes;
+  if (in_stream_) streamed_bytes_ += bytes;
+  it->second = std::move(c);
+  return MaybeSpill();
+}
+
+std::string ChangeSet::Encode(const Change& c) {
+  std::string r;
+  size_t n = 1;
+  for (const auto& v : c.values) n += 5 + v.bytes.size();
+  r.reserve(n);
+  r.push_back(c.deleted ? 'd' : 'u');
+  for (const auto& v : c.values) {
+    r.push_back(v.kind);
+    const uint32_t len = static_cast<uint32_t>(v.bytes.size());
+    r.append(reinterpret_cast<const char*>(&len), sizeof len);
+    r.append(v.bytes);
+  }
+  return r;
+}
+
+Status ChangeSet::Decode(std::string_view r, uint64_t seq, Change* c) {
+  if (r.empty()) return Status::Corruption("a held change without its row");
+  c->deleted = r[0] == 'd';
+  c->seq = seq;
+  c->values.clear();
+  r.remove_prefix(1);
+  while (!r.empty()) {
+    if (r.size() < 5) return Status::Corruption("a held change is cut short");
+    Value v;
+    v.kind = r[0];
+    uint32_t len;
+    std::memcpy(&len, r.data() + 1, sizeof len);
+    r.remove_prefix(5);
+    if (r.size() < len) return Status::Corruption("a held change is cut short");
+    v.bytes.assign(r.data(), len);
+    r.remove_prefix(len);
+    c->values.push_back(std::move(v));
+  }
+  return Status::OK();
+}
+
+Result<int> ChangeSet::SpillMaps(std::vector<Changes>* maps) {
+  std::vector<ChangeSpill::Entry> entries;
+  std::vector<std::string> records;
+  size_t n = 0;
+  for (const auto& m : *maps) n += m.size();
+  entries.reserve(n);
+  records.reserve(n);
+  for (size_t t = 0; t < maps->size(); ++t) {
+    for (const auto& [key, change] : (*maps)[t]) {
+      records.push_back(Encode(change));
+      entries.push_back({static_cast<uint32_t>(t), key, change.seq, records.back()});
+    }
+  }
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    return a.table != b.table ? a.table < b.table : a.key < b.key;
+  });
+  const uint64_t before = spill_->disk_bytes();
+  FERRY_ASSIGN_OR_RETURN(int id, spill_->WriteRun(entries));
+  run_sizes_[id] = {n, static_cast<size_t>(spill_->disk_bytes() - before)};
+  for (auto& m : *maps) m = Changes();
+  return id;
+}
+
+Status ChangeSet::MaybeSpill() {
+  if (spill_ == nullptr || held_bytes_ + txn_bytes_ + streamed_bytes_ <= memory_limit_) {
+    return Status::OK();
+  }
+  // The largest group goes: the held changes, the open transaction's, or one subtransaction's.
+  size_t largest = std::max(held_bytes_, txn_bytes_);
+  StreamedTxn* in = nullptr;
+  uint32_t sub = 0;
+  for (auto& [xid, tx] : streamed_) {
+    for (const auto& [s, bytes] : tx.sub_bytes) {
+      if (bytes > largest) {
+        largest = bytes;
+        in = &tx;
+        sub = s;
+      }
+    }
+  }
+  if (in != nullptr) {
+    FERRY_ASSIGN_OR_RETURN(int id, SpillMaps(&in->subs[sub]));
+    in->runs[sub].push_back(id);
+    streamed_bytes_ -= std::min(streamed_bytes_, in->sub_bytes[sub]);
+    in->sub_bytes[sub] = 0;
+  } else if (txn_bytes_ >= held_bytes_) {
+    FERRY_ASSIGN_OR_RETURN(int id, SpillMaps(&txn_));
+    txn_runs_.push_back(id);
+    txn_bytes_ = 0;
+  } else {
+    FERRY_ASSIGN_OR_RETURN(int id, SpillMaps(&held_));
+    spill_->SetRank(id, commits_);  // every change in it was committed by now
+    JoinHeld(id);
+    held_changes_ = held_bytes_ = 0;
+  }
+  Recount();
+  // Said once per checkpoint; the read-back says how much it came to.
+  if (!spilled_since_take_) {
+    spilled_since_take_ = true;
+    FERRY_LOG(kInfo) << "held changes past memory_limit (" << (memory_limit_ >> 20)
+                     << " MiB): spilling them to " << spill_->dir();
+  }
+  return Status::OK();
 }
 
 Status ChangeSet::OnRow(const PgOutputMessage& m) {
@@ -363,8 +563,7 @@ Status ChangeSet::OnRow(const PgOutputMessage& m) {
   };
   if (m.type == 'D') {
     if (m.old_kind == 0) return no_key("a delete");
-    Put(target, t, old_key, key_only(old_values));
-    return Status::OK();
+    return Put(target, t, old_key, key_only(old_values));
   }
   FERRY_ASSIGN_OR_RETURN(auto values, ToColumns(rel, m.new_tuple, "a new row"));
   std::string key;
@@ -385,102 +584,151 @@ Status ChangeSet::OnRow(const PgOutputMessage& m) {
       if (prior && !prior->deleted && prior->values[c].kind != 'u') {
         values[c] = prior->values[c];
       } else {
-        maybe_unresolved_ = true;
+        // Left unknown: read from the table at the checkpoint (TakeBatches' resolve).
       }
     }
-    if (m.old_kind != 0 && old_key != key) Put(target, t, old_key, key_only(old_values));
+    if (m.old_kind != 0 && old_key != key) {
+      FERRY_RETURN_IF_ERROR(Put(target, t, old_key, key_only(old_values)));
+    }
   }
   Change c;
   c.values = std::move(values);
-  Put(target, t, std::move(key), std::move(c));
+  return Put(target, t, std::move(key), std::move(c));
+}
+
+Status ChangeSet::Append(size_t t, const Change& change, Batch* upserts, Batch* deletes,
+                         const std::vector<bool>& is_key) {
+  const ChangeTable& table = tables_[t];
+  Batch& b = change.deleted ? *deletes : *upserts;
+  for (size_t c = 0; c < table.columns.size(); ++c) {
+    Column& col = b.column(c);
+    if (c >= change.values.size()) return Status::Corruption("a held change is cut short");
+    const Value& v = change.values[c];
+    if (v.kind == 'n' || (change.deleted && !is_key[c])) {
+      col.AppendNull();
+      continue;
+    }
+    Status s;
+    if (v.kind == 'b' || (v.kind == 't' && table.wires[c] == PgWire::kText)) {
+      s = DecodePgValue(table.wires[c], v.bytes, &col);
+    } else if (v.kind == 'u') {
+      s = Status::Internal("an unchanged TOASTed value was not resolved");
+    } else {
+      s = Status::Corruption("the value arrived as text, not in binary");
+    }
+    if (!s.ok()) {
+      return Status(s.code(), "table " + table.nspname + "." + table.relname + ", column " +
+                                  table.columns[c] + " (a change from the replication " +
+                                  "stream): " + s.message());
+    }
+  }
   return Status::OK();
 }
 
-std::vector<ChangeSet::Missing> ChangeSet::Unresolved() const {
-  std::vector<Missing> out;
-  if (!maybe_unresolved_) return out;
-  for (size_t t = 0; t < tables_.size(); ++t) {
-    for (const auto& [key, change] : held_[t]) {
-      if (change.deleted) continue;
-      bool missing = false;
-      for (const auto& v : change.values) missing = missing || v.kind == 'u';
-      if (!missing) continue;
-      Missing m;
-      m.table = t;
-      m.key_id = key;
-      for (size_t k : tables_[t].key) m.key_values.push_back(change.values[k].bytes);
-      out.push_back(std::move(m));
-    }
-  }
-  return out;
-}
-
-void ChangeSet::Resolve(const Missing& m,
-                        const std::optional<std::vector<std::optional<std::string>>>& row) {
-  auto it = held_[m.table].find(m.key_id);
-  if (it == held_[m.table].end()) return;
-  Change& c = it->second;
-  if (!row) {
-    Change del;
-    del.deleted = true;
-    del.values.resize(c.values.size());
-    for (size_t k : tables_[m.table].key) del.values[k] = c.values[k];
-    c = std::move(del);
-    return;
-  }
-  for (size_t i = 0; i < c.values.size() && i < row->size(); ++i) {
-    if (c.values[i].kind != 'u') continue;
-    const auto& v = (*row)[i];
-    c.values[i].kind = v ? 'b' : 'n';
-    c.values[i].bytes = v ? *v : std::string();
-  }
-}
-
 Status ChangeSet::TakeBatches(
-    size_t batch_rows, const std::function<bool(size_t table, Batch& batch, bool deletes)>& emit) {
-  for (size_t t = 0; t < tables_.size(); ++t) {
-    const ChangeTable& table = tables_[t];
-    std::vector<bool> is_key(table.columns.size(), false);
-    for (size_t k : table.key) is_key[k] = true;
-    Batch upserts(table.schema);
-    Batch deletes(table.schema);
-    for (const auto& [key, change] : held_[t]) {
-      Batch& b = change.deleted ? deletes : upserts;
-      for (size_t c = 0; c < change.values.size(); ++c) {
-        const Value& v = change.values[c];
-        Column& col = b.column(c);
-        if (v.kind == 'n' || (change.deleted && !is_key[c])) {
-          col.AppendNull();
-          continue;
-        }
-        Status s;
-        if (v.kind == 'b' || (v.kind == 't' && table.wires[c] == PgWire::kText)) {
-          s = DecodePgValue(table.wires[c], v.bytes, &col);
-        } else if (v.kind == 'u') {
-          s = Status::Internal("an unchanged TOASTed value was not resolved");
-        } else {
-          s = Status::Corruption("the value arrived as text, not in binary");
-        }
-        if (!s.ok()) {
-          return Status(s.code(), "table " + table.nspname + "." + table.relname + ", column " +
-                                      table.columns[c] + " (a change from the replication " +
-                                      "stream): " + s.message());
+    size_t batch_rows, const std::function<bool(size_t table, Batch& batch, bool deletes)>& emit,
+    const Resolver& resolve) {
+  std::unique_ptr<Batch> upserts, deletes;
+  std::vector<bool> is_key;
+  size_t current = tables_.size();
+  std::vector<Change> unresolved;  // of table `current`, waiting for a lookup
+  auto flush = [&](bool all) -> Status {
+    if (current == tables_.size()) return Status::OK();
+    for (bool del : {true, false}) {
+      Batch& b = del ? *deletes : *upserts;
+      if (b.num_rows() == 0 || (!all && !BatchFull(b, batch_rows))) continue;
+      if (!emit(current, b, del)) return Status::Cancelled("sync stopped");
+      b.Clear();
+    }
+    return Status::OK();
+  };
+  auto resolve_pending = [&]() -> Status {
+    if (unresolved.empty()) return Status::OK();
+    if (!resolve) return Status::Internal("an unchanged TOASTed value was not resolved");
+    const ChangeTable& table = tables_[current];
+    std::vector<std::vector<std::string>> keys;
+    for (const Change& c : unresolved) {
+      std::vector<std::string> k;
+      for (size_t i : table.key) k.push_back(c.values[i].bytes);
+      keys.push_back(std::move(k));
+    }
+    std::vector<Row> rows;
+    FERRY_RETURN_IF_ERROR(resolve(current, keys, &rows));
+    if (rows.size() != unresolved.size()) return Status::Internal("a lookup lost rows");
+    for (size_t i = 0; i < unresolved.size(); ++i) {
+      Change& c = unresolved[i];
+      if (!rows[i]) {
+        c.deleted = true;  // the row is gone: a later change in the log deletes it anyway
+      } else {
+        for (size_t v = 0; v < c.values.size() && v < rows[i]->size(); ++v) {
+          if (c.values[v].kind != 'u') continue;
+          const auto& got = (*rows[i])[v];
+          c.values[v].kind = got ? 'b' : 'n';
+          c.values[v].bytes = got ? *got : std::string();
         }
       }
-      if (BatchFull(b, batch_rows)) {
-        if (!emit(t, b, change.deleted)) return Status::Cancelled("sync stopped");
-        b.Clear();
-      }
+      FERRY_RETURN_IF_ERROR(Append(current, c, upserts.get(), deletes.get(), is_key));
+      FERRY_RETURN_IF_ERROR(flush(false));
     }
-    if (deletes.num_rows() > 0 && !emit(t, deletes, true)) return Status::Cancelled("sync stopped");
-    if (upserts.num_rows() > 0 && !emit(t, upserts, false)) {
-      return Status::Cancelled("sync stopped");
+    unresolved.clear();
+    return Status::OK();
+  };
+  auto start = [&](size_t t) -> Status {
+    FERRY_RETURN_IF_ERROR(resolve_pending());
+    FERRY_RETURN_IF_ERROR(flush(true));
+    current = t;
+    upserts = std::make_unique<Batch>(tables_[t].schema);
+    deletes = std::make_unique<Batch>(tables_[t].schema);
+    is_key.assign(tables_[t].columns.size(), false);
+    for (size_t k : tables_[t].key) is_key[k] = true;
+    return Status::OK();
+  };
+  auto add = [&](size_t t, Change c) -> Status {
+    if (t != current) FERRY_RETURN_IF_ERROR(start(t));
+    const bool lacks = !c.deleted && std::any_of(c.values.begin(), c.values.end(),
+                                                 [](const Value& v) { return v.kind == 'u'; });
+    if (lacks) {
+      unresolved.push_back(std::move(c));
+      if (unresolved.size() >= kResolveKeys) return resolve_pending();
+      return Status::OK();
     }
-    held_[t].clear();
+    FERRY_RETURN_IF_ERROR(Append(t, c, upserts.get(), deletes.get(), is_key));
+    return flush(false);
+  };
+  if (!held_runs_.empty()) {
+    // Some are on disk: the rest go there too, and every run is read back merged by key.
+    if (held_changes_ > 0) {
+      FERRY_ASSIGN_OR_RETURN(int id, SpillMaps(&held_));
+      spill_->SetRank(id, commits_);
+      JoinHeld(id);
+    }
+    Change c;
+    FERRY_RETURN_IF_ERROR(spill_->Merge(
+        held_runs_,
+        [&](int run, uint32_t t) {
+          auto it = skipped_.find(run);
+          return it != skipped_.end() && it->second[t];
+        },
+        [&](const ChangeSpill::Entry& e) -> Status {
+          FERRY_RETURN_IF_ERROR(Decode(e.record, e.seq, &c));
+          return add(e.table, std::move(c));
+        }));
+    FERRY_LOG(kInfo) << "read back " << held_runs_.size() << " spill file(s), "
+                     << (spill_->disk_bytes() >> 20) << " MiB, merged by key";
+    for (int run : held_runs_) DropRun(run);
+    held_runs_.clear();
+  } else {
+    for (size_t t = 0; t < tables_.size(); ++t) {
+      for (auto& [key, change] : held_[t]) FERRY_RETURN_IF_ERROR(add(t, std::move(change)));
+    }
   }
-  pending_changes_ = 0;
-  pending_bytes_ = 0;
-  maybe_unresolved_ = false;
+  FERRY_RETURN_IF_ERROR(resolve_pending());
+  FERRY_RETURN_IF_ERROR(flush(true));
+  for (auto& h : held_) h = Changes();  // their buckets too: one large checkpoint's are not kept
+  held_changes_ = held_bytes_ = 0;
+  spilled_changes_ = spilled_bytes_ = 0;
+  spilled_since_take_ = false;
+  Recount();
   return Status::OK();
 }
 

@@ -21,9 +21,16 @@
 //
 // Unchanged TOASTed values ('u': PostgreSQL does not send a large value an UPDATE left alone) are
 // filled from the old row image (REPLICA IDENTITY FULL) or from an earlier change of the same key
-// since the last checkpoint; what remains is listed by Unresolved() and must be filled with
-// Resolve() (the caller reads the current row by key) before TakeBatches(). Nothing is ever
-// written with a placeholder.
+// since the last checkpoint; what remains is filled at TakeBatches() by the caller's `resolve`
+// (it reads the current row by key). Nothing is ever written with a placeholder.
+//
+// Memory: with a spill store (SetSpill), changes held past `memory_limit` bytes — the open
+// transaction's, a streamed transaction's (per subtransaction), or the committed ones' — go to
+// sorted run files (source/change_spill.h). Every change carries its arrival number, so the last
+// change of a key wins in memory or on disk; a subtransaction rolled back (Stream Abort) or a
+// dropped transaction drops its runs; a streamed transaction's runs do not count for tables that
+// already hold it. An unchanged TOASTed value whose earlier change is on disk is looked up like
+// one never seen (the caller's `resolve` at TakeBatches).
 //
 // Not thread-safe.
 #pragma once
@@ -40,6 +47,7 @@
 
 #include "ferry/base/status.h"
 #include "ferry/clients/postgres/copy_binary.h"
+#include "ferry/source/change_spill.h"
 #include "ferry/source/postgres/pgoutput.h"
 #include "ferry/types/batch.h"
 
@@ -84,6 +92,11 @@ enum class ChangeEvent {
 class ChangeSet {
  public:
   explicit ChangeSet(std::vector<ChangeTable> tables);
+  // Changes held past `memory_limit` bytes go to `spill` (not owned; it outlives this).
+  void SetSpill(ChangeSpill* spill, size_t memory_limit) {
+    spill_ = spill;
+    memory_limit_ = memory_limit;
+  }
 
   // Applies one message. kNone and OK: go on. Otherwise the caller stops before the current
   // transaction (DropTransaction) — see ChangeEvent. `event_detail` names the table and what
@@ -140,28 +153,25 @@ class ChangeSet {
   // committed (the log sends them again from its start on the next read).
   void DropTransaction();
 
-  // Distinct keys held since the last TakeBatches, and an estimate of their bytes.
+  // Keys held since the last TakeBatches (on disk: changes, a key may count more than once), and
+  // an estimate of their bytes in memory and on disk.
   size_t pending_changes() const { return pending_changes_; }
   size_t pending_bytes() const { return pending_bytes_; }
-
-  // Keys whose row still lacks an unchanged TOASTed value: per table index, the key values (in
-  // key order, binary send format).
-  struct Missing {
-    size_t table = 0;
-    std::string key_id;                   // opaque, for Resolve
-    std::vector<std::string> key_values;  // binary send format, key order
-  };
-  std::vector<Missing> Unresolved() const;
-  // `row`: the table's current row for the key (binary values in column order), or nullopt when
-  // the row no longer exists (then the change becomes a delete: a later change in the log deletes
-  // it anyway).
-  void Resolve(const Missing& m, const std::optional<std::vector<std::optional<std::string>>>& row);
 
   // Hands out every held change as batches of at most `batch_rows` rows: emit(table, batch,
   // deletes). Values are decoded here; a value the Iceberg type cannot hold is an error naming the
   // table and column. Clears what was held.
+  // Changes read back from spill files that still lack an unchanged TOASTed value are filled by
+  // `resolve(table, keys, rows)`: for each key (key order, binary send format) the table's
+  // current row (binary values in column order), or nullopt when it no longer exists (the change
+  // becomes a delete). At most kResolveKeys keys of one table per call.
+  using Row = std::optional<std::vector<std::optional<std::string>>>;
+  using Resolver = std::function<Status(
+      size_t table, const std::vector<std::vector<std::string>>& keys, std::vector<Row>* rows)>;
+  static constexpr size_t kResolveKeys = 500;
   Status TakeBatches(size_t batch_rows,
-                     const std::function<bool(size_t table, Batch& batch, bool deletes)>& emit);
+                     const std::function<bool(size_t table, Batch& batch, bool deletes)>& emit,
+                     const Resolver& resolve = nullptr);
 
   const std::vector<ChangeTable>& tables() const { return tables_; }
 
@@ -180,7 +190,9 @@ class ChangeSet {
   // A transaction streamed while in progress: per (sub)transaction xid, per table, by key.
   struct StreamedTxn {
     std::map<uint32_t, std::vector<Changes>> subs;
-    std::vector<bool> truncated;  // per table
+    std::map<uint32_t, size_t> sub_bytes;       // per subtransaction: its changes in memory
+    std::map<uint32_t, std::vector<int>> runs;  // per subtransaction: its spill files
+    std::vector<bool> truncated;                // per table
   };
 
   struct Relation {
@@ -216,7 +228,26 @@ class ChangeSet {
   bool KeyOf(size_t table, const std::vector<Value>& values, std::string* id) const;
   Result<std::vector<Value>> ToColumns(const Relation& rel, const std::vector<TupleValue>& tuple,
                                        const char* what) const;
-  void Put(std::vector<Changes>& target, size_t table, std::string key, Change c);
+  Status Put(std::vector<Changes>& target, size_t table, std::string key, Change c);
+  static size_t BytesOf(const std::string& key, const Change& c) {
+    size_t n = key.size() + 96;
+    for (const auto& v : c.values) n += v.bytes.size() + sizeof(Value);
+    return n;
+  }
+  // Spill: a group of maps (held, the open transaction, a streamed subtransaction) written as one
+  // run and emptied; the largest group spilled while memory is past the limit.
+  Result<int> SpillMaps(std::vector<Changes>* maps);
+  Status MaybeSpill();
+  // The row of a held change as a spill record, and back.
+  static std::string Encode(const Change& c);
+  static Status Decode(std::string_view record, uint64_t seq, Change* c);
+  // Appends a held change (resolved) to its table's batches.
+  Status Append(size_t t, const Change& change, Batch* upserts, Batch* deletes,
+                const std::vector<bool>& is_key);
+  void Recount() {
+    pending_changes_ = held_changes_ + spilled_changes_;
+    pending_bytes_ = held_bytes_ + spilled_bytes_;
+  }
   // The latest change of the key before this one: in the open (or streamed) transaction, else
   // held since the last checkpoint.
   const Change* Find(size_t table, const std::string& key) const;
@@ -236,10 +267,29 @@ class ChangeSet {
   Lsn last_commit_end_ = 0;
   size_t pending_changes_ = 0;
   size_t pending_bytes_ = 0;
+  // In memory: held changes, the open transaction's, and every streamed one's (sum of
+  // sub_bytes); on disk: held runs.
+  size_t held_changes_ = 0, held_bytes_ = 0, txn_bytes_ = 0, streamed_bytes_ = 0;
+  size_t spilled_changes_ = 0, spilled_bytes_ = 0;
+  ChangeSpill* spill_ = nullptr;
+  size_t memory_limit_ = 0;
+  bool spilled_since_take_ = false;  // the spill was announced since the last TakeBatches
+  std::vector<int> held_runs_;       // runs of held changes
+  std::vector<int> txn_runs_;        // runs of the open transaction
+  std::map<int, std::pair<size_t, size_t>> run_sizes_;  // per run: changes, bytes on disk
+  uint32_t current_sub_ = 0;  // the (sub)transaction of the streamed change being put
+  void DropRun(int run);
+  void JoinHeld(int run);  // a run's changes join the held ones
+  // A transaction committed: its `runs` join the held ones, ranked above everything held before
+  // (arrival order is not commit order for streamed transactions); `skip`: per table, its
+  // entries do not count.
+  Status JoinCommitted(std::vector<int>* runs, const std::vector<bool>* skip);
+  uint64_t commits_ = 0;  // transactions committed: the rank of the runs that join at a commit
+  // Per run: the tables whose entries in it do not count (they held its transaction already).
+  std::map<int, std::vector<bool>> skipped_;
   SchemaChange schema_change_;
   Recreated recreated_;
-  std::set<uint32_t> skipped_relids_;  // SkipRelation
-  bool maybe_unresolved_ = false;      // a held change may still lack an unchanged TOAST value
+  std::set<uint32_t> skipped_relids_;                       // SkipRelation
   std::map<uint32_t, std::vector<std::string>> dropped_;    // by relation oid
   std::map<uint32_t, std::vector<OlderType>> older_types_;  // by relation oid
 };

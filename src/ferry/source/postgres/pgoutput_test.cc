@@ -1,5 +1,7 @@
 #include "ferry/source/postgres/pgoutput.h"
 
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "ferry/source/postgres/pg_changes.h"
@@ -202,21 +204,25 @@ Status Feed(ChangeSet* cs, const std::vector<std::string>& msgs, ChangeEvent* la
   return Status::OK();
 }
 
-Seen Take(ChangeSet* cs) {
+Seen Take(ChangeSet* cs, const ChangeSet::Resolver& resolve = nullptr) {
   Seen seen;
-  Status s = cs->TakeBatches(2, [&](size_t, Batch& b, bool deletes) {
-    for (size_t r = 0; r < b.num_rows(); ++r) {
-      int32_t id = b.column(0).values<int32_t>()[r];
-      if (deletes) {
-        seen.deletes.insert(id);
-      } else {
-        seen.upserts[id] = b.column(1).IsValid(r)
-                               ? std::optional<std::string>(std::string(b.column(1).GetBytes(r)))
-                               : std::nullopt;
-      }
-    }
-    return true;
-  });
+  Status s = cs->TakeBatches(
+      2,
+      [&](size_t, Batch& b, bool deletes) {
+        for (size_t r = 0; r < b.num_rows(); ++r) {
+          int32_t id = b.column(0).values<int32_t>()[r];
+          if (deletes) {
+            seen.deletes.insert(id);
+          } else {
+            seen.upserts[id] =
+                b.column(1).IsValid(r)
+                    ? std::optional<std::string>(std::string(b.column(1).GetBytes(r)))
+                    : std::nullopt;
+          }
+        }
+        return true;
+      },
+      resolve);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return seen;
 }
@@ -257,16 +263,22 @@ TEST(ChangeSetTest, UnchangedToastValuesComeFromEarlierChangesOrAreResolved) {
                          Update(kRel, 0, {}, {Int4(2), Unchanged()}),
                          Update(kRel, 0, {}, {Int4(3), Unchanged()}), Commit(0x100, 0x108)})
                   .ok());
-  auto missing = cs.Unresolved();
-  ASSERT_EQ(missing.size(), 2u);  // keys 2 and 3; key 1 took the inserted value
-  for (const auto& m : missing) {
-    if (m.key_values[0] == B32(2)) {
-      cs.Resolve(m, std::vector<std::optional<std::string>>{B32(2), std::string("looked up")});
-    } else {
-      cs.Resolve(m, std::nullopt);  // the row is gone: the change becomes a delete
+  std::vector<std::string> asked;
+  Seen s = Take(&cs, [&](size_t, const std::vector<std::vector<std::string>>& keys,
+                         std::vector<ChangeSet::Row>* rows) {
+    rows->clear();
+    for (const auto& k : keys) {
+      asked.push_back(k[0]);
+      if (k[0] == B32(2)) {
+        rows->push_back(std::vector<std::optional<std::string>>{B32(2), std::string("looked up")});
+      } else {
+        rows->push_back(std::nullopt);  // the row is gone: the change becomes a delete
+      }
     }
-  }
-  Seen s = Take(&cs);
+    return Status::OK();
+  });
+  std::sort(asked.begin(), asked.end());
+  EXPECT_EQ(asked, (std::vector<std::string>{B32(2), B32(3)}));  // key 1 took the inserted value
   EXPECT_EQ(s.upserts,
             (std::map<int32_t, std::optional<std::string>>{{1, "big"}, {2, "looked up"}}));
   EXPECT_EQ(s.deletes, (std::set<int32_t>{3}));
@@ -279,7 +291,7 @@ TEST(ChangeSetTest, FullIdentityOldImageFillsUnchangedValues) {
                          Update(kRel, 'O', {Int4(5), Text("kept")}, {Int4(5), Unchanged()}),
                          Commit(0x100, 0x108)})
                   .ok());
-  EXPECT_TRUE(cs.Unresolved().empty());
+  // Nothing is looked up: a Take without a resolver would fail if anything were missing.
   EXPECT_EQ(Take(&cs).upserts, (std::map<int32_t, std::optional<std::string>>{{5, "kept"}}));
 }
 
@@ -380,7 +392,6 @@ TEST(ChangeSetTest, StreamedChangesMergeInTheOrderTheyWereMade) {
                  By(10, Update(kRel, 0, {}, {Int4(2), Unchanged()})), StreamStop(),
                  StreamCommit(10, 0x200, 0x208)})
           .ok());
-  EXPECT_TRUE(cs.Unresolved().empty());
   EXPECT_EQ(Take(&cs).upserts,
             (std::map<int32_t, std::optional<std::string>>{{1, "s1"}, {2, "top"}}));
 }
@@ -600,4 +611,131 @@ TEST(ChangeSetTest, ChangesOfAnOlderTableBeforeTheBackfillAreSkipped) {
 }
 
 }  // namespace
+// ---- ChangeSet with a spill store: what memory gives ----
+
+class ChangeSetSpillTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ferry_pg_spill_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+// Plain and streamed transactions (some streamed ones with subtransactions rolled back, some
+// aborted whole, interleaved with plain ones), a dropped open transaction, a checkpoint half-way:
+// the same messages into a ChangeSet that holds everything in memory and into one that spills
+// past a few kB hand out the same changes.
+TEST_F(ChangeSetSpillTest, SpilledChangesGiveWhatMemoryGives) {
+  const std::string rel = Relation(kRel, "public", "t", {{true, "id", 23}, {false, "v", 25}});
+  uint32_t rng = 7;
+  auto next = [&] {
+    rng = rng * 1103515245u + 12345u;
+    return (rng >> 8) % 1000;
+  };
+  std::vector<std::vector<std::string>> rounds(2);
+  uint64_t lsn = 0x1000;
+  for (auto& msgs : rounds) {
+    msgs.push_back(rel);
+    for (int txn = 0; txn < 150; ++txn) {
+      const uint32_t xid = 100 + static_cast<uint32_t>(txn);
+      auto change = [&](int n) {
+        const int32_t id = static_cast<int32_t>(next() % 200);
+        const std::string v =
+            "x" + std::to_string(txn) + "." + std::to_string(n) + std::string(next() % 50, 'p');
+        switch (next() % 3) {
+          case 0:
+            return Insert(kRel, {Int4(id), Text(v)});
+          case 1:
+            return Update(kRel, 0, {}, {Int4(id), Text(v)});
+          default:
+            return Delete(kRel, 'K', {Int4(id), Null()});
+        }
+      };
+      lsn += 0x100;
+      if (next() % 3 == 0) {
+        // Streamed in two blocks, its subtransactions xid*10+1.. sometimes rolled back.
+        for (int block = 0; block < 2; ++block) {
+          msgs.push_back(StreamStart(xid));
+          if (block == 0) msgs.push_back(By(xid, rel));
+          const int n = static_cast<int>(next() % 30) + 1;
+          for (int i = 0; i < n; ++i) {
+            const uint32_t sub = next() % 2 ? xid : xid * 10 + next() % 3;
+            msgs.push_back(By(sub, change(i)));
+          }
+          msgs.push_back(StreamStop());
+          // A plain transaction between the blocks.
+          msgs.push_back(Begin(lsn + 0x10, xid + 5000));
+          msgs.push_back(change(99));
+          msgs.push_back(Commit(lsn + 0x10, lsn + 0x18));
+          lsn += 0x20;
+        }
+        if (next() % 4 == 0) msgs.push_back(StreamAbort(xid, xid * 10 + 1));
+        if (next() % 6 == 0) {
+          msgs.push_back(StreamAbort(xid, xid));
+        } else {
+          msgs.push_back(StreamCommit(xid, lsn, lsn + 8));
+        }
+      } else {
+        msgs.push_back(Begin(lsn, xid));
+        const int n = static_cast<int>(next() % 40) + 1;
+        for (int i = 0; i < n; ++i) msgs.push_back(change(i));
+        msgs.push_back(Commit(lsn, lsn + 8));
+      }
+    }
+  }
+  ChangeSet plain({Table(0x4000)});
+  ChangeSet spilled({Table(0x4000)});  // transactions before 0x4000 are in the table already
+  ChangeSpill spill(dir_, "temp_dir");
+  spilled.SetSpill(&spill, 3000);
+  for (const auto& msgs : rounds) {
+    ASSERT_TRUE(Feed(&plain, msgs).ok());
+    ASSERT_TRUE(Feed(&spilled, msgs).ok());
+    EXPECT_GT(spill.disk_bytes(), 0u);
+    Seen a = Take(&plain);
+    Seen b = Take(&spilled);
+    EXPECT_EQ(b.upserts, a.upserts);
+    EXPECT_EQ(b.deletes, a.deletes);
+    EXPECT_GT(a.upserts.size() + a.deletes.size(), 50u);
+    EXPECT_EQ(spill.disk_bytes(), 0u);
+  }
+  // An open transaction that spilled and is dropped leaves nothing.
+  ASSERT_TRUE(
+      Feed(&spilled, {Begin(0x900000, 9), Insert(kRel, {Int4(1), Text(std::string(5000, 'z'))}),
+                      Insert(kRel, {Int4(2), Text(std::string(5000, 'z'))})})
+          .ok());
+  EXPECT_GT(spill.disk_bytes(), 0u);
+  spilled.DropTransaction();
+  EXPECT_EQ(spill.disk_bytes(), 0u);
+  EXPECT_TRUE(Take(&spilled).upserts.empty());
+}
+
+// An unchanged TOASTed value whose earlier change went to disk is looked up, not taken from an
+// older change still in memory.
+TEST_F(ChangeSetSpillTest, AnUnchangedValueWhoseEarlierChangeIsOnDiskIsLookedUp) {
+  ChangeSet cs({Table()});
+  ChangeSpill spill(dir_, "temp_dir");
+  cs.SetSpill(&spill, 3000);
+  const std::string rel = Relation(kRel, "public", "t", {{true, "id", 23}, {false, "v", 25}});
+  ASSERT_TRUE(
+      Feed(&cs, {rel, Begin(0x100, 1), Insert(kRel, {Int4(1), Text("old")}), Commit(0x100, 0x108),
+                 Begin(0x200, 2), Update(kRel, 0, {}, {Int4(1), Text(std::string(4000, 'n'))}),
+                 Update(kRel, 0, {}, {Int4(1), Unchanged()}), Commit(0x200, 0x208)})
+          .ok());
+  EXPECT_GT(spill.disk_bytes(), 0u);
+  int asked = 0;
+  Seen s = Take(&cs, [&](size_t, const std::vector<std::vector<std::string>>& keys,
+                         std::vector<ChangeSet::Row>* rows) {
+    asked += static_cast<int>(keys.size());
+    rows->assign(keys.size(),
+                 std::vector<std::optional<std::string>>{B32(1), std::string(4000, 'n')});
+    return Status::OK();
+  });
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(s.upserts,
+            (std::map<int32_t, std::optional<std::string>>{{1, std::string(4000, 'n')}}));
+}
+
 }  // namespace ferry::source::pg

@@ -840,9 +840,17 @@ class PostgresSource final : public Source {
     // read up to `gone_at` (every change before the drop), for a rediscovery.
     std::string gone;
     pg::Lsn gone_at = 0;
+    std::unique_ptr<ChangeSpill> spill;
+    if (options.memory_limit > 0 && !options.spill_dir.empty()) {
+      spill = std::make_unique<ChangeSpill>(options.spill_dir, "temp_dir");
+      changes.SetSpill(spill.get(), options.memory_limit);
+    }
+    auto resolve = [&](size_t t, const std::vector<std::vector<std::string>>& keys,
+                       std::vector<pg::ChangeSet::Row>* rows) {
+      return LookupRows(changes, t, keys, rows);
+    };
     auto flush = [&](pg::Lsn position) -> Status {
-      FERRY_RETURN_IF_ERROR(ResolveToast(&changes));
-      FERRY_RETURN_IF_ERROR(changes.TakeBatches(options.batch_rows, emit));
+      FERRY_RETURN_IF_ERROR(changes.TakeBatches(options.batch_rows, emit, resolve));
       std::vector<std::string> ids;
       for (size_t i = 0; i < changes.tables().size(); ++i) {
         // A table followed as another relation since (source.truncate: ignore).
@@ -1817,47 +1825,51 @@ class PostgresSource final : public Source {
     return out;
   }
 
-  // Fills unchanged TOASTed values the stream did not carry from the rows' current versions.
-  Status ResolveToast(pg::ChangeSet* changes) {
-    auto missing = changes->Unresolved();
-    if (missing.empty()) return Status::OK();
+  // The current rows of table `t` (an index into changes.tables()) for `keys` (key order, binary
+  // send format), in order: what an unchanged TOASTed value the stream did not carry is read
+  // from. nullopt for a key whose row no longer exists.
+  Status LookupRows(const pg::ChangeSet& changes, size_t t,
+                    const std::vector<std::vector<std::string>>& keys,
+                    std::vector<pg::ChangeSet::Row>* out) {
+    out->assign(keys.size(), std::nullopt);
+    if (keys.empty()) return Status::OK();
     FERRY_RETURN_IF_ERROR(OpenLookup());
-    for (size_t begin = 0; begin < missing.size();) {
-      const size_t t = missing[begin].table;
-      size_t end = begin;
-      while (end < missing.size() && missing[end].table == t && end - begin < kLookupKeys) ++end;
-      const pg::ChangeTable& table = changes->tables()[t];
-      // The rows are read from the table of that name: it must be the relation the changes are of.
-      FERRY_ASSIGN_OR_RETURN(uint32_t now, CurrentRelid(table.nspname, table.relname));
-      if (now != table.relid) {
-        return Status::InvalidArgument(
-            "table " + table.nspname + "." + table.relname + ": changes of relation " +
-            std::to_string(table.relid) +
-            " left large values unchanged (the server does not send them), and ferry reads such "
-            "values from the table, which is no longer that relation (dropped, renamed, or "
-            "dropped and created again). Start the stream over (remove its entry from the state "
-            "file, and drop its table in the destination unless the table was created again)");
-      }
-      auto it = relations_.find(table.stream);
-      if (it == relations_.end()) return Status::Internal("no relation for " + table.stream);
-      const Relation& rel = it->second;
-      const StreamInfo* info = nullptr;
-      for (const auto& st : cdc_streams_) {
-        if (st.name == table.stream) info = &st;
-      }
-      if (!info) return Status::Internal("no stream info for " + table.stream);
+    const pg::ChangeTable& table = changes.tables()[t];
+    // The rows are read from the table of that name: it must be the relation the changes are of.
+    FERRY_ASSIGN_OR_RETURN(uint32_t now, CurrentRelid(table.nspname, table.relname));
+    if (now != table.relid) {
+      return Status::InvalidArgument(
+          "table " + table.nspname + "." + table.relname + ": changes of relation " +
+          std::to_string(table.relid) +
+          " left large values unchanged (the server does not send them), and ferry reads such "
+          "values from the table, which is no longer that relation (dropped, renamed, or "
+          "dropped and created again). Start the stream over (remove its entry from the state "
+          "file, and drop its table in the destination unless the table was created again)");
+    }
+    auto it = relations_.find(table.stream);
+    if (it == relations_.end()) return Status::Internal("no relation for " + table.stream);
+    const Relation& rel = it->second;
+    const StreamInfo* info = nullptr;
+    for (const auto& st : cdc_streams_) {
+      if (st.name == table.stream) info = &st;
+    }
+    if (!info) return Status::Internal("no stream info for " + table.stream);
+    for (size_t begin = 0; begin < keys.size(); begin += kLookupKeys) {
+      const size_t end = std::min(keys.size(), begin + kLookupKeys);
       std::string sql = "SELECT ";
       for (size_t c = 0; c < table.columns.size(); ++c) {
         sql += (c ? ", " : "") + QuoteIdent(table.columns[c]);
       }
-      std::string keys;
-      for (size_t k : table.key) keys += (keys.empty() ? "" : ", ") + QuoteIdent(table.columns[k]);
-      sql += " FROM " + From(rel) + " WHERE (" + keys + ") IN (";
+      std::string key_list;
+      for (size_t k : table.key) {
+        key_list += (key_list.empty() ? "" : ", ") + QuoteIdent(table.columns[k]);
+      }
+      sql += " FROM " + From(rel) + " WHERE (" + key_list + ") IN (";
       std::vector<std::optional<std::string>> params;
       for (size_t i = begin; i < end; ++i) {
         sql += i > begin ? ", (" : "(";
         for (size_t k = 0; k < table.key.size(); ++k) {
-          params.push_back(missing[i].key_values[k]);
+          params.push_back(keys[i][k]);
           sql += (k ? ", $" : "$") + std::to_string(params.size()) +
                  "::" + info->columns[table.key[k]].source_type;
         }
@@ -1872,11 +1884,8 @@ class PostgresSource final : public Source {
         rows[key] = row;
       }
       for (size_t i = begin; i < end; ++i) {
-        auto found = rows.find(missing[i].key_values);
-        if (found == rows.end()) {
-          changes->Resolve(missing[i], std::nullopt);
-          continue;
-        }
+        auto found = rows.find(keys[i]);
+        if (found == rows.end()) continue;
         std::vector<std::optional<std::string>> values;
         for (size_t c = 0; c < table.columns.size(); ++c) {
           if (r.IsNull(found->second, static_cast<int>(c))) {
@@ -1885,9 +1894,8 @@ class PostgresSource final : public Source {
             values.emplace_back(std::string(r.Bytes(found->second, static_cast<int>(c))));
           }
         }
-        changes->Resolve(missing[i], values);
+        (*out)[i] = std::move(values);
       }
-      begin = end;
     }
     return Status::OK();
   }
