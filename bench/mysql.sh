@@ -20,6 +20,8 @@
 #                 ferry sync --once applying them to the Iceberg table (a cdc_only stream)
 #   one txn       --changes updates in ONE transaction, the same two readers: what one large
 #                 transaction costs in time and in ferry's peak RSS
+#   spilling      the same one transaction into a pipeline with memory_limit: 64MiB, whose held
+#                 changes go to disk: its time and peak RSS against the in-memory one
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 

@@ -63,11 +63,12 @@ def run(a, server, work):
     client = [server.client_bin, *tcp, "--quick", "--batch", "bench"]
     binlog_reader = shutil.which("mariadb-binlog")
 
-    def pipeline(name, mode):
+    def pipeline(name, mode, memory_limit="0"):
         d = os.path.join(work, name)
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "pipeline.yaml"), "w") as f:
             f.write(f"""name: {name}
+memory_limit: {memory_limit}
 source:
   type: mysql
   url: "{server.url('bench')}"
@@ -82,7 +83,8 @@ state: ./state.json
 
     recs = {k: [] for k in ("select", "select_cpu", "full", "full_rss", "full_cpu", "recv",
                             "recv_cpu", "cdc", "cdc_rss", "cdc_cpu", "big_recv", "big_recv_cpu",
-                            "big", "big_rss", "big_cpu")}
+                            "big", "big_rss", "big_cpu", "spill_recv", "spill_recv_cpu",
+                            "spill", "spill_rss", "spill_cpu")}
     full = pipeline("full", "full_refresh")
     for rep in range(a.repeat):
         s, _, cpu = measure_cpu(client + ["-e", "SELECT * FROM t"])
@@ -105,8 +107,11 @@ state: ./state.json
 
     cdc = pipeline("cdc", "cdc_only")
     measure_cpu([a.ferry, "sync", "--once", "-c", "pipeline.yaml"], cwd=cdc, env=env)
+    # The same, its held changes spilled to disk past 64 MiB.
+    spilled = pipeline("spilled", "cdc_only", memory_limit="64MiB")
+    measure_cpu([a.ferry, "sync", "--once", "-c", "pipeline.yaml"], cwd=spilled, env=env)
 
-    def changes(txns, label, keys):
+    def changes(txns, label, keys, where=cdc):
         """--changes updates in `txns` transactions (a fresh binary log file first, so that the
         range is one file), then mariadb-binlog and ferry reading them."""
         per_txn = a.changes // txns
@@ -131,7 +136,7 @@ state: ./state.json
                      "transactions: it did not read the range")
         recs[keys[0]].append(s)
         recs[keys[0] + "_cpu"].append(cpu)
-        s, rss, cpu = measure_cpu([a.ferry, "sync", "--once", "-c", "pipeline.yaml"], cwd=cdc,
+        s, rss, cpu = measure_cpu([a.ferry, "sync", "--once", "-c", "pipeline.yaml"], cwd=where,
                                   env=env)
         recs[keys[1]].append(s)
         recs[keys[1] + "_rss"].append(rss)
@@ -144,6 +149,13 @@ state: ./state.json
         n_changes = changes(a.txns, f"cdc run {rep + 1}", ("recv", "cdc"))
     for rep in range(a.repeat):
         changes(1, f"one transaction, run {rep + 1}", ("big_recv", "big"))
+        # The spilling pipeline reads the same range as the in-memory one did: both start where
+        # the last change of the previous run left them.
+    # One transaction again, into the pipeline that spills past 64 MiB (it first catches up with
+    # the changes the in-memory one applied, not measured).
+    measure_cpu([a.ferry, "sync", "--once", "-c", "pipeline.yaml"], cwd=spilled, env=env)
+    for rep in range(a.repeat):
+        changes(1, f"one transaction, spilling, run {rep + 1}", ("spill_recv", "spill"), spilled)
 
     med = statistics.median
     version = server.rows("SELECT VERSION()")[0][0]
@@ -175,6 +187,13 @@ state: ./state.json
             "ferry_seconds": recs["big"], "ferry_peak_rss_kb": recs["big_rss"],
             "ferry_cpu_seconds": recs["big_cpu"],
             "ratio_ferry_to_mariadb_binlog": round(med(recs["big_recv"]) / med(recs["big"]), 3)},
+        "one_transaction_spilling": {
+            "changes": a.changes, "memory_limit": "64MiB",
+            "mariadb_binlog_seconds": recs["spill_recv"],
+            "ferry_seconds": recs["spill"], "ferry_peak_rss_kb": recs["spill_rss"],
+            "ferry_cpu_seconds": recs["spill_cpu"],
+            "ratio_spilling_to_in_memory": round(med(recs["big"]) / med(recs["spill"]), 3),
+            "ratio_one_transaction_to_many": round(med(recs["cdc"]) / med(recs["big"]), 3)},
     }
     write_result(a.json, result)
     fr, c, b = result["full_refresh"], result["cdc"], result["one_transaction"]
@@ -191,6 +210,11 @@ state: ./state.json
     print(f"one transaction of {a.changes:,} changes: mariadb-binlog {med(recs['big_recv']):.2f} s, "
           f"ferry {med(recs['big']):.2f} s: ferry/mariadb-binlog "
           f"{b['ratio_ferry_to_mariadb_binlog']:.2f}; peak RSS {max(recs['big_rss']) / 1024:.0f} MiB")
+    sp = result["one_transaction_spilling"]
+    print(f"one transaction, spilling past 64 MiB: ferry {med(recs['spill']):.2f} s, peak RSS "
+          f"{max(recs['spill_rss']) / 1024:.0f} MiB: in memory / spilling "
+          f"{sp['ratio_spilling_to_in_memory']:.2f}; many transactions / one "
+          f"{sp['ratio_one_transaction_to_many']:.2f}")
     print(f"CPU seconds (user + system, median): full refresh ferry {med(recs['full_cpu']):.2f}, "
           f"mariadb client {med(recs['select_cpu']):.2f}; cdc ferry {med(recs['cdc_cpu']):.2f}, "
           f"mariadb-binlog {med(recs['recv_cpu']):.2f}; one transaction ferry "
