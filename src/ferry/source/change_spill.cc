@@ -13,6 +13,7 @@
 #include <queue>
 
 #include "ferry/base/fault.h"
+#include "ferry/base/log.h"
 
 namespace ferry::source {
 namespace {
@@ -254,6 +255,24 @@ Status ChangeSpill::Merge(const std::vector<int>& ids,
     FERRY_RETURN_IF_ERROR(r->Next());
     if (!r->done()) heap.push(r);
   }
+  return Status::OK();
+}
+
+void ChangeSpill::Announce(size_t memory_limit) {
+  if (announced_) return;
+  announced_ = true;
+  FERRY_LOG(kInfo) << "held changes past memory_limit (" << (memory_limit >> 20)
+                   << " MiB): spilling them to " << dir_;
+}
+
+Status ChangeSpill::ReadBack(const std::vector<int>& ids,
+                             const std::function<bool(int run, uint32_t table)>& skip,
+                             const std::function<Status(const Entry&)>& each) {
+  FERRY_LOG(kInfo) << "read back " << ids.size() << " spill file(s), " << (disk_bytes_ >> 20)
+                   << " MiB, merged by key";
+  announced_ = false;
+  FERRY_RETURN_IF_ERROR(Merge(ids, skip, each));
+  for (int id : ids) DropRun(id);
   return Status::OK();
 }
 

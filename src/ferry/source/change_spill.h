@@ -17,6 +17,7 @@
 // Not thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -47,6 +48,36 @@ class ChangeSpill {
   // Writes `sorted` (ordered by table, then key bytes; one entry per (table, key)) as a run.
   // Returns its id.
   Result<int> WriteRun(const std::vector<Entry>& sorted);
+  // Writes a reader's held changes as one run and empties them: `maps` per table, key -> change
+  // (with its `seq`), each change's record `encode(change)`. Says once, until ReadBack, that
+  // changes are spilling past `memory_limit`.
+  template <typename Map, typename Encode>
+  Result<int> WriteMaps(std::vector<Map>* maps, const Encode& encode, size_t memory_limit) {
+    std::vector<Entry> entries;
+    std::vector<std::string> records;
+    size_t n = 0;
+    for (const auto& m : *maps) n += m.size();
+    entries.reserve(n);
+    records.reserve(n);  // no reallocation: entries view the records
+    for (size_t t = 0; t < maps->size(); ++t) {
+      for (const auto& [key, change] : (*maps)[t]) {
+        records.push_back(encode(change));
+        entries.push_back({static_cast<uint32_t>(t), key, change.seq, records.back()});
+      }
+    }
+    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+      return a.table != b.table ? a.table < b.table : a.key < b.key;
+    });
+    Result<int> id = WriteRun(entries);
+    if (!id.ok()) return id;
+    for (auto& m : *maps) m = Map();
+    Announce(memory_limit);
+    return id;
+  }
+  // Merge, for a reader's checkpoint: says how much is read back; the runs are dropped after.
+  Status ReadBack(const std::vector<int>& ids,
+                  const std::function<bool(int run, uint32_t table)>& skip,
+                  const std::function<Status(const Entry&)>& each);
   // Removes a run's file.
   void DropRun(int id);
   // A run's precedence over others for the same key (a reader whose arrival order is not its
@@ -71,6 +102,8 @@ class ChangeSpill {
 
  private:
   std::string Path(int id) const;
+  void Announce(size_t memory_limit);
+  bool announced_ = false;  // since the last ReadBack
 
   std::string dir_;
   std::string setting_;

@@ -62,28 +62,16 @@ Status BinlogChanges::Put(size_t t, bool deleted,
 }
 
 Result<int> BinlogChanges::SpillMaps(std::vector<Changes>* maps) {
-  std::vector<ChangeSpill::Entry> entries;
-  std::vector<std::string> records;  // deleted flag + packed row, per entry
-  size_t n = 0;
-  for (const auto& m : *maps) n += m.size();
-  entries.reserve(n);
-  records.reserve(n);
-  for (size_t t = 0; t < maps->size(); ++t) {
-    for (const auto& [key, change] : (*maps)[t]) {
-      std::string r;
-      r.reserve(change.packed.size() + 1);
-      r.push_back(change.deleted ? 'd' : 'u');
-      r.append(change.packed);
-      records.push_back(std::move(r));
-      entries.push_back({static_cast<uint32_t>(t), key, change.seq, records.back()});
-    }
-  }
-  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
-    return a.table != b.table ? a.table < b.table : a.key < b.key;
-  });
-  FERRY_ASSIGN_OR_RETURN(int id, spill_->WriteRun(entries));
-  for (auto& m : *maps) m = Changes();
-  return id;
+  return spill_->WriteMaps(
+      maps,
+      [](const Change& c) {
+        std::string r;
+        r.reserve(c.packed.size() + 1);
+        r.push_back(c.deleted ? 'd' : 'u');  // deleted flag + packed row
+        r.append(c.packed);
+        return r;
+      },
+      memory_limit_);
 }
 
 Status BinlogChanges::MaybeSpill() {
@@ -103,12 +91,6 @@ Status BinlogChanges::MaybeSpill() {
     held_changes_ = held_bytes_ = 0;
   }
   Recount();
-  // Said once per checkpoint; the read-back says how much it came to.
-  if (!spilled_since_take_) {
-    spilled_since_take_ = true;
-    FERRY_LOG(kInfo) << "held changes past memory_limit (" << (memory_limit_ >> 20)
-                     << " MiB): spilling them to " << spill_->dir();
-  }
   return Status::OK();
 }
 
@@ -227,7 +209,7 @@ Status BinlogChanges::TakeBatches(
       FERRY_ASSIGN_OR_RETURN(int id, SpillMaps(&held_));
       held_runs_.push_back(id);
     }
-    FERRY_RETURN_IF_ERROR(spill_->Merge(
+    FERRY_RETURN_IF_ERROR(spill_->ReadBack(
         held_runs_,
         [&](int run, uint32_t t) {
           auto it = skipped_.find(run);
@@ -244,9 +226,6 @@ Status BinlogChanges::TakeBatches(
           return flush(false);
         }));
     FERRY_RETURN_IF_ERROR(flush(true));
-    FERRY_LOG(kInfo) << "read back " << held_runs_.size() << " spill file(s), "
-                     << (spill_->disk_bytes() >> 20) << " MiB, merged by key";
-    for (int run : held_runs_) spill_->DropRun(run);
     held_runs_.clear();
     skipped_.clear();
   } else {
@@ -264,7 +243,6 @@ Status BinlogChanges::TakeBatches(
   for (auto& h : held_) h = Changes();  // their buckets too: one large checkpoint's are not kept
   held_changes_ = held_bytes_ = 0;
   spilled_changes_ = spilled_bytes_ = 0;
-  spilled_since_take_ = false;
   Recount();
   return Status::OK();
 }

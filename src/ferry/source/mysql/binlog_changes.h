@@ -120,7 +120,6 @@ class BinlogChanges {
   std::vector<Changes> txn_;   // per table: the open transaction
   ChangeSpill* spill_ = nullptr;
   size_t memory_limit_ = 0;
-  bool spilled_since_take_ = false;  // the spill was announced since the last TakeBatches
   uint64_t seq_ = 0;
   std::vector<int> held_runs_;  // runs of held changes
   std::vector<int> txn_runs_;   // runs of the open transaction

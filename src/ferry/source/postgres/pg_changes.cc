@@ -466,25 +466,11 @@ Status ChangeSet::Decode(std::string_view r, uint64_t seq, Change* c) {
 }
 
 Result<int> ChangeSet::SpillMaps(std::vector<Changes>* maps) {
-  std::vector<ChangeSpill::Entry> entries;
-  std::vector<std::string> records;
   size_t n = 0;
   for (const auto& m : *maps) n += m.size();
-  entries.reserve(n);
-  records.reserve(n);
-  for (size_t t = 0; t < maps->size(); ++t) {
-    for (const auto& [key, change] : (*maps)[t]) {
-      records.push_back(Encode(change));
-      entries.push_back({static_cast<uint32_t>(t), key, change.seq, records.back()});
-    }
-  }
-  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
-    return a.table != b.table ? a.table < b.table : a.key < b.key;
-  });
   const uint64_t before = spill_->disk_bytes();
-  FERRY_ASSIGN_OR_RETURN(int id, spill_->WriteRun(entries));
+  FERRY_ASSIGN_OR_RETURN(int id, spill_->WriteMaps(maps, Encode, memory_limit_));
   run_sizes_[id] = {n, static_cast<size_t>(spill_->disk_bytes() - before)};
-  for (auto& m : *maps) m = Changes();
   return id;
 }
 
@@ -521,12 +507,6 @@ Status ChangeSet::MaybeSpill() {
     held_changes_ = held_bytes_ = 0;
   }
   Recount();
-  // Said once per checkpoint; the read-back says how much it came to.
-  if (!spilled_since_take_) {
-    spilled_since_take_ = true;
-    FERRY_LOG(kInfo) << "held changes past memory_limit (" << (memory_limit_ >> 20)
-                     << " MiB): spilling them to " << spill_->dir();
-  }
   return Status::OK();
 }
 
@@ -703,7 +683,7 @@ Status ChangeSet::TakeBatches(
       JoinHeld(id);
     }
     Change c;
-    FERRY_RETURN_IF_ERROR(spill_->Merge(
+    FERRY_RETURN_IF_ERROR(spill_->ReadBack(
         held_runs_,
         [&](int run, uint32_t t) {
           auto it = skipped_.find(run);
@@ -713,8 +693,6 @@ Status ChangeSet::TakeBatches(
           FERRY_RETURN_IF_ERROR(Decode(e.record, e.seq, &c));
           return add(e.table, std::move(c));
         }));
-    FERRY_LOG(kInfo) << "read back " << held_runs_.size() << " spill file(s), "
-                     << (spill_->disk_bytes() >> 20) << " MiB, merged by key";
     for (int run : held_runs_) DropRun(run);
     held_runs_.clear();
   } else {
@@ -727,7 +705,6 @@ Status ChangeSet::TakeBatches(
   for (auto& h : held_) h = Changes();  // their buckets too: one large checkpoint's are not kept
   held_changes_ = held_bytes_ = 0;
   spilled_changes_ = spilled_bytes_ = 0;
-  spilled_since_take_ = false;
   Recount();
   return Status::OK();
 }

@@ -273,9 +273,8 @@ class ChangeSet {
   size_t spilled_changes_ = 0, spilled_bytes_ = 0;
   ChangeSpill* spill_ = nullptr;
   size_t memory_limit_ = 0;
-  bool spilled_since_take_ = false;  // the spill was announced since the last TakeBatches
-  std::vector<int> held_runs_;       // runs of held changes
-  std::vector<int> txn_runs_;        // runs of the open transaction
+  std::vector<int> held_runs_;                          // runs of held changes
+  std::vector<int> txn_runs_;                           // runs of the open transaction
   std::map<int, std::pair<size_t, size_t>> run_sizes_;  // per run: changes, bytes on disk
   uint32_t current_sub_ = 0;  // the (sub)transaction of the streamed change being put
   void DropRun(int run);
