@@ -1,6 +1,7 @@
 #include "ferry/engine/coordinator.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "ferry/engine/tasks.h"
 
@@ -59,7 +60,14 @@ void Coordinator::Landed(Position floor) {
     taken_.pop_front();
   }
   if (!commit_us) return;
-  series_.lag_seconds->Set(*commit_us > 0 ? std::max(0.0, now - *commit_us / 1e6) : 0.0);
+  const double lag = *commit_us > 0 ? std::max(0.0, now - *commit_us / 1e6) : 0.0;
+  series_.lag_seconds->Set(lag);
+  lag_peak_ = std::max(lag_peak_, lag);
+}
+
+double Coordinator::TakeLagPeak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(lag_peak_, 0.0);
 }
 
 std::optional<Position> Coordinator::Floor(const SourceRun& run, Recorder* recorder,

@@ -55,6 +55,9 @@ class Coordinator final : public source::Source::CheckpointTrigger {
   // Every stream of the source holds `floor` in its table and in the state file (any thread):
   // the lag is that of the newest checkpoint at or below it.
   void Landed(source::Position floor);
+  // The highest lag a landing showed since the last call (0 when none landed): a checkpoint that
+  // lands late and is followed at once by quiet ones still raises the lag alarm.
+  double TakeLagPeak();
 
   // How far `run`'s shared change log may be forgotten: up to what EVERY cdc stream of the source
   // has in its table and in the state file, including backfills still in flight (their changes
@@ -82,6 +85,7 @@ class Coordinator final : public source::Source::CheckpointTrigger {
   std::mutex mu_;
   std::deque<std::pair<source::Position, int64_t>> taken_;  // guarded by mu_
   source::Position landed_;                                 // guarded by mu_
+  double lag_peak_ = 0;                                     // guarded by mu_
 };
 
 }  // namespace ferry::engine

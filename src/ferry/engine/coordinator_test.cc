@@ -4,6 +4,8 @@
 
 #include <thread>
 
+#include "ferry/metrics/metrics.h"
+
 namespace ferry::engine {
 namespace {
 
@@ -65,6 +67,23 @@ TEST(CoordinatorTest, TakenRestartsTheClock) {
   EXPECT_TRUE(c.Due({1, 1, true, false}));
   c.Taken();
   EXPECT_FALSE(c.Due({1, 1, true, false}));
+}
+
+TEST(CoordinatorTest, ALateLandingIsSeenByTheLagAlarmThoughQuietOnesFollowAtOnce) {
+  Coordinator c;
+  c.SetSeries(metrics::Metrics::Get().Source("coordinator_test", "late"));
+  c.Start(Policy(60000, 0), false, 0);
+  const auto now_us = static_cast<int64_t>(metrics::UnixNow() * 1e6);
+  c.Due({1, 1, true, false, now_us - 30'000'000});  // committed at the source 30 s ago
+  c.Checkpointed(source::Position::Lsn(100));
+  c.Checkpointed(source::Position::Lsn(200));  // a quiet log's: nothing waits in it
+  EXPECT_EQ(c.TakeLagPeak(), 0);
+  c.Landed(source::Position::Lsn(100));
+  c.Landed(source::Position::Lsn(200));
+  // The gauge says what is true now (nothing waits); the alarm still learns of the late landing.
+  EXPECT_EQ(metrics::Metrics::Get().Source("coordinator_test", "late").lag_seconds->Value(), 0);
+  EXPECT_GE(c.TakeLagPeak(), 29.0);
+  EXPECT_EQ(c.TakeLagPeak(), 0);  // once
 }
 
 }  // namespace

@@ -106,6 +106,9 @@ void LogWatcher::Look(Watched& w) {
   // position stood, is a stall; a quiet server's log that did not grow is none.
   if (moved || !w.behind_then) w.behind_then = st.behind_bytes;
   if (st.behind_bytes) w.series.log_lag_bytes->Set(static_cast<double>(*st.behind_bytes));
+  // The lag as the last landings showed it, before a caught-up log sets it to none below: changes
+  // that landed late count even when all has landed by the time of this look.
+  const double lag = std::max(w.run->coordinator.TakeLagPeak(), w.series.lag_seconds->Value());
   // Every change the source has logged is committed: nothing waits, the lag is none.
   if (st.behind_bytes && *st.behind_bytes == 0 && floor && !floor->none()) {
     w.series.lag_seconds->Set(0);
@@ -159,7 +162,6 @@ void LogWatcher::Look(Watched& w) {
   }
   // lag: the replication lag of the newest checkpoint every stream committed.
   if (alerts_.max_lag_ms > 0) {
-    const double lag = w.series.lag_seconds->Value();
     const bool on = lag * 1000 > static_cast<double>(alerts_.max_lag_ms);
     Set(w, metrics::Alert::kLag, on,
         who + ": changes reach the destination " + Duration(static_cast<int64_t>(lag * 1000)) +
