@@ -7,7 +7,9 @@
 //   avsc     the manifest list and every manifest: decodes them and checks that every field of
 //            their embedded schemas carries "field-id".
 // Problems found on the way (a missing field id, a row count that disagrees with the manifest,
-// ...) are listed in "problems"; the caller compares the rows with its source.
+// a partition tuple that disagrees with the rows of its file or with the manifest list's
+// partition summaries, ...) are listed in "problems"; the caller compares the rows with its
+// source.
 //
 // Usage: node iceberg_inspect.mjs <path of the table's current metadata.json>
 //        (a table on S3: FERRY_INSPECT_S3_MIRROR=<folder holding a copy of its bucket>, below)
@@ -216,10 +218,36 @@ if (current) {
   out.manifests = list.length;
   for (const m of list) {
     const entries = await inspectAvro(localPath(m.manifest_path), 'manifest');
+    const spec = (metadata['partition-specs'] || []).find((s) => s['spec-id'] === m.partition_spec_id);
+    if (!spec) problems.push(`manifest ${m.manifest_path} has partition spec ${m.partition_spec_id}, which the metadata does not list`);
+    const fields = spec ? spec.fields : [];
+    if ((m.partitions || []).length !== fields.length) problems.push(`manifest list: ${m.manifest_path} has ${(m.partitions || []).length} partition summaries for a spec of ${fields.length} fields`);
     for (const e of entries) {
       if (e.status === 2) continue;
       const mapOf = (arr) => new Map((arr || []).map((kv) => [Number(kv.key), kv.value]));
+      // The tuple, by the spec's field names (the Avro record names them the Avro-safe way).
+      const tuple = {};
+      fields.forEach((f, i) => {
+        const v = (e.data_file.partition || {})[parquetName(f.name)];
+        tuple[f.name] = v === null || v === undefined ? null : String(v);
+        const sum = (m.partitions || [])[i];
+        if (!sum) return;
+        if (v === null || v === undefined) {
+          if (!sum.contains_null) problems.push(`manifest list: ${m.manifest_path} field ${f.name} says no nulls, an entry has one`);
+        } else if (typeof v === 'number' || typeof v === 'bigint') {
+          const lo = sum.lower_bound ? Buffer.from(sum.lower_bound) : null;
+          const hi = sum.upper_bound ? Buffer.from(sum.upper_bound) : null;
+          const read = (b) => (b.length === 4 ? BigInt(b.readInt32LE(0)) : b.readBigInt64LE(0));
+          if (!lo || !hi || BigInt(v) < read(lo) || BigInt(v) > read(hi)) problems.push(`manifest list: ${m.manifest_path} field ${f.name} value ${v} outside its summary's bounds`);
+        } else if (typeof v === 'string') {
+          const lo = sum.lower_bound ? Buffer.from(sum.lower_bound).toString('utf8') : null;
+          const hi = sum.upper_bound ? Buffer.from(sum.upper_bound).toString('utf8') : null;
+          if (lo === null || hi === null || Buffer.compare(Buffer.from(v), Buffer.from(lo)) < 0 || Buffer.compare(Buffer.from(v), Buffer.from(hi)) > 0) problems.push(`manifest list: ${m.manifest_path} field ${f.name} value ${v} outside its summary's bounds`);
+        }
+      });
       out.data_files.push({
+        spec_id: m.partition_spec_id,
+        partition: tuple,
         path: e.data_file.file_path,
         content: e.data_file.content,
         sequence_number: String(e.sequence_number ?? m.sequence_number),
@@ -337,6 +365,40 @@ const conn = await instance.connect();
 await conn.run('SET autoinstall_known_extensions=false; SET autoload_known_extensions=false;');
 const q = async (sql) => (await conn.runAndReadAll(sql)).getRowObjects();
 const lit = (s) => "'" + s.replaceAll("'", "''") + "'";
+// The partition values DuckDB computes from a data file's rows must all equal the tuple its
+// manifest entry carries (transforms DuckDB can compute: identity, year, month, day, hour,
+// truncate of numbers and strings; bucket is Murmur3, checked against the spec's examples by
+// ferry's unit tests).
+async function checkPartition(f, p) {
+  const spec = (metadata['partition-specs'] || []).find((s) => s['spec-id'] === f.spec_id);
+  for (const field of spec ? spec.fields : []) {
+    const source = schema.fields.find((x) => x.id === field['source-id']);
+    if (!source) continue;
+    const c = '"' + parquetName(source.name).replaceAll('"', '""') + '"';
+    const t = field.transform;
+    const type = typeof source.type === 'string' ? source.type : '';
+    const isTime = type === 'timestamp' || type === 'timestamptz';
+    const days = type === 'date' ? `(${c} - DATE '1970-01-01')` : `CAST(floor(epoch_us(${c}) / 86400000000) AS BIGINT)`;
+    const ymd = (part) => `date_part('${part}', ${type === 'date' ? c : `make_date(1970, 1, 1) + CAST(${days} AS INTEGER)`})`;
+    let expr = null;
+    if (t === 'identity') expr = type === 'date' ? days : isTime ? `epoch_us(${c})` : c;
+    else if (t === 'day') expr = days;
+    else if (t === 'year') expr = `${ymd('year')} - 1970`;
+    else if (t === 'month') expr = `(${ymd('year')} - 1970) * 12 + ${ymd('month')} - 1`;
+    else if (t === 'hour') expr = `CAST(floor(epoch_us(${c}) / 3600000000) AS BIGINT)`;
+    else if (t.startsWith('truncate[')) {
+      const w = Number(t.slice(9, -1));
+      expr = type === 'string' ? `left(${c}, ${w})` : `${c} - (((${c} % ${w}) + ${w}) % ${w})`;
+    }
+    if (expr === null || (t === 'identity' && !['int', 'long', 'string', 'date', 'timestamp', 'timestamptz', 'boolean'].includes(type))) continue;
+    const seen = await q(`SELECT DISTINCT CAST(${expr} AS VARCHAR) AS v FROM read_parquet(${lit(p)})`);
+    const want = f.partition[field.name];
+    let values = seen.map((r) => (r.v === null ? null : String(r.v)));
+    if (type === 'boolean') values = values.map((v) => (v === null ? null : v === 'true' ? 'true' : 'false'));
+    if (values.length !== 1 || values[0] !== want) problems.push(`partition: ${p} is in ${field.name}=${want} but its rows give ${JSON.stringify(values)}`);
+  }
+}
+
 // Delete files, applied by hand the way the spec says: an equality delete removes rows with the
 // same key values from data files with a smaller data sequence number; a position delete removes
 // the row at (file, pos) from data files with a sequence number up to its own.
@@ -402,6 +464,7 @@ for (const f of out.data_files.filter((d) => d.content === 0)) {
       out.duckdb_rows.push(values);
     });
     checkMetrics(f, rows);
+    await checkPartition(f, p);
     schema.fields.forEach((field, i) => {
       const counted = rows.filter((r) => Object.values(r)[i] === null).length;
       const stat = nulls.find((n) => n.path_in_schema === parquetName(field.name));

@@ -304,8 +304,8 @@ class Parser {
   }
 
   Status ParseStream(const YAML::Node& s, StreamConfig* sc) {
-    static const std::vector<std::string> kKeys = {"name",   "mode",     "chunk_rows",
-                                                   "cursor", "tie_rows", "primary_key"};
+    static const std::vector<std::string> kKeys = {
+        "name", "mode", "chunk_rows", "cursor", "tie_rows", "primary_key", "partition_by"};
     for (auto it = s.begin(); it != s.end(); ++it) {
       std::string key = it->first.as<std::string>();
       if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
@@ -340,6 +340,9 @@ class Parser {
             "digest of the rows instead)");
       }
     }
+    if (YAML::Node pb = s["partition_by"]) {
+      FERRY_ASSIGN_OR_RETURN(sc->partition_by, Terms(pb, "partition_by"));
+    }
     if (YAML::Node pk = s["primary_key"]) {
       if (pk.IsScalar()) {
         FERRY_ASSIGN_OR_RETURN(std::string c, Scalar(pk, "primary_key"));
@@ -355,6 +358,32 @@ class Parser {
       }
     }
     return Status::OK();
+  }
+
+  // partition_by: a list of terms ("day(created_at)", "bucket(16, id)", "region"), or one term;
+  // [] is a list too (unpartitioned).
+  Result<std::vector<std::string>> Terms(const YAML::Node& n, const std::string& what) {
+    std::vector<std::string> out;
+    if (n.IsScalar()) {
+      FERRY_ASSIGN_OR_RETURN(std::string t, Scalar(n, what));
+      out.push_back(t);
+      return out;
+    }
+    if (!n.IsSequence()) {
+      return Status::InvalidArgument(
+          At(file_, LineOf(n)) + ": " + what +
+          " is a list of partition terms, e.g. [\"day(created_at)\", \"bucket(16, id)\"]");
+    }
+    for (const auto& t : n) {
+      if (!t.IsScalar()) {
+        return Status::InvalidArgument(
+            At(file_, LineOf(t)) + ": " + what +
+            " has a term that is not text; quote terms with a comma: \"bucket(16, id)\"");
+      }
+      FERRY_ASSIGN_OR_RETURN(std::string term, Scalar(t, what));
+      out.push_back(term);
+    }
+    return out;
   }
 
   Result<int64_t> PositiveInt(const YAML::Node& n, const std::string& what) {
@@ -376,7 +405,11 @@ class Parser {
                                      ": missing 'destination:' mapping (with at least 'type')");
     }
     FERRY_ASSIGN_OR_RETURN(dst->type, RequiredScalar(n, "type", "destination"));
-    FERRY_ASSIGN_OR_RETURN(dst->options, CollectOptions(n, "destination", {"type"}));
+    if (YAML::Node pb = n["partition_by"]) {
+      FERRY_ASSIGN_OR_RETURN(dst->partition_by, Terms(pb, "destination.partition_by"));
+    }
+    FERRY_ASSIGN_OR_RETURN(dst->options,
+                           CollectOptions(n, "destination", {"type", "partition_by"}));
     return Status::OK();
   }
 

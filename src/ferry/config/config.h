@@ -95,6 +95,9 @@ struct StreamConfig {
   // their digest: see engine/window.h).
   int64_t tie_rows = 2000;
   std::vector<std::string> primary_key;  // overrides the source's key when set
+  // Iceberg destinations: the table's partition terms; unset: the destination's, else the
+  // table's own spec ([] is unpartitioned).
+  std::optional<std::vector<std::string>> partition_by;
   int line = 0;
 };
 
@@ -163,6 +166,8 @@ struct AlertsConfig {
 struct DestinationConfig {
   std::string type;  // "iceberg", ...
   Options options;   // type-specific keys
+  // The partition terms of every table (a stream's own partition_by overrides them).
+  std::optional<std::vector<std::string>> partition_by;
 };
 
 struct PipelineConfig {

@@ -104,6 +104,9 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& options, SyncRepo
         schema.fields[i].required = schema.fields[i].required && other.fields[i].required;
       }
     }
+    FERRY_RETURN_IF_ERROR(dst->SetPartitioning(
+        first->info.name, first->settings.partition_by ? first->settings.partition_by
+                                                       : cfg.destination.partition_by));
     auto out =
         dst->OpenStream(first->info.name, schema,
                         /*replacing=*/first->settings.mode == config::SyncMode::kFullRefresh);

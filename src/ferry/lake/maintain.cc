@@ -132,6 +132,11 @@ Status RewriteGroup(Table& table, const std::shared_ptr<const Schema>& schema,
   Status s = out.CloseFile();
   if (!s.ok()) return fail(s);
   g->outputs = out.TakeFiles();
+  // A group is one partition of one spec: its files stay there.
+  for (auto& f : g->outputs) {
+    f.spec_id = g->inputs.front().file.spec_id;
+    f.partition = g->inputs.front().file.partition;
+  }
   return Status::OK();
 }
 
@@ -235,7 +240,12 @@ Result<CompactionReport> CompactTable(Table& table, const CompactionOptions& opt
     candidates.insert(candidates.end(), small.begin(), small.end());
   }
   if (candidates.empty()) return report;
-  std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+  // Groups never mix partitions (nor specs): each is rewritten into files of its partition.
+  auto partition_of = [](const ManifestEntry& e) {
+    return std::make_pair(e.file.spec_id, PartitionKey(e.file.partition));
+  };
+  std::sort(candidates.begin(), candidates.end(), [&](const auto& a, const auto& b) {
+    if (partition_of(a) != partition_of(b)) return partition_of(a) < partition_of(b);
     if (*a.sequence_number != *b.sequence_number) return *a.sequence_number < *b.sequence_number;
     return a.file.path < b.file.path;
   });
@@ -243,7 +253,8 @@ Result<CompactionReport> CompactTable(Table& table, const CompactionOptions& opt
   uint64_t group_bytes = 0;
   for (const auto& e : candidates) {
     const auto size = static_cast<uint64_t>(std::max<int64_t>(e.file.file_size_bytes, 0));
-    if (groups.empty() || (group_bytes + size > options.max_group_bytes && group_bytes > 0)) {
+    if (groups.empty() || (group_bytes + size > options.max_group_bytes && group_bytes > 0) ||
+        partition_of(groups.back().inputs.front()) != partition_of(e)) {
       groups.emplace_back();
       group_bytes = 0;
     }
@@ -274,6 +285,7 @@ Result<CompactionReport> CompactTable(Table& table, const CompactionOptions& opt
   bool nothing_left = false;
   Totals after;
   int64_t removed_delete_files = 0;
+  int64_t changed_partitions = 0;
   auto mutate = [&](TableMetadata& next, int attempt) -> Status {
     nothing_left = false;
     // An earlier attempt lost its race (or its unknown outcome was read back as not landed):
@@ -341,16 +353,24 @@ Result<CompactionReport> CompactTable(Table& table, const CompactionOptions& opt
 
     FERRY_ASSIGN_OR_RETURN(Schema table_schema, next.CurrentSchema());
     std::vector<ManifestFile> manifests;
-    ManifestFile data_manifest;
-    if (!added.empty()) {
+    std::map<int32_t, std::vector<ManifestEntry>> added_by_spec;
+    std::set<std::pair<int32_t, std::string>> partitions;
+    for (const auto& a : added) {
+      added_by_spec[a.file.spec_id].push_back(a);
+      partitions.emplace(a.file.spec_id, PartitionKey(a.file.partition));
+    }
+    changed_partitions = static_cast<int64_t>(partitions.size());
+    for (const auto& [spec_id, entries] : added_by_spec) {
+      FERRY_ASSIGN_OR_RETURN(PartitionSpec spec, next.SpecById(spec_id));
       const std::string uri = ManifestUri(next);
       attempt_files.push_back(uri);
-      FERRY_ASSIGN_OR_RETURN(data_manifest,
-                             WriteManifest(table.io(), uri, table_schema, snapshot_id, 0, added));
+      FERRY_ASSIGN_OR_RETURN(
+          ManifestFile data_manifest,
+          WriteManifest(table.io(), uri, table_schema, spec, snapshot_id, 0, entries));
       data_manifest.min_sequence_number = start_seq;
       manifests.push_back(data_manifest);
     }
-    int64_t kept = 0, replaced = 0, created = added.empty() ? 0 : 1;
+    int64_t kept = 0, replaced = 0, created = static_cast<int64_t>(added_by_spec.size());
     for (const auto& m : fresh->manifests) {
       auto it = fresh->entries.find(m.path);
       if (it == fresh->entries.end()) return Status::Internal("manifest entries not loaded");
@@ -387,7 +407,8 @@ Result<CompactionReport> CompactTable(Table& table, const CompactionOptions& opt
       }
       const std::string uri = ManifestUri(next);
       attempt_files.push_back(uri);
-      FERRY_ASSIGN_OR_RETURN(ManifestFile nm, WriteManifest(table.io(), uri, table_schema,
+      FERRY_ASSIGN_OR_RETURN(PartitionSpec spec, next.SpecById(m.partition_spec_id));
+      FERRY_ASSIGN_OR_RETURN(ManifestFile nm, WriteManifest(table.io(), uri, table_schema, spec,
                                                             snapshot_id, m.content, rewritten));
       nm.min_sequence_number = min_seq;  // -1 (none live): the commit's number
       manifests.push_back(nm);
@@ -426,7 +447,7 @@ Result<CompactionReport> CompactTable(Table& table, const CompactionOptions& opt
         {"removed-position-delete-files", std::to_string(removed_pos_files)},
         {"removed-equality-deletes", std::to_string(removed_delete_only.eq_deletes)},
         {"removed-position-deletes", std::to_string(removed_delete_only.pos_deletes)},
-        {"changed-partition-count", "1"},
+        {"changed-partition-count", std::to_string(changed_partitions)},
         {"total-data-files", std::to_string(after.data_files)},
         {"total-records", std::to_string(after.records)},
         {"total-files-size", std::to_string(after.bytes)},

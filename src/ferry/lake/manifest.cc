@@ -2,7 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <cstring>
+
 #include "ferry/format/avro/avro.h"
+#include "ferry/format/parquet/encoding.h"
 #include "ferry/lake/metadata.h"
 
 namespace ferry::lake {
@@ -34,32 +38,146 @@ Json List(const char* item, int element_id) {
   return Json{{"type", "array"}, {"items", item}, {"element-id", element_id}};
 }
 
-const std::string& ManifestEntrySchema() {
-  static const std::string kSchema = [] {
-    Json data_file{
-        {"type", "record"},
-        {"name", "r2"},
-        {"fields",
-         Json::array({
-             F("content", "int", 134),
-             F("file_path", "string", 100),
-             F("file_format", "string", 101),
-             F("partition", Json{{"type", "record"}, {"name", "r102"}, {"fields", Json::array()}},
-               102),
-             F("record_count", "long", 103),
-             F("file_size_in_bytes", "long", 104),
-             Opt("column_sizes", IntMap(117, 118, "long"), 108),
-             Opt("value_counts", IntMap(119, 120, "long"), 109),
-             Opt("null_value_counts", IntMap(121, 122, "long"), 110),
-             Opt("nan_value_counts", IntMap(138, 139, "long"), 137),
-             Opt("lower_bounds", IntMap(126, 127, "bytes"), 125),
-             Opt("upper_bounds", IntMap(129, 130, "bytes"), 128),
-             Opt("key_metadata", "bytes", 131),
-             Opt("split_offsets", List("long", 133), 132),
-             Opt("equality_ids", List("int", 136), 135),
-             Opt("sort_order_id", "int", 140),
-             Opt("referenced_data_file", "string", 143),
-         })}};
+// The Avro type of partition values of type `t` (Iceberg's Avro mapping).
+Json AvroTypeOf(const DataType& t, int32_t field_id) {
+  switch (t.kind()) {
+    case TypeKind::kBoolean:
+      return "boolean";
+    case TypeKind::kInt32:
+      return "int";
+    case TypeKind::kDate:
+      return Json{{"type", "int"}, {"logicalType", "date"}};
+    case TypeKind::kInt64:
+      return "long";
+    case TypeKind::kTime:
+      return Json{{"type", "long"}, {"logicalType", "time-micros"}};
+    case TypeKind::kTimestamp:
+    case TypeKind::kTimestampTz:
+      return Json{{"type", "long"},
+                  {"logicalType", "timestamp-micros"},
+                  {"adjust-to-utc", t.kind() == TypeKind::kTimestampTz}};
+    case TypeKind::kFloat32:
+      return "float";
+    case TypeKind::kFloat64:
+      return "double";
+    case TypeKind::kDecimal:
+      return Json{{"type", "fixed"},
+                  {"name", "decimal_" + std::to_string(field_id)},
+                  {"size", parquet::internal::DecimalBytesForPrecision(t.precision())},
+                  {"logicalType", "decimal"},
+                  {"precision", t.precision()},
+                  {"scale", t.scale()}};
+    case TypeKind::kUuid:
+      return Json{{"type", "fixed"},
+                  {"name", "uuid_" + std::to_string(field_id)},
+                  {"size", 16},
+                  {"logicalType", "uuid"}};
+    case TypeKind::kBinary:
+      return "bytes";
+    case TypeKind::kString:
+    case TypeKind::kList:
+      return "string";
+  }
+  return "string";
+}
+
+Json PartitionRecord(const PartitionSpec& spec, const std::vector<DataType>& types) {
+  Json fields = Json::array();
+  for (size_t i = 0; i < spec.fields.size(); ++i) {
+    const PartitionField& f = spec.fields[i];
+    fields.push_back(Json{{"name", parquet::internal::ParquetColumnName(f.name)},
+                          {"type", Json::array({"null", AvroTypeOf(types[i], f.field_id)})},
+                          {"default", nullptr},
+                          {"field-id", f.field_id}});
+  }
+  return Json{{"type", "record"}, {"name", "r102"}, {"fields", std::move(fields)}};
+}
+
+void WritePartitionValue(avro::Encoder& e, const DataType& t, const PartitionValue& v) {
+  if (v.null) {
+    e.WriteUnionIndex(0);
+    return;
+  }
+  e.WriteUnionIndex(1);
+  switch (t.kind()) {
+    case TypeKind::kBoolean:
+      e.WriteBool(v.i != 0);
+      break;
+    case TypeKind::kFloat32:
+      e.WriteFloat(static_cast<float>(v.f));
+      break;
+    case TypeKind::kFloat64:
+      e.WriteDouble(v.f);
+      break;
+    case TypeKind::kDecimal: {
+      const int width = parquet::internal::DecimalBytesForPrecision(t.precision());
+      std::string bytes(static_cast<size_t>(width), '\0');
+      parquet::internal::BigEndianBytes(v.dec, width, reinterpret_cast<uint8_t*>(bytes.data()));
+      e.WriteFixed(bytes);
+      break;
+    }
+    case TypeKind::kUuid:
+      e.WriteFixed(v.bytes);
+      break;
+    case TypeKind::kString:
+    case TypeKind::kBinary:
+    case TypeKind::kList:
+      e.WriteBytes(v.bytes);
+      break;
+    default:
+      e.WriteLong(v.i);
+  }
+}
+
+// A decoded partition value of Avro type `avro_type` (the union's non-null branch).
+PartitionValue PartitionValueOf(const Json& avro_type, const Json& v) {
+  PartitionValue out;
+  if (v.is_null()) return out;
+  out.null = false;
+  const std::string logical =
+      avro_type.is_object() ? avro_type.value("logicalType", std::string()) : std::string();
+  if (v.is_boolean()) {
+    out.i = v.get<bool>() ? 1 : 0;
+  } else if (v.is_number_integer()) {
+    out.i = v.get<int64_t>();
+  } else if (v.is_number()) {
+    out.f = v.get<double>();
+  } else if (v.is_string()) {
+    out.bytes = v.get<std::string>();
+    if (logical == "decimal") {
+      __int128 u = 0;
+      if (!out.bytes.empty() && (static_cast<unsigned char>(out.bytes[0]) & 0x80)) u = -1;
+      for (unsigned char c : out.bytes) u = (u << 8) | c;
+      out.dec = u;
+      out.bytes.clear();
+    }
+  }
+  return out;
+}
+
+std::string ManifestEntrySchema(const Json& partition_record) {
+  return [&] {
+    Json data_file{{"type", "record"},
+                   {"name", "r2"},
+                   {"fields", Json::array({
+                                  F("content", "int", 134),
+                                  F("file_path", "string", 100),
+                                  F("file_format", "string", 101),
+                                  F("partition", partition_record, 102),
+                                  F("record_count", "long", 103),
+                                  F("file_size_in_bytes", "long", 104),
+                                  Opt("column_sizes", IntMap(117, 118, "long"), 108),
+                                  Opt("value_counts", IntMap(119, 120, "long"), 109),
+                                  Opt("null_value_counts", IntMap(121, 122, "long"), 110),
+                                  Opt("nan_value_counts", IntMap(138, 139, "long"), 137),
+                                  Opt("lower_bounds", IntMap(126, 127, "bytes"), 125),
+                                  Opt("upper_bounds", IntMap(129, 130, "bytes"), 128),
+                                  Opt("key_metadata", "bytes", 131),
+                                  Opt("split_offsets", List("long", 133), 132),
+                                  Opt("equality_ids", List("int", 136), 135),
+                                  Opt("sort_order_id", "int", 140),
+                                  Opt("referenced_data_file", "string", 143),
+                              })}};
     Json entry{{"type", "record"},
                {"name", "manifest_entry"},
                {"fields", Json::array({F("status", "int", 0), Opt("snapshot_id", "long", 1),
@@ -68,7 +186,6 @@ const std::string& ManifestEntrySchema() {
                                        F("data_file", data_file, 2)})}};
     return entry.dump();
   }();
-  return kSchema;
 }
 
 const std::string& ManifestListSchema() {
@@ -179,23 +296,39 @@ void ReadIntMap(const Json* arr, std::map<int32_t, V>* out) {
 }  // namespace
 
 Result<ManifestFile> WriteManifest(FileIO& io, const std::string& uri, const Schema& schema,
-                                   int64_t snapshot_id, int32_t content,
+                                   const PartitionSpec& spec, int64_t snapshot_id, int32_t content,
                                    const std::vector<ManifestEntry>& entries) {
+  auto partitioner = Partitioner::Make(spec, schema);
+  if (!partitioner.ok()) return partitioner.status().WithContext("writing manifest " + uri);
+  const std::vector<DataType>& types = partitioner->types();
+  for (const auto& en : entries) {
+    if (en.file.spec_id != spec.spec_id || en.file.partition.size() != spec.fields.size()) {
+      return Status::InvalidArgument(
+          "file " + en.file.path + " of partition spec " + std::to_string(en.file.spec_id) + " (" +
+          std::to_string(en.file.partition.size()) + " values) in a manifest of spec " +
+          std::to_string(spec.spec_id));
+    }
+  }
   FERRY_ASSIGN_OR_RETURN(auto out, io.NewFile(uri));
   std::map<std::string, std::string> meta = {
       {"schema", SchemaToJson(schema).dump()},
       {"schema-id", std::to_string(schema.schema_id)},
-      {"partition-spec", "[]"},
-      {"partition-spec-id", "0"},
+      {"partition-spec", spec.FieldsJson().dump()},
+      {"partition-spec-id", std::to_string(spec.spec_id)},
       {"format-version", "2"},
       {"content", content == 0 ? "data" : "deletes"},
   };
-  FERRY_ASSIGN_OR_RETURN(auto w, avro::ContainerWriter::Open(std::move(out), ManifestEntrySchema(),
-                                                             meta, avro::Codec::kDeflate));
+  FERRY_ASSIGN_OR_RETURN(
+      auto w,
+      avro::ContainerWriter::Open(std::move(out), ManifestEntrySchema(PartitionRecord(spec, types)),
+                                  meta, avro::Codec::kDeflate));
   ManifestFile mf;
   mf.path = uri;
   mf.content = content;
+  mf.partition_spec_id = spec.spec_id;
   mf.added_snapshot_id = snapshot_id;
+  mf.partitions.resize(spec.fields.size());
+  std::vector<std::optional<PartitionValue>> lower(spec.fields.size()), upper(spec.fields.size());
   for (const auto& en : entries) {
     avro::Encoder& e = w->datum();
     e.WriteInt(static_cast<int32_t>(en.status));
@@ -206,7 +339,22 @@ Result<ManifestFile> WriteManifest(FileIO& io, const std::string& uri, const Sch
     e.WriteInt(static_cast<int32_t>(f.content));
     e.WriteString(f.path);
     e.WriteString(f.format);
-    // partition: an empty record encodes to nothing
+    for (size_t i = 0; i < spec.fields.size(); ++i) {
+      const PartitionValue& v = f.partition[i];
+      WritePartitionValue(e, types[i], v);
+      FieldSummary& sum = mf.partitions[i];
+      const bool is_float =
+          types[i].kind() == TypeKind::kFloat32 || types[i].kind() == TypeKind::kFloat64;
+      if (is_float && !sum.contains_nan) sum.contains_nan = false;
+      if (v.null) {
+        sum.contains_null = true;
+      } else if (is_float && std::isnan(v.f)) {
+        sum.contains_nan = true;
+      } else {
+        if (!lower[i] || CompareValues(types[i], v, *lower[i]) < 0) lower[i] = v;
+        if (!upper[i] || CompareValues(types[i], v, *upper[i]) > 0) upper[i] = v;
+      }
+    }
     e.WriteLong(f.record_count);
     e.WriteLong(f.file_size_bytes);
     auto long_value = [](avro::Encoder& enc, int64_t v) { enc.WriteLong(v); };
@@ -257,6 +405,10 @@ Result<ManifestFile> WriteManifest(FileIO& io, const std::string& uri, const Sch
         break;
     }
   }
+  for (size_t i = 0; i < spec.fields.size(); ++i) {
+    if (lower[i]) mf.partitions[i].lower_bound = SingleValueBytes(types[i], *lower[i]);
+    if (upper[i]) mf.partitions[i].upper_bound = SingleValueBytes(types[i], *upper[i]);
+  }
   FERRY_ASSIGN_OR_RETURN(uint64_t len, w->Close());
   mf.length = static_cast<int64_t>(len);
   return mf;
@@ -295,7 +447,27 @@ Result<int64_t> WriteManifestList(FileIO& io, const std::string& uri, int64_t sn
     e.WriteLong(m.added_rows_count);
     e.WriteLong(m.existing_rows_count);
     e.WriteLong(m.deleted_rows_count);
-    e.WriteUnionIndex(1);  // partitions: an unpartitioned spec has no field summaries
+    e.WriteUnionIndex(1);  // partitions: one summary per field of the spec (none: unpartitioned)
+    if (!m.partitions.empty()) {
+      e.WriteBlockCount(static_cast<int64_t>(m.partitions.size()));
+      for (const FieldSummary& p : m.partitions) {
+        e.WriteBool(p.contains_null);
+        if (p.contains_nan) {
+          e.WriteUnionIndex(1);
+          e.WriteBool(*p.contains_nan);
+        } else {
+          e.WriteUnionIndex(0);
+        }
+        for (const auto* b : {&p.lower_bound, &p.upper_bound}) {
+          if (*b) {
+            e.WriteUnionIndex(1);
+            e.WriteBytes(**b);
+          } else {
+            e.WriteUnionIndex(0);
+          }
+        }
+      }
+    }
     e.WriteBlockCount(0);
     e.WriteUnionIndex(0);  // key_metadata
     FERRY_RETURN_IF_ERROR(w->EndDatum());
@@ -329,6 +501,24 @@ Result<std::vector<ManifestFile>> ReadManifestList(FileIO& io, const std::string
     m.added_rows_count = r.Long(512);
     m.existing_rows_count = r.Long(513);
     m.deleted_rows_count = r.Long(514);
+    if (const Json* parts = r.Get(507); parts != nullptr && parts->is_array()) {
+      const Json item_type = r.TypeOf(507).value("items", Json::object());
+      if (!item_type.is_object() || !item_type.contains("fields")) {
+        return Status::Corruption("manifest list " + uri +
+                                  " has partition summaries without a record schema");
+      }
+      for (const Json& p : *parts) {
+        ById s(item_type, p);
+        FieldSummary sum;
+        if (const Json* v = s.Get(509); v && v->is_boolean()) sum.contains_null = v->get<bool>();
+        if (const Json* v = s.Get(518); v && v->is_boolean()) sum.contains_nan = v->get<bool>();
+        if (const Json* v = s.Get(510); v && v->is_string())
+          sum.lower_bound = v->get<std::string>();
+        if (const Json* v = s.Get(511); v && v->is_string())
+          sum.upper_bound = v->get<std::string>();
+        m.partitions.push_back(std::move(sum));
+      }
+    }
     out.push_back(std::move(m));
   }
   return out;
@@ -356,8 +546,25 @@ Result<std::vector<ManifestEntry>> ReadManifest(FileIO& io, const ManifestFile& 
     const Json* df = r.Get(2);
     if (!df)
       return Status::Corruption("manifest " + manifest.path + " has an entry without data_file");
-    ById d(r.TypeOf(2), *df);
+    const Json data_file_type = r.TypeOf(2);
+    ById d(data_file_type, *df);
     DataFile& f = en.file;
+    f.spec_id = manifest.partition_spec_id;
+    if (const Json* part = d.Get(102); part != nullptr && part->is_object()) {
+      // The partition record's fields, in the spec's order, read by their names in this file.
+      for (const auto& pf : d.TypeOf(102).value("fields", Json::array())) {
+        const std::string name = pf.value("name", std::string());
+        const Json declared = pf.value("type", Json());
+        Json type = declared;
+        if (declared.is_array()) {
+          for (const auto& b : declared) {
+            if (b != "null") type = b;
+          }
+        }
+        f.partition.push_back(
+            PartitionValueOf(type, part->contains(name) ? (*part)[name] : Json(nullptr)));
+      }
+    }
     f.content = static_cast<FileContent>(d.Long(134));
     if (const Json* v = d.Get(100)) f.path = v->get<std::string>();
     if (const Json* v = d.Get(101)) f.format = v->get<std::string>();

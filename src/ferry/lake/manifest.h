@@ -1,6 +1,9 @@
-// Iceberg manifests and manifest lists (format v2, unpartitioned tables), written as Avro
-// container files whose embedded schemas carry every "field-id", and read back by field id so
-// that files from other writers (older Java field names) are understood too.
+// Iceberg manifests and manifest lists (format v2), written as Avro container files whose
+// embedded schemas carry every "field-id", and read back by field id so that files from other
+// writers (older Java field names) are understood too. A manifest holds the files of one
+// partition spec: each entry's partition tuple is a record typed by the spec's result types, and
+// the manifest list carries each manifest's partition field summaries (null and NaN flags, lower
+// and upper bounds) so that engines prune manifests without opening them.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +14,7 @@
 
 #include "ferry/base/status.h"
 #include "ferry/lake/file_io.h"
+#include "ferry/lake/partition.h"
 #include "ferry/types/data_type.h"
 
 namespace ferry::lake {
@@ -21,6 +25,8 @@ struct DataFile {
   FileContent content = FileContent::kData;
   std::string path;  // URI
   std::string format = "PARQUET";
+  int32_t spec_id = 0;       // the partition spec the file was written for
+  PartitionTuple partition;  // one value per field of that spec
   int64_t record_count = 0;
   int64_t file_size_bytes = 0;
   std::map<int32_t, int64_t> column_sizes;
@@ -44,6 +50,14 @@ struct ManifestEntry {
   DataFile file;
 };
 
+// A manifest's summary of one partition field over its files.
+struct FieldSummary {
+  bool contains_null = false;
+  std::optional<bool> contains_nan;
+  std::optional<std::string> lower_bound;  // single-value serialization
+  std::optional<std::string> upper_bound;
+};
+
 // One entry of a manifest list.
 struct ManifestFile {
   std::string path;
@@ -59,11 +73,14 @@ struct ManifestFile {
   int64_t added_rows_count = 0;
   int64_t existing_rows_count = 0;
   int64_t deleted_rows_count = 0;
+  std::vector<FieldSummary> partitions;  // one per field of the manifest's spec
 };
 
-// Writes a manifest of `entries` (all data files, or all delete files) for `snapshot_id`.
+// Writes a manifest of `entries` (all data files, or all delete files) for `snapshot_id`, every
+// file of partition spec `spec` (whose result types `schema` gives). kInvalidArgument when a
+// file's spec or tuple does not fit `spec`.
 Result<ManifestFile> WriteManifest(FileIO& io, const std::string& uri, const Schema& schema,
-                                   int64_t snapshot_id, int32_t content,
+                                   const PartitionSpec& spec, int64_t snapshot_id, int32_t content,
                                    const std::vector<ManifestEntry>& entries);
 
 // Writes a manifest list. New manifests (sequence_number -1) get `sequence_number`, and so does
@@ -73,7 +90,8 @@ Result<int64_t> WriteManifestList(FileIO& io, const std::string& uri, int64_t sn
                                   int64_t sequence_number, std::vector<ManifestFile> manifests);
 
 Result<std::vector<ManifestFile>> ReadManifestList(FileIO& io, const std::string& uri);
-// Entries with sequence numbers resolved (inherited ones filled from `manifest`).
+// Entries with sequence numbers resolved (inherited ones filled from `manifest`), each file's
+// spec_id that of the manifest and its partition tuple read by the partition fields' ids.
 Result<std::vector<ManifestEntry>> ReadManifest(FileIO& io, const ManifestFile& manifest);
 
 }  // namespace ferry::lake

@@ -160,6 +160,47 @@ int32_t TableMetadata::AddSchema(Schema schema) {
   return schema.schema_id;
 }
 
+Result<PartitionSpec> TableMetadata::SpecById(int32_t id) const {
+  if (!doc_.contains("partition-specs") || !doc_["partition-specs"].is_array()) {
+    if (id == 0) return PartitionSpec{};  // none listed: unpartitioned
+  } else {
+    for (const auto& js : doc_["partition-specs"]) {
+      if (js.value("spec-id", -1) == id) return PartitionSpec::FromJson(js);
+    }
+  }
+  return Status::Corruption("table metadata has no partition spec with id " + std::to_string(id));
+}
+
+int32_t TableMetadata::AddSpec(PartitionSpec spec) {
+  if (!doc_.contains("partition-specs") || !doc_["partition-specs"].is_array()) {
+    doc_["partition-specs"] = Json::array({Json{{"spec-id", 0}, {"fields", Json::array()}}});
+  }
+  int32_t max_id = -1;
+  int32_t last_field = doc_.value("last-partition-id", 999);
+  std::vector<PartitionSpec> existing;
+  for (const auto& js : doc_["partition-specs"]) {
+    auto e = PartitionSpec::FromJson(js);
+    max_id = std::max(max_id, js.value("spec-id", 0));
+    if (!e.ok()) continue;
+    if (e->SameLayout(spec)) return e->spec_id;
+    for (const auto& f : e->fields) last_field = std::max(last_field, f.field_id);
+    existing.push_back(std::move(*e));
+  }
+  for (auto& f : spec.fields) {
+    f.field_id = 0;
+    for (const auto& e : existing) {
+      for (const auto& old : e.fields) {
+        if (old.source_id == f.source_id && old.transform == f.transform) f.field_id = old.field_id;
+      }
+    }
+    if (f.field_id == 0) f.field_id = ++last_field;
+  }
+  spec.spec_id = max_id + 1;
+  doc_["partition-specs"].push_back(spec.ToJson());
+  doc_["last-partition-id"] = last_field;
+  return spec.spec_id;
+}
+
 std::optional<int64_t> TableMetadata::BranchHead(const std::string& branch) const {
   const Json& refs = doc_["refs"];
   if (refs.contains(branch)) return refs[branch]["snapshot-id"].get<int64_t>();

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ferry/base/status.h"
+#include "ferry/lake/partition.h"
 #include "ferry/types/data_type.h"
 
 namespace ferry::lake {
@@ -48,6 +49,15 @@ class TableMetadata {
   // Adds `schema` (its schema_id is assigned here) unless an equal one exists; returns its id.
   int32_t AddSchema(Schema schema);
   void SetCurrentSchema(int32_t id) { doc_["current-schema-id"] = id; }
+
+  int32_t default_spec_id() const { return doc_.value("default-spec-id", 0); }
+  Result<PartitionSpec> SpecById(int32_t id) const;
+  Result<PartitionSpec> DefaultSpec() const { return SpecById(default_spec_id()); }
+  // Adds `spec` unless a spec of the same layout exists; returns the id. A new spec's fields keep
+  // the field ids earlier specs gave the same column and transform, others get ids above
+  // last-partition-id (the spec's own ids are ignored).
+  int32_t AddSpec(PartitionSpec spec);
+  void SetDefaultSpec(int32_t id) { doc_["default-spec-id"] = id; }
 
   // The snapshot a branch points to; nullopt if the branch does not exist (or main is empty).
   std::optional<int64_t> BranchHead(const std::string& branch) const;

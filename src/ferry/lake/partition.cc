@@ -610,17 +610,22 @@ PartitionTuple Partitioner::Of(const Batch& batch, size_t row) const {
   return t;
 }
 
-std::string Partitioner::Key(const PartitionTuple& t) const {
+std::string PartitionKey(const PartitionTuple& t) {
   std::string key;
-  for (size_t i = 0; i < t.size(); ++i) {
-    if (t[i].null) {
+  for (const PartitionValue& v : t) {
+    if (v.null) {
       key.push_back('\0');
       continue;
     }
-    const std::string bytes = SingleValueBytes(types_[i], t[i]);
     key.push_back('\1');
-    key += LittleEndian(bytes.size(), 4);
-    key += bytes;
+    key += LittleEndian(static_cast<uint64_t>(v.i), 8);
+    uint64_t bits;
+    std::memcpy(&bits, &v.f, 8);
+    key += LittleEndian(bits, 8);
+    key += LittleEndian(static_cast<uint64_t>(v.dec), 8);
+    key += LittleEndian(static_cast<uint64_t>(v.dec >> 64), 8);
+    key += LittleEndian(v.bytes.size(), 4);
+    key += v.bytes;
   }
   return key;
 }

@@ -109,8 +109,6 @@ class Partitioner {
   const std::vector<DataType>& types() const { return types_; }
   // The tuple of row `row` of `batch` (a batch of `schema`).
   PartitionTuple Of(const Batch& batch, size_t row) const;
-  // A byte string equal for equal tuples and different otherwise (a map key).
-  std::string Key(const PartitionTuple& t) const;
   // "created_at_day=2024-01-31/id_bucket=3": a tuple as a path of the table's data folder.
   std::string Path(const PartitionTuple& t) const;
 
@@ -120,6 +118,9 @@ class Partitioner {
   std::vector<DataType> source_types_;
   std::vector<size_t> columns_;  // the source column of each field in the schema
 };
+
+// A byte string equal for equal tuples and different otherwise (a map key).
+std::string PartitionKey(const PartitionTuple& t);
 
 // Applies `t` to row `row` of `col` (of type `source`).
 PartitionValue ApplyTransform(const Transform& t, const DataType& source, const Column& col,

@@ -181,7 +181,8 @@ TEST(PartitionTest, TuplesKeysAndPathsOfRows) {
   const PartitionTuple a = p->Of(b, 0);
   const PartitionTuple n = p->Of(b, 1);
   EXPECT_EQ(a[1].i, Low31(2017239379) % 16);
-  EXPECT_NE(p->Key(a), p->Key(n));
+  EXPECT_NE(PartitionKey(a), PartitionKey(n));
+  EXPECT_EQ(PartitionKey(a), PartitionKey(p->Of(b, 0)));
   EXPECT_EQ(p->Path(a),
             "created_at_day=2024-01-31/id_bucket=" + std::to_string(Low31(2017239379) % 16) +
                 "/Region%20Name=eu%2Fwest%201");

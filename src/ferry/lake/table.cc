@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "ferry/base/fault.h"
@@ -296,7 +297,7 @@ Status Table::AddSnapshotOnBranch(TableMetadata& next, const std::string& branch
   summary["added-data-files"] = std::to_string(change.added_files);
   summary["added-records"] = std::to_string(change.added_records);
   summary["added-files-size"] = std::to_string(change.added_bytes);
-  summary["changed-partition-count"] = change.added_files > 0 ? "1" : "0";
+  summary["changed-partition-count"] = std::to_string(change.changed_partitions);
   summary["total-data-files"] = total("total-data-files", change.added_files);
   summary["total-records"] = total("total-records", change.added_records);
   summary["total-files-size"] = total("total-files-size", change.added_bytes);
@@ -356,14 +357,28 @@ Result<CommitOutcome> Table::Append(const AppendRequest& req) {
     bytes += f.file_size_bytes;
     entries.push_back(std::move(e));
   }
+  // One manifest per content and partition spec (a manifest holds the files of one spec).
   std::vector<ManifestFile> new_manifests;
-  if (!entries.empty()) {
-    std::string uri = meta_.location() + "/metadata/" + NewUuid() + "-m0.avro";
-    FERRY_ASSIGN_OR_RETURN(ManifestFile mf,
-                           WriteManifest(*io_, uri, *req.schema, snapshot_id, 0, entries));
-    new_manifests.push_back(std::move(mf));
-  }
+  auto write_manifests = [&](const std::vector<ManifestEntry>& all, int32_t content) -> Status {
+    std::map<int32_t, std::vector<ManifestEntry>> by_spec;
+    for (const auto& e : all) by_spec[e.file.spec_id].push_back(e);
+    for (const auto& [spec_id, group] : by_spec) {
+      FERRY_ASSIGN_OR_RETURN(PartitionSpec spec, meta_.SpecById(spec_id));
+      std::string uri =
+          meta_.location() + "/metadata/" + NewUuid() + "-m" + std::to_string(content) + ".avro";
+      FERRY_ASSIGN_OR_RETURN(ManifestFile mf, WriteManifest(*io_, uri, *req.schema, spec,
+                                                            snapshot_id, content, group));
+      new_manifests.push_back(std::move(mf));
+    }
+    return Status::OK();
+  };
+  FERRY_RETURN_IF_ERROR(write_manifests(entries, 0));
   SnapshotChange base_change;
+  std::set<std::pair<int32_t, std::string>> partitions;
+  for (const auto* files : {&req.data_files, &req.delete_files}) {
+    for (const auto& f : *files) partitions.emplace(f.spec_id, PartitionKey(f.partition));
+  }
+  base_change.changed_partitions = static_cast<int64_t>(partitions.size());
   if (!req.delete_files.empty()) {
     std::vector<ManifestEntry> deletes;
     for (const auto& f : req.delete_files) {
@@ -383,10 +398,7 @@ Result<CommitOutcome> Table::Append(const AppendRequest& req) {
       }
       bytes += f.file_size_bytes;
     }
-    std::string uri = meta_.location() + "/metadata/" + NewUuid() + "-m1.avro";
-    FERRY_ASSIGN_OR_RETURN(ManifestFile mf,
-                           WriteManifest(*io_, uri, *req.schema, snapshot_id, 1, deletes));
-    new_manifests.push_back(std::move(mf));
+    FERRY_RETURN_IF_ERROR(write_manifests(deletes, 1));
   }
   std::optional<int64_t> sid = snapshot_id;
   return Commit(

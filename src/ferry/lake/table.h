@@ -140,6 +140,7 @@ class Table {
     int64_t added_equality_deletes = 0;
     int64_t added_position_delete_files = 0;
     int64_t added_position_deletes = 0;
+    int64_t changed_partitions = 0;
     std::map<std::string, std::string> summary;
   };
   // Adds a snapshot on `branch` (main: also the current snapshot) with its manifest list.

@@ -18,7 +18,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -123,6 +125,16 @@ class Sink {
   // The destination's name of a stream's table, qualified as users would write it.
   virtual std::string TableName(const std::string& stream) const = 0;
 
+  // The partition terms of `stream`'s table ("day(created_at)", "bucket(16, id)"), told before
+  // OpenStream; nullopt keeps the table's own layout. A destination without partitions refuses
+  // terms (kInvalidArgument naming the fix); an empty list is accepted everywhere.
+  virtual Status SetPartitioning(const std::string& stream,
+                                 const std::optional<std::vector<std::string>>& terms) {
+    if (!terms || terms->empty()) return Status::OK();
+    return Status::InvalidArgument("stream " + stream +
+                                   ": partition_by applies to Iceberg destinations; " + Describe() +
+                                   " has no partitions. Remove partition_by");
+  }
   // Opens (creating when missing) the table of `stream` for `source_schema`. `replacing`: the
   // stream's loads replace the table (full refresh), so any schema change is allowed; otherwise
   // only safe evolutions are (added columns, widened types), and anything else is an error.

@@ -39,8 +39,69 @@ Result<std::unique_ptr<SinkStream>> IcebergSink::OpenStream(const std::string& t
   auto t = warehouse_->LoadOrCreateTable(table, source_schema, props);
   if (!t.ok()) return t.status().WithContext("opening Iceberg table " + ident.ToString());
   FERRY_ASSIGN_OR_RETURN(Schema writer_schema, (*t)->AssignFieldIds(source_schema, replacing));
+  auto it = partitioning_.find(table);
+  auto spec =
+      PrepareSpec(**t, writer_schema, it == partitioning_.end() ? std::nullopt : it->second);
+  if (!spec.ok()) return spec.status().WithContext("table " + ident.ToString());
+  auto partitioner = lake::Partitioner::Make(spec->first, writer_schema);
+  if (!partitioner.ok()) {
+    return partitioner.status().WithContext(
+        "table " + ident.ToString() + " is partitioned by " + spec->first.Describe(writer_schema) +
+        ", which its columns no longer allow; run a full refresh with partition_by set");
+  }
   auto schema = std::make_shared<const Schema>(std::move(writer_schema));
-  return std::unique_ptr<SinkStream>(new IcebergStream(this, std::move(*t), std::move(schema)));
+  return std::unique_ptr<SinkStream>(new IcebergStream(this, std::move(*t), std::move(schema),
+                                                       std::move(*partitioner), spec->second));
+}
+
+Status IcebergSink::SetPartitioning(const std::string& stream,
+                                    const std::optional<std::vector<std::string>>& terms) {
+  partitioning_[stream] = terms;
+  return Status::OK();
+}
+
+Result<std::pair<lake::PartitionSpec, int32_t>> IcebergSink::PrepareSpec(
+    lake::Table& table, const Schema& schema,
+    const std::optional<std::vector<std::string>>& terms) {
+  auto current = table.metadata().DefaultSpec();
+  if (!current.ok()) {
+    return current.status().WithContext(
+        "its default partition spec cannot be written by ferry (a table of another engine); "
+        "set partition_by to the layout ferry should write and it becomes a new spec");
+  }
+  lake::PartitionSpec want = *current;
+  if (terms) {
+    auto parsed = lake::ParsePartitionBy(*terms, schema);
+    if (!parsed.ok()) return parsed.status();
+    want = std::move(*parsed);
+  }
+  auto unpartitioned_id = [](const lake::TableMetadata& m) -> std::optional<int32_t> {
+    for (const auto& js : m.doc().value("partition-specs", lake::Json::array())) {
+      if (js.contains("fields") && js["fields"].is_array() && js["fields"].empty()) {
+        return js.value("spec-id", 0);
+      }
+    }
+    return std::nullopt;
+  };
+  const bool same = want.SameLayout(*current);
+  if (!same || !unpartitioned_id(table.metadata())) {
+    auto r = table.CommitUpdate(
+        [&](lake::TableMetadata& next, int) -> Status {
+          const int32_t id = next.AddSpec(want);
+          next.SetDefaultSpec(id);
+          next.AddSpec(lake::PartitionSpec{});  // global equality deletes need one
+          return Status::OK();
+        },
+        nullptr);
+    if (!r.ok()) return r.status().WithContext("adding partition spec " + want.Describe(schema));
+    FERRY_LOG(kInfo) << "table " << table.ident().ToString() << ": partition spec "
+                     << want.Describe(schema)
+                     << (same ? "" : " is now the default (files written before keep theirs)");
+  }
+  FERRY_ASSIGN_OR_RETURN(lake::PartitionSpec spec, table.metadata().DefaultSpec());
+  const std::optional<int32_t> deletes = unpartitioned_id(table.metadata());
+  if (!deletes) return Status::Internal("no unpartitioned spec after adding one");
+  return std::make_pair(std::move(spec), *deletes);
 }
 
 namespace {
@@ -99,16 +160,90 @@ Json IcebergStream::Marker() const {
 }
 
 Status IcebergStream::Write(const Batch& batch) {
-  if (!writer_) {
-    writer_uri_ = table_->NewDataFileUri("data");
-    FERRY_ASSIGN_OR_RETURN(auto out, table_->io().NewFile(writer_uri_));
+  if (partitioner_.spec().fields.empty()) return WriteToPartition("", {}, batch);
+  // Rows grouped by partition, in the order they came within each.
+  std::unordered_map<std::string, size_t> group_of;
+  std::vector<std::pair<lake::PartitionTuple, std::vector<size_t>>> groups;
+  std::vector<std::string> keys;
+  for (size_t r = 0; r < batch.num_rows(); ++r) {
+    lake::PartitionTuple tuple = partitioner_.Of(batch, r);
+    std::string key = lake::PartitionKey(tuple);
+    auto [it, inserted] = group_of.emplace(key, groups.size());
+    if (inserted) {
+      groups.emplace_back(std::move(tuple), std::vector<size_t>());
+      keys.push_back(std::move(key));
+    }
+    groups[it->second].second.push_back(r);
+  }
+  if (groups.size() == 1) return WriteToPartition(keys[0], groups[0].first, batch);
+  Batch part(batch.schema());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    part.Clear();
+    for (size_t r : groups[g].second) {
+      for (size_t c = 0; c < batch.num_columns(); ++c) {
+        part.column(c).AppendRowOf(batch.column(c), r);
+      }
+    }
+    FERRY_RETURN_IF_ERROR(WriteToPartition(keys[g], groups[g].first, part));
+  }
+  return Status::OK();
+}
+
+Status IcebergStream::WriteToPartition(const std::string& key, const lake::PartitionTuple& tuple,
+                                       const Batch& batch) {
+  auto it = open_.find(key);
+  if (it == open_.end()) {
+    OpenFile f;
+    f.partition = tuple;
+    const std::string folder =
+        partitioner_.spec().fields.empty() ? std::string() : partitioner_.Path(tuple) + "/";
+    f.uri = table_->NewDataFileUri(folder + "data");
+    FERRY_ASSIGN_OR_RETURN(auto out, table_->io().NewFile(f.uri));
     FERRY_ASSIGN_OR_RETURN(
-        writer_, parquet::Writer::Open(std::move(out), schema_, sink_->options().parquet));
+        f.writer, parquet::Writer::Open(std::move(out), schema_, sink_->options().parquet));
+    lru_.push_front(key);
+    f.lru = lru_.begin();
+    it = open_.emplace(key, std::move(f)).first;
+  } else {
+    lru_.splice(lru_.begin(), lru_, it->second.lru);
   }
-  FERRY_RETURN_IF_ERROR(writer_->Write(batch));
-  if (writer_->EstimatedSize() >= sink_->options().target_file_bytes) {
-    FERRY_RETURN_IF_ERROR(CloseOpenFile());
+  FERRY_RETURN_IF_ERROR(it->second.writer->Write(batch));
+  if (it->second.writer->EstimatedSize() >= sink_->options().target_file_bytes) {
+    return CloseFile(key);
   }
+  return MakeRoom(key);
+}
+
+Status IcebergStream::MakeRoom(const std::string& keep) {
+  const IcebergOptions& o = sink_->options();
+  while (open_.size() > 1) {
+    uint64_t buffered = 0;
+    for (const auto& [k, f] : open_) buffered += f.writer->BufferedMemoryBytes();
+    if (static_cast<int64_t>(open_.size()) <= o.max_open_files &&
+        buffered <= o.write_buffer_bytes) {
+      break;
+    }
+    const std::string victim = lru_.back() == keep ? *std::next(lru_.rbegin()) : lru_.back();
+    FERRY_RETURN_IF_ERROR(CloseFile(victim));
+  }
+  return Status::OK();
+}
+
+Status IcebergStream::CloseFile(const std::string& key) {
+  auto it = open_.find(key);
+  if (it == open_.end()) return Status::OK();
+  OpenFile f = std::move(it->second);
+  lru_.erase(f.lru);
+  open_.erase(it);
+  auto metrics = f.writer->Close();
+  if (!metrics.ok()) {
+    (void)table_->io().Delete(f.uri);
+    return metrics.status().WithContext("closing data file " + f.uri);
+  }
+  lake::DataFile file = lake::DataFileOf(f.uri, *metrics);
+  file.spec_id = partitioner_.spec().spec_id;
+  file.partition = std::move(f.partition);
+  pending_.push_back(std::move(file));
   return Status::OK();
 }
 
@@ -155,27 +290,29 @@ Status IcebergStream::CloseDeleteFile() {
   if (!metrics.ok()) return metrics.status().WithContext("closing delete file " + delete_uri_);
   lake::DataFile f = lake::DataFileOf(delete_uri_, *metrics);
   f.content = lake::FileContent::kEqualityDeletes;
+  f.spec_id = delete_spec_id_;
   f.equality_ids = schema_->identifier_field_ids;
   pending_deletes_.push_back(std::move(f));
   return Status::OK();
 }
 
 uint64_t IcebergStream::pending_rows() const {
-  uint64_t n = writer_ ? writer_->rows_written() : 0;
+  uint64_t n = 0;
+  for (const auto& [k, f] : open_) n += f.writer->rows_written();
   for (const auto& f : pending_) n += static_cast<uint64_t>(f.record_count);
   return n;
 }
 
 bool IcebergStream::LoadCommitDue() const {
-  return !writer_ || writer_->EstimatedSize() >= sink_->options().target_file_bytes / 2;
+  // The bytes written since the last commit: a partitioned table's spread over several files.
+  uint64_t bytes = 0;
+  for (const auto& [k, f] : open_) bytes += f.writer->EstimatedSize();
+  for (const auto& f : pending_) bytes += static_cast<uint64_t>(f.file_size_bytes);
+  return open_.empty() || bytes >= sink_->options().target_file_bytes / 2;
 }
 
 Status IcebergStream::CloseOpenFile() {
-  if (!writer_) return Status::OK();
-  auto metrics = writer_->Close();
-  writer_.reset();
-  if (!metrics.ok()) return metrics.status().WithContext("closing data file " + writer_uri_);
-  pending_.push_back(lake::DataFileOf(writer_uri_, *metrics));
+  while (!open_.empty()) FERRY_RETURN_IF_ERROR(CloseFile(open_.begin()->first));
   return Status::OK();
 }
 
@@ -245,11 +382,12 @@ Result<CommitResult> IcebergStream::Publish(const std::string& load, const Json&
 }
 
 void IcebergStream::DiscardPending() {
-  if (writer_) {
-    (void)writer_->Close();
-    writer_.reset();
-    (void)table_->io().Delete(writer_uri_);
+  for (auto& [k, f] : open_) {
+    (void)f.writer->Close();
+    (void)table_->io().Delete(f.uri);
   }
+  open_.clear();
+  lru_.clear();
   if (delete_writer_) {
     (void)delete_writer_->Close();
     delete_writer_.reset();

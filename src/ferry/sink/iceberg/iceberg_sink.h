@@ -5,13 +5,25 @@
 // Guarantee: exactly-once. A commit either lands with its marker or not at all; on restart the
 // engine compares markers with the state file and skips what landed.
 //
+// Partitioned tables: rows go to one open data file per partition of the table's default spec
+// (at most max_open_files open at once, the least recently written closed first, and the oldest
+// closed too while the open files' buffers exceed write_buffer); equality deletes are written
+// with the table's unpartitioned spec, so they apply to every partition and a row whose update
+// moves it to another partition loses its old version wherever it lives. `partition_by` terms
+// that differ from the default spec add a new spec (partition evolution): files already
+// written keep theirs.
+//
 // Thread-safety: an IcebergSink may be shared by stream writers on several threads (the catalog
 // serializes); each IcebergStream is used by one thread.
 #pragma once
 
+#include <list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -48,6 +60,8 @@ class IcebergSink : public Sink {
   // writer whose schema carries the table's field ids.
   // `replacing`: the stream's commits replace the table's rows (full refresh), so any schema
   // change is allowed; otherwise only Iceberg's evolutions are (see lake::Table::AssignFieldIds).
+  Status SetPartitioning(const std::string& stream,
+                         const std::optional<std::vector<std::string>>& terms) override;
   Result<std::unique_ptr<SinkStream>> OpenStream(const std::string& table,
                                                  const Schema& source_schema,
                                                  bool replacing) override;
@@ -60,8 +74,15 @@ class IcebergSink : public Sink {
 
  private:
   IcebergSink() = default;
+  // Makes the spec `terms` ask for (or the table's own) the table's default, and makes sure an
+  // unpartitioned spec exists for global equality deletes; returns {write spec, delete spec}.
+  Result<std::pair<lake::PartitionSpec, int32_t>> PrepareSpec(
+      lake::Table& table, const Schema& schema,
+      const std::optional<std::vector<std::string>>& terms);
+
   std::unique_ptr<IcebergWarehouse> warehouse_;
   std::string pipeline_;
+  std::map<std::string, std::optional<std::vector<std::string>>> partitioning_;  // by stream
 };
 
 class IcebergStream : public SinkStream {
@@ -89,7 +110,7 @@ class IcebergStream : public SinkStream {
   bool LoadCommitDue() const override;
   // Rows or deletes written since the last commit.
   bool HasPending() const override {
-    return writer_ || delete_writer_ || !pending_.empty() || !pending_deletes_.empty();
+    return !open_.empty() || delete_writer_ || !pending_.empty() || !pending_deletes_.empty();
   }
 
   // Closes the open files and commits them: a load's on the branch named after its run (the
@@ -106,9 +127,28 @@ class IcebergStream : public SinkStream {
 
  private:
   friend class IcebergSink;
-  IcebergStream(IcebergSink* sink, std::unique_ptr<lake::Table> t, std::shared_ptr<const Schema> s)
-      : sink_(sink), table_(std::move(t)), schema_(std::move(s)) {}
-  Status CloseOpenFile();
+  IcebergStream(IcebergSink* sink, std::unique_ptr<lake::Table> t, std::shared_ptr<const Schema> s,
+                lake::Partitioner partitioner, int32_t delete_spec_id)
+      : sink_(sink),
+        table_(std::move(t)),
+        schema_(std::move(s)),
+        partitioner_(std::move(partitioner)),
+        delete_spec_id_(delete_spec_id) {}
+  // A data file open for one partition (the only one, of an unpartitioned spec).
+  struct OpenFile {
+    lake::PartitionTuple partition;
+    std::string uri;
+    std::unique_ptr<parquet::Writer> writer;
+    std::list<std::string>::iterator lru;  // its place in lru_
+  };
+  // Writes `batch`, all of whose rows are in partition `key` (`tuple`).
+  Status WriteToPartition(const std::string& key, const lake::PartitionTuple& tuple,
+                          const Batch& batch);
+  // Closes open files while more than max_open_files are open or their buffers exceed
+  // write_buffer (least recently written first), keeping `keep`.
+  Status MakeRoom(const std::string& keep);
+  Status CloseFile(const std::string& key);
+  Status CloseOpenFile();  // every open data file
   Status CloseDeleteFile();
   std::map<std::string, std::string> MarkerProperty(const Json& marker) const;
   std::string BranchOf(const std::string& load) const;
@@ -117,8 +157,10 @@ class IcebergStream : public SinkStream {
   IcebergSink* sink_;
   std::unique_ptr<lake::Table> table_;
   std::shared_ptr<const Schema> schema_;
-  std::unique_ptr<parquet::Writer> writer_;
-  std::string writer_uri_;
+  lake::Partitioner partitioner_;  // of the table's default spec, which the files are written in
+  int32_t delete_spec_id_ = 0;     // an unpartitioned spec: equality deletes apply everywhere
+  std::unordered_map<std::string, OpenFile> open_;  // by lake::PartitionKey
+  std::list<std::string> lru_;                      // keys of open_, most recently written first
   std::vector<lake::DataFile> pending_;
   std::shared_ptr<const Schema> key_schema_;  // identifier fields only
   std::vector<size_t> key_columns_;           // their positions in schema_

@@ -132,12 +132,21 @@ Result<std::unique_ptr<IcebergWarehouse>> IcebergWarehouse::Open(config::Destina
     return Status::InvalidArgument("destination.page_size (" + std::to_string(page) +
                                    ") must not exceed row_group_size (" + std::to_string(rg) + ")");
   }
+  FERRY_ASSIGN_OR_RETURN(opts.max_open_files, o.TakeInt("max_open_files", 16, 1, 10000));
+  FERRY_ASSIGN_OR_RETURN(int64_t buffer, o.TakeBytes("write_buffer", 256ll << 20));
+  if (buffer < (1ll << 20)) {
+    return Status::InvalidArgument(o.Where("write_buffer") +
+                                   ": write_buffer is at least 1MB (the buffers of the data "
+                                   "files a partitioned table keeps open)");
+  }
+  opts.write_buffer_bytes = static_cast<uint64_t>(buffer);
   opts.target_file_bytes = static_cast<uint64_t>(target);
   opts.parquet.row_group_bytes = static_cast<uint64_t>(rg);
   opts.parquet.page_bytes = static_cast<uint64_t>(page);
   std::vector<std::string> known = {"warehouse",        "namespace",      "catalog",
                                     "catalog_name",     "compression",    "zstd_level",
-                                    "target_file_size", "row_group_size", "page_size"};
+                                    "target_file_size", "row_group_size", "page_size",
+                                    "max_open_files",   "write_buffer"};
   for (const char* key : kS3Keys) known.push_back(std::string("s3.") + key);
   FERRY_RETURN_IF_ERROR(o.CheckAllUsed(known));
   auto catalog = lake::OpenSqlCatalog(opts.catalog_uri, opts.catalog_name);

@@ -26,12 +26,16 @@ struct IcebergOptions {
   std::string catalog_name = "ferry";
   parquet::WriterOptions parquet;
   uint64_t target_file_bytes = 512ull << 20;
+  // Partitioned tables: data files open at once, and the buffers they may hold together.
+  int64_t max_open_files = 16;
+  uint64_t write_buffer_bytes = 256ull << 20;
 };
 
 class IcebergWarehouse {
  public:
   // Reads the destination keys: warehouse, namespace, catalog, catalog_name, compression,
-  // zstd_level, target_file_size, row_group_size, page_size, and for an s3:// warehouse the
+  // zstd_level, target_file_size, row_group_size, page_size, max_open_files, write_buffer,
+  // and for an s3:// warehouse the
   // s3.* keys (endpoint, region, path_style, part_size, upload_concurrency, retries,
   // connect_timeout, timeout); `pipeline` names the default namespace. Errors: kInvalidArgument
   // for a bad key, for a warehouse whose scheme ferry cannot write (naming the scheme and the
