@@ -97,7 +97,7 @@ Status RewriteGroup(Table& table, const std::shared_ptr<const Schema>& schema,
   for (const auto& e : g->inputs) {
     auto reader = OpenTableFile(table.io(), e.file, schema);
     if (!reader.ok()) return fail(reader.status().WithContext("compacting " + e.file.path));
-    const DeleteIndex::FileFilter filter = deletes.ForFile(e.file.path, *e.sequence_number);
+    const DeleteIndex::FileFilter filter = deletes.ForFile(e.file, *e.sequence_number);
     int64_t row_base = 0;
     for (size_t rg = 0; rg < (*reader)->num_row_groups(); ++rg) {
       Status s = (*reader)->ReadRowGroup(rg, &in);
@@ -227,7 +227,7 @@ Result<CompactionReport> CompactTable(Table& table, const CompactionOptions& opt
     std::string format = e.file.format;
     std::transform(format.begin(), format.end(), format.begin(), ::toupper);
     if (format != "PARQUET") continue;  // written by another engine; left as it is
-    if (deletes.AnyApplies(e.file.path, *e.sequence_number)) {
+    if (deletes.AnyApplies(e.file, *e.sequence_number)) {
       dirty.push_back(e);
     } else if (e.file.file_size_bytes < small_below) {
       small.push_back(e);

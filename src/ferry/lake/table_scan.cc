@@ -74,7 +74,7 @@ Result<std::unique_ptr<parquet::Reader>> OpenTableFile(FileIO& io, const DataFil
 Result<DeleteIndex> DeleteIndex::Load(FileIO& io, const Schema& schema,
                                       const std::vector<ManifestEntry>& delete_files) {
   DeleteIndex d;
-  std::map<std::vector<int32_t>, size_t> set_of;
+  std::map<std::pair<std::vector<int32_t>, std::string>, size_t> set_of;
   for (const auto& e : delete_files) {
     const int64_t seq = *e.sequence_number;
     const DataFile& f = e.file;
@@ -98,10 +98,13 @@ Result<DeleteIndex> DeleteIndex::Load(FileIO& io, const Schema& schema,
           if (schema.fields[i].id == id) data_columns.push_back(i);
         }
       }
-      auto [it, inserted] = set_of.emplace(f.equality_ids, d.equality_.size());
+      const std::string scope = DeleteScope(f);
+      auto [it, inserted] =
+          set_of.emplace(std::make_pair(f.equality_ids, scope), d.equality_.size());
       if (inserted) {
         auto s = std::make_unique<EqualitySet>();
         s->ids = f.equality_ids;
+        s->scope = scope;
         s->data_columns = data_columns;
         d.equality_.push_back(std::move(s));
       }
@@ -142,11 +145,17 @@ Result<DeleteIndex> DeleteIndex::Load(FileIO& io, const Schema& schema,
   return d;
 }
 
-bool DeleteIndex::AnyApplies(const std::string& path, int64_t seq) const {
+std::string DeleteScope(const DataFile& file) {
+  if (file.partition.empty()) return std::string();
+  return std::to_string(file.spec_id) + ":" + PartitionKey(file.partition);
+}
+
+bool DeleteIndex::AnyApplies(const DataFile& file, int64_t seq) const {
+  const std::string scope = DeleteScope(file);
   for (const auto& s : equality_) {
-    if (s->highest_seq > seq) return true;
+    if (s->highest_seq > seq && (s->scope.empty() || s->scope == scope)) return true;
   }
-  auto it = positions_.find(path);
+  auto it = positions_.find(file.path);
   if (it == positions_.end()) return false;
   for (const auto& [pos, dseq] : it->second) {
     if (dseq >= seq) return true;
@@ -159,13 +168,16 @@ const std::set<std::string>* DeleteIndex::PositionTargets(const std::string& del
   return it == position_targets_.end() ? nullptr : &it->second;
 }
 
-DeleteIndex::FileFilter DeleteIndex::ForFile(const std::string& path, int64_t seq) const {
+DeleteIndex::FileFilter DeleteIndex::ForFile(const DataFile& file, int64_t seq) const {
   FileFilter f;
   f.seq_ = seq;
+  const std::string scope = DeleteScope(file);
   for (const auto& s : equality_) {
-    if (s->highest_seq > seq) f.equality_.push_back(s.get());
+    if (s->highest_seq > seq && (s->scope.empty() || s->scope == scope)) {
+      f.equality_.push_back(s.get());
+    }
   }
-  if (auto it = positions_.find(path); it != positions_.end()) f.positions_ = &it->second;
+  if (auto it = positions_.find(file.path); it != positions_.end()) f.positions_ = &it->second;
   return f;
 }
 
@@ -211,7 +223,7 @@ Status TableScan::Read(const std::function<Status(const Batch&)>& emit) {
   Batch kept(schema_);
   for (const auto& e : files_.data) {
     FERRY_ASSIGN_OR_RETURN(auto reader, OpenTableFile(*io_, e.file, schema_));
-    const DeleteIndex::FileFilter filter = deletes_.ForFile(e.file.path, *e.sequence_number);
+    const DeleteIndex::FileFilter filter = deletes_.ForFile(e.file, *e.sequence_number);
     int64_t row_base = 0;
     for (size_t rg = 0; rg < reader->num_row_groups(); ++rg) {
       FERRY_RETURN_IF_ERROR(reader->ReadRowGroup(rg, &in).WithContext("reading " + e.file.path));

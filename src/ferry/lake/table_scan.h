@@ -56,13 +56,21 @@ Result<SnapshotFiles> ReadSnapshotFiles(FileIO& io, const TableMetadata& meta, i
 Result<std::unique_ptr<parquet::Reader>> OpenTableFile(FileIO& io, const DataFile& file,
                                                        std::shared_ptr<const Schema> schema);
 
-// The delete files of a snapshot, loaded for applying them to data files.
+// The partition a file is in, as equality deletes are scoped: "" for a file of an unpartitioned
+// spec (its deletes are global), else its spec and partition tuple.
+std::string DeleteScope(const DataFile& file);
+
+// The delete files of a snapshot, loaded for applying them to data files: position deletes to the
+// files they name, equality deletes of an unpartitioned spec to every data file, those of a
+// partitioned spec to the data files of the same spec and partition (the table spec's rule).
 class DeleteIndex {
  private:
-  // The equality deletes on one list of fields.
+  // The equality deletes on one list of fields, in one scope: every partition (a delete file of
+  // an unpartitioned spec: global) or one partition of one spec.
   struct EqualitySet {
     std::vector<int32_t> ids;
-    std::vector<size_t> data_columns;                  // positions of the ids in the table schema
+    std::string scope;                 // "" (global) or DeleteScope of the delete files
+    std::vector<size_t> data_columns;  // positions of the ids in the table schema
     std::unordered_map<std::string, int64_t> max_seq;  // key -> highest sequence deleting it
     int64_t highest_seq = 0;
   };
@@ -73,8 +81,8 @@ class DeleteIndex {
   static Result<DeleteIndex> Load(FileIO& io, const Schema& schema,
                                   const std::vector<ManifestEntry>& delete_files);
 
-  // Whether any delete applies to the data file at `path` with data sequence number `seq`.
-  bool AnyApplies(const std::string& path, int64_t seq) const;
+  // Whether any delete applies to data file `file` with data sequence number `seq`.
+  bool AnyApplies(const DataFile& file, int64_t seq) const;
 
   // The data files a position delete file names (only for position delete files loaded).
   const std::set<std::string>* PositionTargets(const std::string& delete_file) const;
@@ -95,7 +103,7 @@ class DeleteIndex {
     const std::unordered_map<int64_t, int64_t>* positions_ = nullptr;
     mutable std::string key_;  // scratch
   };
-  FileFilter ForFile(const std::string& path, int64_t seq) const;
+  FileFilter ForFile(const DataFile& file, int64_t seq) const;
 
  private:
   std::vector<std::unique_ptr<EqualitySet>> equality_;

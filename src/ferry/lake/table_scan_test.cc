@@ -136,6 +136,33 @@ TEST_F(TableScanTest, AppliesEqualityAndPositionDeletesBySequenceNumber) {
   EXPECT_EQ(ScanRows(first), then);
 }
 
+TEST_F(TableScanTest, PartitionedEqualityDeletesApplyInTheirPartitionGlobalOnesEverywhere) {
+  // Spec 1: identity(name). Another engine (Flink) writes equality deletes per partition.
+  PartitionSpec spec;
+  spec.fields = {{2, 1000, "name", Transform{TransformKind::kIdentity, 0}}};
+  auto added = table_->CommitUpdate(
+      [&](TableMetadata& next, int) {
+        next.SetDefaultSpec(next.AddSpec(spec));
+        return Status::OK();
+      },
+      nullptr);
+  ASSERT_TRUE(added.ok()) << added.status().ToString();
+  auto in = [](DataFile f, const std::string& name) {
+    f.spec_id = 1;
+    PartitionValue v;
+    v.null = false;
+    v.bytes = name;
+    f.partition = {v};
+    return f;
+  };
+  // Key 1 lives in partitions x and y (two rows of one key: a keyless view of history).
+  Commit({in(Data({{1, "x"}, {2, "x"}}), "x"), in(Data({{1, "y"}, {3, "y"}}), "y")}, {});
+  // A delete of key 1 scoped to partition x leaves y's row; a global delete of 3 reaches y.
+  Commit({}, {in(EqualityDeletes({1}), "x"), EqualityDeletes({3})});
+  const Rows want = {{1, "y"}, {2, "x"}};
+  EXPECT_EQ(ScanRows(), want);
+}
+
 TEST_F(TableScanTest, ReadsTheSameRowsEveryTime) {
   DataFile a = Data({{1, "x"}, {1, "x"}, {2, "y"}});  // a keyless view: duplicates stay
   Commit({a}, {});
