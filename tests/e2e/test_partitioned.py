@@ -84,6 +84,9 @@ class PartitionedTest(ferrytest.FerryTestCase):
     def test_a_full_refresh_splits_files_by_partition_and_readers_agree(self):
         self.configure(partition_by=["day(created_at)", "bucket(4, id)", "Region Name",
                                      "truncate(5, sku)"])
+        check = self.ferry("check", "-c", self.pipeline).stdout
+        self.assertIn("partitioned: day(created_at), bucket[4](id), identity(Region Name), "
+                      "truncate[5](sku)", check)
         self.sync()
         seen = self.check()
         meta = self.metadata()
@@ -104,6 +107,9 @@ class PartitionedTest(ferrytest.FerryTestCase):
 
     def test_a_transform_that_does_not_fit_is_refused_naming_it(self):
         self.configure(partition_by=["day(sku)"])
+        p = self.ferry("check", "-c", self.pipeline, check=False)  # check says it first
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("partition_by term 'day(sku)'", p.stderr)
         p = self.sync(check=False)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("partition_by term 'day(sku)'", p.stderr)

@@ -195,6 +195,9 @@ int CmdCheck(const Args& a) {
                   return k;
                 }().c_str(),
                 s2.chunking.c_str());
+    if (!r.partitioning[i].empty()) {
+      std::printf("  %-28s    partitioned: %s\n", "", r.partitioning[i].c_str());
+    }
   }
   std::printf("OK\n");
   return 0;

@@ -115,6 +115,11 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
       }
       report->tables.push_back(table);
       report->modes.push_back(std::string(config::SyncModeName(sc.mode)));
+      FERRY_RETURN_IF_ERROR((*dst)->SetPartitioning(
+          info.name, sc.partition_by ? sc.partition_by : cfg.destination.partition_by));
+      FERRY_ASSIGN_OR_RETURN(std::string parts,
+                             (*dst)->DescribePartitioning(info.name, info.ToSchema()));
+      report->partitioning.push_back(std::move(parts));
       source::StreamInfo shown = info;
       shown.name = SourceLabel(*s->cfg, info.name);
       report->streams.push_back(std::move(shown));

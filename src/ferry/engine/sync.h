@@ -69,8 +69,9 @@ struct CheckReport {
   std::string destination;
   std::string guarantee;
   std::vector<source::StreamInfo> streams;
-  std::vector<std::string> tables;  // destination table per stream
-  std::vector<std::string> modes;   // sync mode per stream
+  std::vector<std::string> tables;        // destination table per stream
+  std::vector<std::string> modes;         // sync mode per stream
+  std::vector<std::string> partitioning;  // per stream: its table's partitions ("" for none)
 };
 Status RunCheck(config::PipelineConfig& cfg, CheckReport* report);
 

@@ -135,6 +135,15 @@ class Sink {
                                    ": partition_by applies to Iceberg destinations; " + Describe() +
                                    " has no partitions. Remove partition_by");
   }
+  // For `check`: how `stream`'s table is or would be partitioned for `source_schema` ("day(
+  // created_at), bucket[16](id)"; "" when the destination has no partitions). Errors are those
+  // the sync would stop with (a term that does not fit the columns).
+  virtual Result<std::string> DescribePartitioning(const std::string& stream,
+                                                   const Schema& source_schema) {
+    (void)stream;
+    (void)source_schema;
+    return std::string();
+  }
   // Opens (creating when missing) the table of `stream` for `source_schema`. `replacing`: the
   // stream's loads replace the table (full refresh), so any schema change is allowed; otherwise
   // only safe evolutions are (added columns, widened types), and anything else is an error.

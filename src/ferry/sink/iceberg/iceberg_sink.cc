@@ -60,6 +60,30 @@ Status IcebergSink::SetPartitioning(const std::string& stream,
   return Status::OK();
 }
 
+Result<std::string> IcebergSink::DescribePartitioning(const std::string& table,
+                                                      const Schema& source_schema) {
+  // The source's columns with ids of their own (the table's are assigned when it is opened).
+  Schema schema = source_schema;
+  for (size_t i = 0; i < schema.fields.size(); ++i) {
+    schema.fields[i].id = static_cast<int32_t>(i + 1);
+  }
+  auto it = partitioning_.find(table);
+  if (it != partitioning_.end() && it->second) {
+    auto spec = lake::ParsePartitionBy(*it->second, schema);
+    if (!spec.ok()) return spec.status().WithContext("table " + TableName(table));
+    return spec->Describe(schema);
+  }
+  auto t = warehouse_->LoadTable(table);
+  if (!t.ok()) {
+    if (t.status().code() == StatusCode::kNotFound) return std::string("unpartitioned");
+    return t.status();
+  }
+  auto spec = (*t)->metadata().DefaultSpec();
+  if (!spec.ok()) return spec.status().WithContext("table " + TableName(table));
+  auto current = (*t)->metadata().CurrentSchema();
+  return spec->Describe(current.ok() ? *current : schema) + " (the table's)";
+}
+
 Result<std::pair<lake::PartitionSpec, int32_t>> IcebergSink::PrepareSpec(
     lake::Table& table, const Schema& schema,
     const std::optional<std::vector<std::string>>& terms) {

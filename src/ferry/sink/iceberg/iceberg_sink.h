@@ -62,6 +62,8 @@ class IcebergSink : public Sink {
   // change is allowed; otherwise only Iceberg's evolutions are (see lake::Table::AssignFieldIds).
   Status SetPartitioning(const std::string& stream,
                          const std::optional<std::vector<std::string>>& terms) override;
+  Result<std::string> DescribePartitioning(const std::string& table,
+                                           const Schema& source_schema) override;
   Result<std::unique_ptr<SinkStream>> OpenStream(const std::string& table,
                                                  const Schema& source_schema,
                                                  bool replacing) override;
