@@ -9,6 +9,8 @@ import json
 import os
 import random
 import signal
+import sqlite3
+import subprocess
 import sys
 import unittest
 
@@ -232,6 +234,97 @@ class PartitionedTest(ferrytest.FerryTestCase):
         self.assertLess(len(after), len(before))
         self.assertEqual(max(per_day_after.values()), 1)
 
+
+    def test_a_small_write_buffer_flushes_row_groups_not_files(self):
+        # 1MB for the buffers of 32 open files: row groups are flushed early, files stay one
+        # per partition and commit (three batches of rows reach each file).
+        self.configure(partition_by=["bucket(32, id)"], extra="  write_buffer: 1MB\n")
+        self.write_pipeline(self.read_pipeline().replace("  chunk_rows: 1000\n", ""))
+        con = self.source()
+        con.executemany("INSERT INTO orders VALUES (?, ?, ?, ?, ?)",
+                        [self.row(10000 + i) for i in range(140000)])
+        con.commit()
+        con.close()
+        self.sync()
+        files = self.data_files(self.check())
+        self.assertEqual(len(files), 32)
+        self.assertEqual(len({f["partition"]["id_bucket"] for f in files}), 32)
+        self.assertTrue(any(len(f["split_offsets"]) > 1 for f in files),
+                        [f["split_offsets"] for f in files])
+
+    def test_appends_to_a_partitioned_table_another_engine_made(self):
+        # A table written without ferry: DuckDB's Parquet files, avsc's manifests, partitioned by
+        # day(ts) and identity(region), sorted by id, in a catalog made as pyiceberg makes it.
+        con = self.source()
+        con.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, ts TIMESTAMP NOT NULL, "
+                    "region TEXT, payload TEXT)")
+        rows = [(i, stamp(self.rng.randrange(24 * 20)),
+                 self.rng.choice(["eu", "us", None, "ap süd"]), f"event {i}")
+                for i in range(1, 301)]
+        con.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", rows)
+        con.commit()
+        con.close()
+        rows_json = os.path.join(self.dir, "fixture_rows.json")
+        with open(rows_json, "w", encoding="utf-8") as f:
+            json.dump(rows, f)
+        table_dir = os.path.join(self.dir, "warehouse", "made_elsewhere", "events")
+        p = subprocess.run(["node", os.path.join(ferrytest.ROOT, "tests", "interop",
+                                                 "make_partitioned_table.mjs"),
+                            table_dir, rows_json], capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        metadata_file = p.stdout.strip()
+        cat = sqlite3.connect(os.path.join(self.dir, "warehouse", "catalog.db"))
+        cat.execute("CREATE TABLE iceberg_tables (catalog_name VARCHAR(255) NOT NULL, "
+                    "table_namespace VARCHAR(255) NOT NULL, table_name VARCHAR(255) NOT NULL, "
+                    "metadata_location VARCHAR(1000), previous_metadata_location VARCHAR(1000), "
+                    "PRIMARY KEY (catalog_name, table_namespace, table_name))")
+        cat.execute("CREATE TABLE iceberg_namespace_properties (catalog_name VARCHAR(255) NOT NULL, "
+                    "namespace VARCHAR(255) NOT NULL, property_key VARCHAR(255) NOT NULL, "
+                    "property_value VARCHAR(1000), PRIMARY KEY (catalog_name, namespace, property_key))")
+        cat.execute("INSERT INTO iceberg_tables VALUES ('ferry', 'lake', 'events', ?, NULL)",
+                    ("file://" + metadata_file,))
+        cat.execute("INSERT INTO iceberg_namespace_properties VALUES ('ferry', 'lake', 'exists', 'true')")
+        cat.commit()
+        cat.close()
+        self.assert_table_equals_source("lake", "events")  # the fixture is sound to the readers
+
+        self.write_pipeline(PIPELINE.format(mode="cdc_only", streams="  streams:\n    - name: events\n",
+                                            destination=""))
+        check = self.ferry("check", "-c", self.pipeline).stdout
+        self.assertIn("partitioned: day(ts), identity(region) (the table's)", check)
+        self.ferry("sync", "-c", self.pipeline, "--once")
+        con = self.source()
+        # New rows, rows moved to another day and region (their old versions live in the
+        # fixture's files), deletes.
+        con.executemany("INSERT INTO events VALUES (?, ?, ?, ?)",
+                        [(i, stamp(self.rng.randrange(24 * 40)),
+                          self.rng.choice(["eu", "us", None, "new region"]), f"event {i}")
+                         for i in range(301, 601)])
+        con.execute("UPDATE events SET ts = datetime(ts, '+9 days'), region = 'moved' "
+                    "WHERE id % 7 = 0")
+        con.execute("UPDATE events SET payload = 'changed' WHERE id % 11 = 0")
+        con.execute("DELETE FROM events WHERE id % 13 = 0")
+        con.commit()
+        con.close()
+        self.ferry("sync", "-c", self.pipeline, "--once")
+        loc = self.catalog_tables()[("lake", "events")]
+        with open(loc.removeprefix("file://"), encoding="utf-8") as f:
+            meta = json.load(f)
+        seen = self.assert_table_equals_source("lake", "events")
+        # Written by the table's spec (still the default), its sort order and properties kept,
+        # the fixture's files still there, ferry's next to them with tuples of that spec.
+        self.assertEqual(meta["default-spec-id"], 0)
+        self.assertEqual(meta["default-sort-order-id"], 1)
+        self.assertEqual(meta["properties"].get("owner"), "fixture")
+        files = self.data_files(seen)
+        theirs = [f for f in files if os.path.basename(f["path"]).startswith("00000-")]
+        ours = [f for f in files if f not in theirs]
+        self.assertTrue(theirs and ours)
+        self.assertTrue(all(f["spec_id"] == 0 for f in ours))
+        self.assertTrue(any(f["partition"]["region"] == "moved" for f in ours))
+        unpartitioned = {s["spec-id"] for s in meta["partition-specs"] if not s["fields"]}
+        deletes = [f for f in seen["data_files"] if f["content"] == 2]
+        self.assertTrue(deletes and all(f["spec_id"] in unpartitioned for f in deletes))
 
 if __name__ == "__main__":
     unittest.main()

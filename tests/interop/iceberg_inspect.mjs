@@ -254,6 +254,7 @@ if (current) {
         equality_ids: e.data_file.equality_ids || null,
         record_count: Number(e.data_file.record_count),
         file_size_in_bytes: Number(e.data_file.file_size_in_bytes),
+        split_offsets: (e.data_file.split_offsets || []).map(Number),
         bounds: {
           lower: mapOf(e.data_file.lower_bounds),
           upper: mapOf(e.data_file.upper_bounds),

@@ -24,6 +24,9 @@ class OutputStream {
   virtual Status Close() = 0;
   // Bytes appended so far.
   virtual uint64_t Tell() const = 0;
+  // Heap bytes held for appended bytes not yet stored (an object store's parts), for memory
+  // accounting.
+  virtual uint64_t BufferedBytes() const { return 0; }
 };
 
 // Random access to a file of known size: reads by range, as an object store serves them.

@@ -10,6 +10,7 @@
 //
 // Exit codes: 0 success (also after a requested stop), 1 the work failed, 2 bad usage or config.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -767,7 +768,22 @@ int CmdFaults() {
   return 0;
 }
 
+// Open files: a partitioned table keeps one data file open per partition written (up to the
+// destination's max_open_files, per stream), past the 1024 many systems start processes with.
+// The soft limit is raised toward the hard one, as servers holding many files do.
+void RaiseOpenFileLimit() {
+  rlimit l{};
+  if (getrlimit(RLIMIT_NOFILE, &l) != 0) return;
+  const rlim_t want =
+      l.rlim_max == RLIM_INFINITY ? rlim_t{65536} : std::min<rlim_t>(l.rlim_max, 65536);
+  if (l.rlim_cur != RLIM_INFINITY && l.rlim_cur < want) {
+    l.rlim_cur = want;
+    (void)setrlimit(RLIMIT_NOFILE, &l);
+  }
+}
+
 int Main(int argc, char** argv) {
+  RaiseOpenFileLimit();
   Args a;
   std::vector<std::string> rest(argv + 1, argv + argc);
   for (size_t i = 0; i < rest.size(); ++i) {

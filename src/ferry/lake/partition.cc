@@ -602,12 +602,16 @@ Result<Partitioner> Partitioner::Make(const PartitionSpec& spec, const Schema& s
 
 PartitionTuple Partitioner::Of(const Batch& batch, size_t row) const {
   PartitionTuple t;
-  t.reserve(columns_.size());
-  for (size_t i = 0; i < columns_.size(); ++i) {
-    t.push_back(ApplyTransform(spec_.fields[i].transform, source_types_[i],
-                               batch.column(columns_[i]), row));
-  }
+  Into(batch, row, &t);
   return t;
+}
+
+void Partitioner::Into(const Batch& batch, size_t row, PartitionTuple* out) const {
+  out->resize(columns_.size());
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    (*out)[i] =
+        ApplyTransform(spec_.fields[i].transform, source_types_[i], batch.column(columns_[i]), row);
+  }
 }
 
 std::string PartitionKey(const PartitionTuple& t) {

@@ -109,6 +109,8 @@ class Partitioner {
   const std::vector<DataType>& types() const { return types_; }
   // The tuple of row `row` of `batch` (a batch of `schema`).
   PartitionTuple Of(const Batch& batch, size_t row) const;
+  // The same into `out`, reusing its storage (one tuple per row without allocating).
+  void Into(const Batch& batch, size_t row, PartitionTuple* out) const;
   // "created_at_day=2024-01-31/id_bucket=3": a tuple as a path of the table's data folder.
   std::string Path(const PartitionTuple& t) const;
 

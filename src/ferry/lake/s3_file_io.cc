@@ -102,6 +102,9 @@ class S3NewFile final : public OutputStream {
   }
 
   uint64_t Tell() const override { return size_; }
+  uint64_t BufferedBytes() const override {
+    return buffer_.capacity() + in_flight_.size() * part_bytes_;
+  }
 
  private:
   // Hands the full buffer to a part upload, waiting first while `concurrency_` are in flight.

@@ -757,5 +757,53 @@ TEST(ReaderTest, ListsRefuseNullElementsWhereRequiredAndWidenOnRead) {
   EXPECT_NE(r.status().message().find("xs"), std::string::npos) << r.status().message();
 }
 
+// A writer kept open among many (one per partition) flushes its row group and frees its buffers
+// when told, then goes on writing: every row reads back, in order, from three row groups.
+TEST(ReaderTest, FlushAndReleaseCutsARowGroupAndTheWriterGoesOn) {
+  auto schema = MakeSchema({{1, "id", DataType::Int64(), true},
+                            {2, "name", DataType::String(), false},
+                            {3, "x", DataType::Float64(), false}});
+  Batch all(schema);
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 30000; ++i) {
+    all.column(0).AppendInt64(i);
+    if (i % 7 == 0) {
+      all.column(1).AppendNull();
+    } else {
+      all.column(1).AppendBytes("name " + std::to_string(rng() % 3000));
+    }
+    all.column(2).AppendDouble(static_cast<double>(rng() % 100000) / 3);
+  }
+  auto out = std::make_unique<StringOutputStream>();
+  StringOutputStream* raw = out.get();
+  auto w = Writer::Open(std::move(out), schema);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  Batch part(schema);
+  const size_t cuts[] = {0, 10000, 10001, 30000};
+  for (size_t k = 0; k + 1 < std::size(cuts); ++k) {
+    part.Clear();
+    for (size_t c = 0; c < 3; ++c) {
+      for (size_t r = cuts[k]; r < cuts[k + 1]; ++r) part.column(c).AppendRowOf(all.column(c), r);
+    }
+    ASSERT_TRUE((*w)->Write(part).ok());
+    const uint64_t before = (*w)->BufferedMemoryBytes();
+    ASSERT_TRUE((*w)->FlushAndRelease().ok());
+    EXPECT_LT((*w)->BufferedMemoryBytes(), 4096u) << "held " << before << " before";
+  }
+  ASSERT_TRUE((*w)->FlushAndRelease().ok());  // nothing buffered: no empty row group
+  auto m = (*w)->Close();
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->record_count, 30000u);
+  EXPECT_EQ(m->split_offsets.size(), 3u);
+  auto r = Reader::Open(MemoryFile(raw->str(), "t.parquet"), schema);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->row_group_rows(0), 10000u);
+  EXPECT_EQ((*r)->row_group_rows(1), 1u);
+  EXPECT_EQ((*r)->row_group_rows(2), 19999u);
+  auto got = ReadAll(raw->str(), schema);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  for (size_t c = 0; c < 3; ++c) ExpectSameColumn(all.column(c), got->column(c), "column");
+}
+
 }  // namespace
 }  // namespace ferry::parquet

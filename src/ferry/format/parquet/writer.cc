@@ -279,6 +279,12 @@ class FixedDict {
     keys_.clear();
     std::memset(slots_.get(), 0, cap_ * sizeof(uint32_t));
   }
+  // Clear() and the storage too.
+  void Release() {
+    count_ = cap_ = 0;
+    keys_.Release();
+    slots_.reset();
+  }
 
  private:
   void Rehash(size_t cap) {
@@ -349,6 +355,13 @@ class ByteDict {
     plain_.clear();
     starts_.clear();
     std::memset(static_cast<void*>(slots_.get()), 0, cap_ * sizeof(Slot));
+  }
+  // Clear() and the storage too.
+  void Release() {
+    count_ = cap_ = 0;
+    plain_.Release();
+    starts_.Release();
+    slots_.reset();
   }
 
  private:
@@ -485,6 +498,15 @@ class ColumnWriter {
     chunk_values_ = chunk_nulls_ = chunk_uncompressed_ = chunk_compressed_ = 0;
     chunk_dict_pages_ = chunk_plain_pages_ = 0;
   }
+  // Frees the buffers' storage; only between chunks (after ResetChunk), when they hold nothing.
+  void ReleaseMemory() {
+    for (ByteBuffer* b : {&chunk_, &dict_page_, &values_, &levels_, &rep_levels_, &wide_levels_,
+                          &page_, &compressed_}) {
+      b->Release();
+    }
+    std::string().swap(header_);
+    DictRelease();
+  }
 
   // For a list's element (keyed by the element's field id) as Java Iceberg's Parquet metrics:
   // value and null counts are the leaf's level entries and those below the maximum definition
@@ -520,6 +542,7 @@ class ColumnWriter {
   virtual uint64_t DictPlainBytes() const { return 0; }
   virtual void DictPlain(ByteBuffer* /*out*/) const {}
   virtual void DictClear() {}
+  virtual void DictRelease() {}
   virtual uint64_t DictMemoryBytes() const { return 0; }
 
   // Rows per page budget for fixed-width values of `width` bytes.
@@ -793,6 +816,7 @@ class FixedDictWriter : public ColumnWriter {
     out->Append(dict_.keys(), dict_.size() * sizeof(K));
   }
   void DictClear() override { dict_.Clear(); }
+  void DictRelease() override { dict_.Release(); }
   uint64_t DictMemoryBytes() const override { return dict_.MemoryBytes(); }
 
   FixedDict<K> dict_;
@@ -1089,6 +1113,7 @@ class ByteArrayWriter final : public ColumnWriter {
   uint64_t DictPlainBytes() const override { return dict_.plain_bytes(); }
   void DictPlain(ByteBuffer* out) const override { out->Append(dict_.plain()); }
   void DictClear() override { dict_.Clear(); }
+  void DictRelease() override { dict_.Release(); }
   uint64_t DictMemoryBytes() const override { return dict_.MemoryBytes(); }
 
   size_t EncodeValues(const Column& col, size_t begin, size_t end, size_t budget) override {
@@ -1544,7 +1569,20 @@ class WriterImpl final : public Writer {
   uint64_t BufferedMemoryBytes() const override {
     uint64_t n = 0;
     for (const auto& c : columns_) n += c->MemoryBytes();
-    return n + footer_.capacity();
+    return n + footer_.capacity() + out_->BufferedBytes();
+  }
+
+  Status FlushAndRelease() override {
+    if (closed_) return Status::Internal("Parquet writer: FlushAndRelease after Close");
+    if (!failed_.ok()) return failed_;
+    Status st = FlushRowGroup();
+    if (!st.ok()) {
+      failed_ = st;
+      return st;
+    }
+    for (auto& c : columns_) c->ReleaseMemory();
+    std::string().swap(footer_);
+    return Status::OK();
   }
 
   Result<FileMetrics> Close() override {

@@ -185,30 +185,56 @@ Json IcebergStream::Marker() const {
 
 Status IcebergStream::Write(const Batch& batch) {
   if (partitioner_.spec().fields.empty()) return WriteToPartition("", {}, batch);
-  // Rows grouped by partition, in the order they came within each.
+  // Rows grouped by partition, in the order they came within each. A row of the partition of the
+  // row before it (rows in time order) costs one tuple comparison; a few partitions per batch
+  // (bucket[N] of a key) are searched in place; the map is built only for many.
+  constexpr size_t kScanGroups = 16;
+  groups_.resize(std::max(groups_.size(), size_t{1}));
+  size_t used = 0;
+  size_t current = 0;
   std::unordered_map<std::string, size_t> group_of;
-  std::vector<std::pair<lake::PartitionTuple, std::vector<size_t>>> groups;
-  std::vector<std::string> keys;
   for (size_t r = 0; r < batch.num_rows(); ++r) {
-    lake::PartitionTuple tuple = partitioner_.Of(batch, r);
-    std::string key = lake::PartitionKey(tuple);
-    auto [it, inserted] = group_of.emplace(key, groups.size());
-    if (inserted) {
-      groups.emplace_back(std::move(tuple), std::vector<size_t>());
-      keys.push_back(std::move(key));
+    partitioner_.Into(batch, r, &row_tuple_);
+    if (used > 0 && groups_[current].tuple == row_tuple_) {
+      groups_[current].rows.push_back(static_cast<uint32_t>(r));
+      continue;
     }
-    groups[it->second].second.push_back(r);
-  }
-  if (groups.size() == 1) return WriteToPartition(keys[0], groups[0].first, batch);
-  Batch part(batch.schema());
-  for (size_t g = 0; g < groups.size(); ++g) {
-    part.Clear();
-    for (size_t r : groups[g].second) {
-      for (size_t c = 0; c < batch.num_columns(); ++c) {
-        part.column(c).AppendRowOf(batch.column(c), r);
+    size_t g = used;
+    if (used <= kScanGroups) {
+      for (size_t i = 0; i < used; ++i) {
+        if (groups_[i].tuple == row_tuple_) {
+          g = i;
+          break;
+        }
       }
+    } else {
+      if (group_of.empty()) {
+        for (size_t i = 0; i < used; ++i) group_of.emplace(groups_[i].key, i);
+      }
+      auto it = group_of.find(lake::PartitionKey(row_tuple_));
+      if (it != group_of.end()) g = it->second;
     }
-    FERRY_RETURN_IF_ERROR(WriteToPartition(keys[g], groups[g].first, part));
+    if (g == used) {
+      if (groups_.size() == used) groups_.emplace_back();
+      RowGroup& n = groups_[used++];
+      n.tuple = row_tuple_;
+      n.key = lake::PartitionKey(row_tuple_);
+      n.rows.clear();
+      if (!group_of.empty()) group_of.emplace(n.key, g);
+    }
+    groups_[g].rows.push_back(static_cast<uint32_t>(r));
+    current = g;
+  }
+  if (used == 1) return WriteToPartition(groups_[0].key, groups_[0].tuple, batch);
+  if (!part_ || part_->schema() != batch.schema()) part_ = std::make_unique<Batch>(batch.schema());
+  for (size_t g = 0; g < used; ++g) {
+    part_->Clear();
+    for (size_t c = 0; c < batch.num_columns(); ++c) {
+      Column& dst = part_->column(c);
+      const Column& src = batch.column(c);
+      for (uint32_t r : groups_[g].rows) dst.AppendRowOf(src, r);
+    }
+    FERRY_RETURN_IF_ERROR(WriteToPartition(groups_[g].key, groups_[g].tuple, *part_));
   }
   return Status::OK();
 }
@@ -240,14 +266,33 @@ Status IcebergStream::WriteToPartition(const std::string& key, const lake::Parti
 
 Status IcebergStream::MakeRoom(const std::string& keep) {
   const IcebergOptions& o = sink_->options();
-  while (open_.size() > 1) {
-    uint64_t buffered = 0;
-    for (const auto& [k, f] : open_) buffered += f.writer->BufferedMemoryBytes();
-    if (static_cast<int64_t>(open_.size()) <= o.max_open_files &&
-        buffered <= o.write_buffer_bytes) {
-      break;
-    }
+  while (static_cast<int64_t>(open_.size()) > o.max_open_files) {
     const std::string victim = lru_.back() == keep ? *std::next(lru_.rbegin()) : lru_.back();
+    FERRY_RETURN_IF_ERROR(CloseFile(victim));
+  }
+  if (open_.size() < 2) return Status::OK();
+  // Over the buffer budget, the open files holding the most flush their row groups (the files
+  // stay open: no small files for memory's sake).
+  std::vector<std::pair<uint64_t, OpenFile*>> held;
+  uint64_t buffered = 0;
+  for (auto& [k, f] : open_) {
+    const uint64_t n = f.writer->BufferedMemoryBytes();
+    buffered += n;
+    held.emplace_back(n, &f);
+  }
+  if (buffered <= o.write_buffer_bytes) return Status::OK();
+  std::sort(held.begin(), held.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [n, f] : held) {
+    if (buffered <= o.write_buffer_bytes / 2) break;
+    FERRY_RETURN_IF_ERROR(f->writer->FlushAndRelease());
+    buffered -= std::min(buffered, n);
+    buffered += f->writer->BufferedMemoryBytes();
+  }
+  // Still over: what the files' streams hold (an object store's parts, sent whole or on close).
+  while (buffered > o.write_buffer_bytes && open_.size() > 1) {
+    const std::string victim = lru_.back() == keep ? *std::next(lru_.rbegin()) : lru_.back();
+    buffered -= std::min(buffered, open_.at(victim).writer->BufferedMemoryBytes());
     FERRY_RETURN_IF_ERROR(CloseFile(victim));
   }
   return Status::OK();

@@ -6,11 +6,11 @@
 // engine compares markers with the state file and skips what landed.
 //
 // Partitioned tables: rows go to one open data file per partition of the table's default spec
-// (at most max_open_files open at once, the least recently written closed first, and the oldest
-// closed too while the open files' buffers exceed write_buffer); equality deletes are written
-// with the table's unpartitioned spec, so they apply to every partition and a row whose update
-// moves it to another partition loses its old version wherever it lives. `partition_by` terms
-// that differ from the default spec add a new spec (partition evolution): files already
+// (at most max_open_files open at once, the least recently written closed first; while the open
+// files' buffers exceed write_buffer, those holding most flush a row group); equality deletes are
+// written with the table's unpartitioned spec, so they apply to every partition and a row whose
+// update moves it to another partition loses its old version wherever it lives. `partition_by`
+// terms that differ from the default spec add a new spec (partition evolution): files already
 // written keep theirs.
 //
 // Thread-safety: an IcebergSink may be shared by stream writers on several threads (the catalog
@@ -146,8 +146,8 @@ class IcebergStream : public SinkStream {
   // Writes `batch`, all of whose rows are in partition `key` (`tuple`).
   Status WriteToPartition(const std::string& key, const lake::PartitionTuple& tuple,
                           const Batch& batch);
-  // Closes open files while more than max_open_files are open or their buffers exceed
-  // write_buffer (least recently written first), keeping `keep`.
+  // Closes the least recently written files while more than max_open_files are open (keeping
+  // `keep`); flushes the row groups of those holding most while their buffers exceed write_buffer.
   Status MakeRoom(const std::string& keep);
   Status CloseFile(const std::string& key);
   Status CloseOpenFile();  // every open data file
@@ -163,6 +163,15 @@ class IcebergStream : public SinkStream {
   int32_t delete_spec_id_ = 0;     // an unpartitioned spec: equality deletes apply everywhere
   std::unordered_map<std::string, OpenFile> open_;  // by lake::PartitionKey
   std::list<std::string> lru_;                      // keys of open_, most recently written first
+  // Write's scratch: a row's tuple, the rows of each partition of a batch, and a batch of them.
+  struct RowGroup {
+    lake::PartitionTuple tuple;
+    std::string key;
+    std::vector<uint32_t> rows;
+  };
+  lake::PartitionTuple row_tuple_;
+  std::vector<RowGroup> groups_;
+  std::unique_ptr<Batch> part_;
   std::vector<lake::DataFile> pending_;
   std::shared_ptr<const Schema> key_schema_;  // identifier fields only
   std::vector<size_t> key_columns_;           // their positions in schema_

@@ -132,7 +132,7 @@ Result<std::unique_ptr<IcebergWarehouse>> IcebergWarehouse::Open(config::Destina
     return Status::InvalidArgument("destination.page_size (" + std::to_string(page) +
                                    ") must not exceed row_group_size (" + std::to_string(rg) + ")");
   }
-  FERRY_ASSIGN_OR_RETURN(opts.max_open_files, o.TakeInt("max_open_files", 16, 1, 10000));
+  FERRY_ASSIGN_OR_RETURN(opts.max_open_files, o.TakeInt("max_open_files", 128, 1, 10000));
   FERRY_ASSIGN_OR_RETURN(int64_t buffer, o.TakeBytes("write_buffer", 256ll << 20));
   if (buffer < (1ll << 20)) {
     return Status::InvalidArgument(o.Where("write_buffer") +

@@ -27,7 +27,7 @@ struct IcebergOptions {
   parquet::WriterOptions parquet;
   uint64_t target_file_bytes = 512ull << 20;
   // Partitioned tables: data files open at once, and the buffers they may hold together.
-  int64_t max_open_files = 16;
+  int64_t max_open_files = 128;
   uint64_t write_buffer_bytes = 256ull << 20;
 };
 
