@@ -89,6 +89,10 @@ class PartitionedTest(ferrytest.FerryTestCase):
         check = self.ferry("check", "-c", self.pipeline).stdout
         self.assertIn("partitioned: day(created_at), bucket[4](id), identity(Region Name), "
                       "truncate[5](sku)", check)
+        found = json.loads(self.ferry("discover", "-c", self.pipeline, "--json").stdout)
+        self.assertEqual([(t["name"], t["partitioned"]) for t in found],
+                         [("orders", "day(created_at), bucket[4](id), identity(Region Name), "
+                                     "truncate[5](sku)")])
         self.sync()
         seen = self.check()
         meta = self.metadata()
@@ -116,6 +120,8 @@ class PartitionedTest(ferrytest.FerryTestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("partition_by term 'day(sku)'", p.stderr)
         self.assertIn("does not apply to a column of type string", p.stderr)
+        out = self.ferry("discover", "-c", self.pipeline).stdout  # lists the table, says why
+        self.assertIn("cannot be synced: table orders: partition_by term 'day(sku)'", out)
         self.configure(stream_partition_by=["bucket(0, id)"])
         p = self.sync(check=False)
         self.assertIn("positive integer", p.stderr)
@@ -126,6 +132,8 @@ class PartitionedTest(ferrytest.FerryTestCase):
         p = self.sync(check=False)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("partition_by applies to Iceberg destinations", p.stderr)
+        out = self.ferry("discover", "-c", self.pipeline).stdout
+        self.assertIn("partition_by applies to Iceberg destinations", out)
 
     def test_cdc_moves_rows_between_partitions_exactly_once(self):
         self.configure(mode="cdc", stream_partition_by=["day(created_at)", "Region Name"])

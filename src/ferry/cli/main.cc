@@ -207,11 +207,13 @@ int CmdCheck(const Args& a) {
 int CmdDiscover(const Args& a) {
   auto cfg = LoadConfig(a);
   if (!cfg.ok()) return Fail(cfg.status(), 2);
-  auto streams = engine::RunDiscover(*cfg);
-  if (!streams.ok()) return Fail(streams.status(), ExitCodeFor(streams.status()));
+  auto found = engine::RunDiscover(*cfg);
+  if (!found.ok()) return Fail(found.status(), ExitCodeFor(found.status()));
+  const std::vector<source::StreamInfo>& streams = found->streams;
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& s : *streams) {
+    for (size_t i = 0; i < streams.size(); ++i) {
+      const source::StreamInfo& s = streams[i];
       nlohmann::json cols = nlohmann::json::array();
       for (const auto& c : s.columns) {
         cols.push_back({{"name", c.name},
@@ -228,12 +230,16 @@ int CmdDiscover(const Args& a) {
            {"cursor_candidates", s.cursor_candidates},
            {"estimated_rows", s.estimated_rows},
            {"chunking", s.chunking},
+           {"partitioned", found->partitioning[i].empty() || !s.error.empty()
+                               ? nlohmann::json(nullptr)
+                               : nlohmann::json(found->partitioning[i])},
            {"error", s.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.error)}});
     }
     std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
-  for (const auto& s : *streams) {
+  for (size_t i = 0; i < streams.size(); ++i) {
+    const source::StreamInfo& s = streams[i];
     std::printf("%s.%s  (about %lld rows; full refresh split by %s)\n", s.ns.c_str(),
                 s.name.c_str(), static_cast<long long>(s.estimated_rows), s.chunking.c_str());
     std::printf("  %-24s %-20s %-16s %-9s %s\n", "column", "source type", "iceberg type",
@@ -247,6 +253,9 @@ int CmdDiscover(const Args& a) {
     std::string cands;
     for (const auto& c : s.cursor_candidates) cands += (cands.empty() ? "" : ", ") + c;
     std::printf("  cursor candidates: %s\n", cands.empty() ? "(none)" : cands.c_str());
+    if (!found->partitioning[i].empty() && s.error.empty()) {
+      std::printf("  partitioned: %s\n", found->partitioning[i].c_str());
+    }
     if (!s.error.empty()) std::printf("  cannot be synced: %s\n", s.error.c_str());
     std::printf("\n");
   }

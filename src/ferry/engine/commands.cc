@@ -7,16 +7,23 @@
 
 namespace ferry::engine {
 
-Result<std::vector<source::StreamInfo>> RunDiscover(config::PipelineConfig& cfg) {
-  std::vector<source::StreamInfo> out;
+Result<DiscoverReport> RunDiscover(config::PipelineConfig& cfg) {
+  DiscoverReport out;
   for (config::SourceConfig& sc : cfg.sources) {
     auto src = source::OpenSource(sc);
     if (!src.ok()) return InSource(sc, src.status());
     auto streams = (*src)->Discover();
     if (!streams.ok()) return InSource(sc, streams.status());
     for (auto& info : *streams) {
+      const config::StreamConfig settings = StreamSettings(sc, info.name);
+      auto parts = sink::Sink::DescribePartitionTerms(
+          cfg.destination, info.name,
+          settings.partition_by ? settings.partition_by : cfg.destination.partition_by,
+          info.ToSchema());
+      out.partitioning.push_back(parts.ok() ? *parts : parts.status().message());
+      if (!parts.ok() && info.error.empty()) info.error = parts.status().message();
       info.name = SourceLabel(sc, info.name);
-      out.push_back(std::move(info));
+      out.streams.push_back(std::move(info));
     }
   }
   return out;

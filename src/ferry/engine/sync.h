@@ -75,7 +75,13 @@ struct CheckReport {
 };
 Status RunCheck(config::PipelineConfig& cfg, CheckReport* report);
 
-Result<std::vector<source::StreamInfo>> RunDiscover(config::PipelineConfig& cfg);
+// What `discover` prints: the sources' tables, and how the partition_by set for each would lay
+// out its destination table ("" when none is set; the error text when a term does not fit).
+struct DiscoverReport {
+  std::vector<source::StreamInfo> streams;
+  std::vector<std::string> partitioning;
+};
+Result<DiscoverReport> RunDiscover(config::PipelineConfig& cfg);
 
 // What `ferry state` prints: per stream, the state file's entry, the table's marker, and what
 // the next sync would do with them. Reads the source's table list and the destination's

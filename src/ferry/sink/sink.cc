@@ -32,6 +32,17 @@ constexpr DestinationType kDestinations[] = {
 
 }  // namespace
 
+Result<std::string> Sink::DescribePartitionTerms(
+    const config::DestinationConfig& cfg, const std::string& stream,
+    const std::optional<std::vector<std::string>>& terms, const Schema& source_schema) {
+  if (!terms) return std::string();
+  if (cfg.type != "iceberg") {
+    if (terms->empty()) return std::string();
+    return NoPartitions(stream, "a " + cfg.type + " destination");
+  }
+  return IcebergSink::DescribeTerms(stream, *terms, source_schema);
+}
+
 Result<std::unique_ptr<Sink>> Sink::Open(config::DestinationConfig& cfg,
                                          const std::string& pipeline) {
   std::string known;

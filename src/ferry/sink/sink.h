@@ -113,8 +113,20 @@ class SinkStream {
 class Sink {
  public:
   virtual ~Sink() = default;
+  // A destination without partitions given partition_by terms.
+  static Status NoPartitions(const std::string& stream, const std::string& destination) {
+    return Status::InvalidArgument("stream " + stream +
+                                   ": partition_by applies to Iceberg destinations; " +
+                                   destination + " has no partitions. Remove partition_by");
+  }
   // Opens the destination `cfg` describes (its type picks the sink) for `pipeline`; every key of
   // cfg.options is consumed, and an unknown key is an error naming it.
+  // For `discover`, which does not open the destination: how `terms` (a stream's partition_by,
+  // nullopt when none is set) would lay out its table over `source_schema` ("day(created_at),
+  // bucket[16](id)"; "" when nothing is set); the error the sync would stop with otherwise.
+  static Result<std::string> DescribePartitionTerms(
+      const config::DestinationConfig& cfg, const std::string& stream,
+      const std::optional<std::vector<std::string>>& terms, const Schema& source_schema);
   static Result<std::unique_ptr<Sink>> Open(config::DestinationConfig& cfg,
                                             const std::string& pipeline);
 
@@ -131,9 +143,7 @@ class Sink {
   virtual Status SetPartitioning(const std::string& stream,
                                  const std::optional<std::vector<std::string>>& terms) {
     if (!terms || terms->empty()) return Status::OK();
-    return Status::InvalidArgument("stream " + stream +
-                                   ": partition_by applies to Iceberg destinations; " + Describe() +
-                                   " has no partitions. Remove partition_by");
+    return NoPartitions(stream, Describe());
   }
   // For `check`: how `stream`'s table is or would be partitioned for `source_schema` ("day(
   // created_at), bucket[16](id)"; "" when the destination has no partitions). Errors are those

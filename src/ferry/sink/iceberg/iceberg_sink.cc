@@ -60,18 +60,33 @@ Status IcebergSink::SetPartitioning(const std::string& stream,
   return Status::OK();
 }
 
-Result<std::string> IcebergSink::DescribePartitioning(const std::string& table,
-                                                      const Schema& source_schema) {
-  // The source's columns with ids of their own (the table's are assigned when it is opened).
+namespace {
+
+// The source's columns with ids of their own (the table's are assigned when it is opened).
+Schema WithOwnIds(const Schema& source_schema) {
   Schema schema = source_schema;
   for (size_t i = 0; i < schema.fields.size(); ++i) {
     schema.fields[i].id = static_cast<int32_t>(i + 1);
   }
+  return schema;
+}
+
+}  // namespace
+
+Result<std::string> IcebergSink::DescribeTerms(const std::string& table,
+                                               const std::vector<std::string>& terms,
+                                               const Schema& source_schema) {
+  const Schema schema = WithOwnIds(source_schema);
+  auto spec = lake::ParsePartitionBy(terms, schema);
+  if (!spec.ok()) return spec.status().WithContext("table " + table);
+  return spec->Describe(schema);
+}
+
+Result<std::string> IcebergSink::DescribePartitioning(const std::string& table,
+                                                      const Schema& source_schema) {
   auto it = partitioning_.find(table);
   if (it != partitioning_.end() && it->second) {
-    auto spec = lake::ParsePartitionBy(*it->second, schema);
-    if (!spec.ok()) return spec.status().WithContext("table " + TableName(table));
-    return spec->Describe(schema);
+    return DescribeTerms(TableName(table), *it->second, source_schema);
   }
   auto t = warehouse_->LoadTable(table);
   if (!t.ok()) {
@@ -81,7 +96,7 @@ Result<std::string> IcebergSink::DescribePartitioning(const std::string& table,
   auto spec = (*t)->metadata().DefaultSpec();
   if (!spec.ok()) return spec.status().WithContext("table " + TableName(table));
   auto current = (*t)->metadata().CurrentSchema();
-  return spec->Describe(current.ok() ? *current : schema) + " (the table's)";
+  return spec->Describe(current.ok() ? *current : WithOwnIds(source_schema)) + " (the table's)";
 }
 
 Result<std::pair<lake::PartitionSpec, int32_t>> IcebergSink::PrepareSpec(

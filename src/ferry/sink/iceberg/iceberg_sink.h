@@ -62,6 +62,11 @@ class IcebergSink : public Sink {
   // change is allowed; otherwise only Iceberg's evolutions are (see lake::Table::AssignFieldIds).
   Status SetPartitioning(const std::string& stream,
                          const std::optional<std::vector<std::string>>& terms) override;
+  // How `terms` lay out the table of `table` over `source_schema`'s columns ("unpartitioned" for
+  // none); kInvalidArgument naming the table and the term that does not fit.
+  static Result<std::string> DescribeTerms(const std::string& table,
+                                           const std::vector<std::string>& terms,
+                                           const Schema& source_schema);
   Result<std::string> DescribePartitioning(const std::string& table,
                                            const Schema& source_schema) override;
   Result<std::unique_ptr<SinkStream>> OpenStream(const std::string& table,
