@@ -53,6 +53,9 @@ class Column {
   void AppendBytes(std::string_view v);
   // Appends row `row` of `src`, a column of the same type (list elements included).
   void AppendRowOf(const Column& src, size_t row);
+  // Appends rows `rows[0..n)` of `src` (same type) in that order: AppendRowOf for each, in one
+  // pass per buffer.
+  void AppendRowsOf(const Column& src, const uint32_t* rows, size_t n);
   // Lists: ends the row whose elements were appended to list_child() since the last row.
   void AppendListEnd() {
     offsets_.push_back(static_cast<uint32_t>(child_->size()));

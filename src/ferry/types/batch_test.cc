@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <vector>
+
 namespace ferry {
 namespace {
 
@@ -163,6 +166,61 @@ TEST(BatchTest, BatchIsFullAtItsRowsOrAtItsBytes) {
   }
   EXPECT_GE(wide.MemoryBytes(), kBatchBytesTarget);
   EXPECT_LE(rows, kBatchBytesTarget / value.size() + 16);
+}
+
+// The gather copies what AppendRowOf copies, row by row, for every kind of column.
+TEST(BatchTest, AppendRowsOfMatchesAppendRowOf) {
+  auto schema = std::make_shared<Schema>();
+  schema->fields = {{1, "id", DataType::Int64(), true, ""},
+                    {2, "name", DataType::String(), false, ""},
+                    {3, "price", DataType::Decimal(12, 2), false, ""},
+                    {4, "day", DataType::Date(), false, ""},
+                    {5, "flag", DataType::Boolean(), false, ""},
+                    {6, "tags", DataType::List(DataType::String(), false, 7), false, ""}};
+  Batch b(schema);
+  for (int i = 0; i < 50; ++i) {
+    b.column(0).AppendInt64(i * 3);
+    if (i % 4 == 1) {
+      b.column(1).AppendNull();
+      b.column(2).AppendNull();
+      b.column(3).AppendNull();
+      b.column(4).AppendNull();
+      b.column(5).AppendNull();
+      continue;
+    }
+    b.column(1).AppendBytes(
+        std::string(static_cast<size_t>(i % 7), static_cast<char>('a' + i % 26)));
+    b.column(2).AppendDecimal(-i * 1000);
+    b.column(3).AppendInt32(19000 + i);
+    b.column(4).AppendBool(i % 2 == 0);
+    for (int k = 0; k < i % 3; ++k) b.column(5).list_child().AppendBytes("t" + std::to_string(k));
+    b.column(5).AppendListEnd();
+  }
+  const std::vector<uint32_t> rows = {49, 0, 1, 1, 17, 33, 5, 48, 2};
+  Batch one(schema), gathered(schema);
+  for (size_t c = 0; c < schema->fields.size(); ++c) {
+    for (uint32_t r : rows) one.column(c).AppendRowOf(b.column(c), r);
+    gathered.column(c).AppendRowsOf(b.column(c), rows.data(), 4);  // in two calls
+    gathered.column(c).AppendRowsOf(b.column(c), rows.data() + 4, rows.size() - 4);
+  }
+  for (size_t c = 0; c < schema->fields.size(); ++c) {
+    const Column& want = one.column(c);
+    const Column& got = gathered.column(c);
+    ASSERT_EQ(got.size(), rows.size()) << c;
+    EXPECT_EQ(got.null_count(), want.null_count()) << c;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      ASSERT_EQ(got.IsValid(i), want.IsValid(i)) << c << " row " << i;
+      const int w = want.type().FixedWidth();
+      if (want.type().is_list()) {
+        EXPECT_EQ(got.ListRange(i), want.ListRange(i)) << c << " row " << i;
+      } else if (w > 0) {
+        EXPECT_EQ(std::memcmp(got.fixed_data() + i * w, want.fixed_data() + i * w, w), 0)
+            << c << " row " << i;
+      } else {
+        EXPECT_EQ(got.GetBytes(i), want.GetBytes(i)) << c << " row " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -134,12 +134,14 @@ std::string LittleEndianBytes(T v) {
 // One compression context shared by the columns of a writer (single-threaded).
 class Compressor {
  public:
-  Compressor(Compression codec, int level) : codec_(codec), level_(level) {
-    if (codec_ == Compression::kZstd) cctx_ = ZSTD_createCCtx();
-  }
-  ~Compressor() {
+  Compressor(Compression codec, int level) : codec_(codec), level_(level) {}
+  ~Compressor() { Release(); }
+  // Frees the context (a writer kept open but idle); the next Compress makes a new one.
+  void Release() {
     if (cctx_ != nullptr) ZSTD_freeCCtx(cctx_);
+    cctx_ = nullptr;
   }
+  uint64_t MemoryBytes() const { return cctx_ != nullptr ? ZSTD_sizeof_CCtx(cctx_) : 0; }
   Compressor(const Compressor&) = delete;
   Compressor& operator=(const Compressor&) = delete;
 
@@ -150,6 +152,7 @@ class Compressor {
     out->clear();
     switch (codec_) {
       case Compression::kZstd: {
+        if (cctx_ == nullptr) cctx_ = ZSTD_createCCtx();
         if (cctx_ == nullptr) return Status::Internal("zstd: could not create a context");
         size_t bound = ZSTD_compressBound(n);
         char* dst = out->AppendUninit(bound);
@@ -1569,7 +1572,7 @@ class WriterImpl final : public Writer {
   uint64_t BufferedMemoryBytes() const override {
     uint64_t n = 0;
     for (const auto& c : columns_) n += c->MemoryBytes();
-    return n + footer_.capacity() + out_->BufferedBytes();
+    return n + footer_.capacity() + compressor_.MemoryBytes() + out_->BufferedBytes();
   }
 
   Status FlushAndRelease() override {
@@ -1581,6 +1584,7 @@ class WriterImpl final : public Writer {
       return st;
     }
     for (auto& c : columns_) c->ReleaseMemory();
+    compressor_.Release();
     std::string().swap(footer_);
     return Status::OK();
   }

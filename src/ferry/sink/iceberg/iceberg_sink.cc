@@ -240,24 +240,31 @@ Status IcebergStream::Write(const Batch& batch) {
     groups_[g].rows.push_back(static_cast<uint32_t>(r));
     current = g;
   }
-  if (used == 1) return WriteToPartition(groups_[0].key, groups_[0].tuple, batch);
+  if (used == 1) {
+    FERRY_RETURN_IF_ERROR(WriteToPartition(groups_[0].key, groups_[0].tuple, batch));
+    return KeepWithinBuffer();
+  }
   if (!part_ || part_->schema() != batch.schema()) part_ = std::make_unique<Batch>(batch.schema());
   for (size_t g = 0; g < used; ++g) {
     part_->Clear();
+    const std::vector<uint32_t>& rows = groups_[g].rows;
     for (size_t c = 0; c < batch.num_columns(); ++c) {
-      Column& dst = part_->column(c);
-      const Column& src = batch.column(c);
-      for (uint32_t r : groups_[g].rows) dst.AppendRowOf(src, r);
+      part_->column(c).AppendRowsOf(batch.column(c), rows.data(), rows.size());
     }
     FERRY_RETURN_IF_ERROR(WriteToPartition(groups_[g].key, groups_[g].tuple, *part_));
   }
-  return Status::OK();
+  return KeepWithinBuffer();
 }
 
 Status IcebergStream::WriteToPartition(const std::string& key, const lake::PartitionTuple& tuple,
                                        const Batch& batch) {
   auto it = open_.find(key);
   if (it == open_.end()) {
+    // Room for one more: the least recently written files are closed.
+    while (!open_.empty() &&
+           static_cast<int64_t>(open_.size()) >= sink_->options().max_open_files) {
+      FERRY_RETURN_IF_ERROR(CloseFile(lru_.back()));
+    }
     OpenFile f;
     f.partition = tuple;
     const std::string folder =
@@ -276,15 +283,11 @@ Status IcebergStream::WriteToPartition(const std::string& key, const lake::Parti
   if (it->second.writer->EstimatedSize() >= sink_->options().target_file_bytes) {
     return CloseFile(key);
   }
-  return MakeRoom(key);
+  return Status::OK();
 }
 
-Status IcebergStream::MakeRoom(const std::string& keep) {
+Status IcebergStream::KeepWithinBuffer() {
   const IcebergOptions& o = sink_->options();
-  while (static_cast<int64_t>(open_.size()) > o.max_open_files) {
-    const std::string victim = lru_.back() == keep ? *std::next(lru_.rbegin()) : lru_.back();
-    FERRY_RETURN_IF_ERROR(CloseFile(victim));
-  }
   if (open_.size() < 2) return Status::OK();
   // Over the buffer budget, the open files holding the most flush their row groups (the files
   // stay open: no small files for memory's sake).
@@ -306,7 +309,7 @@ Status IcebergStream::MakeRoom(const std::string& keep) {
   }
   // Still over: what the files' streams hold (an object store's parts, sent whole or on close).
   while (buffered > o.write_buffer_bytes && open_.size() > 1) {
-    const std::string victim = lru_.back() == keep ? *std::next(lru_.rbegin()) : lru_.back();
+    const std::string victim = lru_.back();
     buffered -= std::min(buffered, open_.at(victim).writer->BufferedMemoryBytes());
     FERRY_RETURN_IF_ERROR(CloseFile(victim));
   }

@@ -151,9 +151,9 @@ class IcebergStream : public SinkStream {
   // Writes `batch`, all of whose rows are in partition `key` (`tuple`).
   Status WriteToPartition(const std::string& key, const lake::PartitionTuple& tuple,
                           const Batch& batch);
-  // Closes the least recently written files while more than max_open_files are open (keeping
-  // `keep`); flushes the row groups of those holding most while their buffers exceed write_buffer.
-  Status MakeRoom(const std::string& keep);
+  // While the open files' buffers exceed write_buffer: flushes the row groups of those holding
+  // most, then (an object store's parts) closes the least recently written. After each batch.
+  Status KeepWithinBuffer();
   Status CloseFile(const std::string& key);
   Status CloseOpenFile();  // every open data file
   Status CloseDeleteFile();
