@@ -399,7 +399,8 @@ class ByteDict {
 // CutPage turns them into an RLE_DICTIONARY page (bit width byte + RLE/bit-packed hybrid). When
 // the dictionary would outgrow its limit, EncodeValues stops before that value and sets
 // fallback_: the open page is cut, the dictionary page is written (it precedes the data pages in
-// the file) and the rest of the chunk is PLAIN. The next chunk starts with a new dictionary.
+// the file) and the rest of the chunk is PLAIN. The next two chunks start PLAIN, the one after
+// with a new dictionary.
 class ColumnWriter {
  public:
   ColumnWriter(const Field& field, Compressor* compressor, const ColumnConfig& cfg)
@@ -443,7 +444,10 @@ class ColumnWriter {
         FERRY_RETURN_IF_ERROR(CutPage());
         used = 0;
       }
-      size_t taken = EncodeValues(col, begin, end, static_cast<size_t>(page_bytes_ - used));
+      // Before the probe, at most enough values to reach it are taken at a time.
+      const bool probing = dict_active_ && !dict_probed_;
+      const size_t stop = probing ? std::min(end, begin + kDictProbeEntries) : end;
+      size_t taken = EncodeValues(col, begin, stop, static_cast<size_t>(page_bytes_ - used));
       if (optional_ && taken > 0) {
         levels_.Append(col.validity() + begin, taken);
         if (col.null_count() > 0) {
@@ -455,6 +459,13 @@ class ColumnWriter {
       }
       page_rows_ += taken;
       begin += taken;
+      if (dict_active_ && !dict_probed_ && DictSize() >= kDictProbeEntries) [[unlikely]] {
+        // Nearly every value so far new (keys, timestamps, amounts): the dictionary would only
+        // grow to its limit and be dropped; PLAIN from here.
+        dict_probed_ = true;
+        const uint64_t values = static_cast<uint64_t>(chunk_values_) + page_rows_;
+        if (DictSize() * 100 > values * 97) fallback_ = true;
+      }
       if (fallback_) [[unlikely]] {
         FERRY_RETURN_IF_ERROR(FallBackToPlain());
       }
@@ -497,7 +508,9 @@ class ColumnWriter {
     chunk_.clear();
     dict_page_.clear();
     DictClear();
-    dict_active_ = dict_enabled_;
+    dict_active_ = dict_enabled_ && plain_chunks_left_ == 0;
+    dict_probed_ = false;
+    if (plain_chunks_left_ > 0) --plain_chunks_left_;
     chunk_values_ = chunk_nulls_ = chunk_uncompressed_ = chunk_compressed_ = 0;
     chunk_dict_pages_ = chunk_plain_pages_ = 0;
   }
@@ -562,6 +575,12 @@ class ColumnWriter {
   ByteBuffer values_;          // the open page's encoded values (uint32 indices in dictionary mode)
   bool dict_active_;           // this chunk's pages are still dictionary-encoded
   bool fallback_ = false;      // set by EncodeValues: the dictionary is full
+  static constexpr int kPlainChunksAfterFallback = 2;
+  int plain_chunks_left_ = 0;  // chunks still to start PLAIN after a fallback
+  // Once a chunk's dictionary holds this many entries, a dictionary of nearly only distinct
+  // values is given up (a probe, once per chunk).
+  static constexpr size_t kDictProbeEntries = 16384;
+  bool dict_probed_ = false;
   // A list's element: EncodeValues is given one whole list at a time and may fall back to PLAIN
   // only before its first element (it then takes none); a list that starts under the dictionary's
   // limit finishes in it, so that no list is split between a page and the next.
@@ -642,6 +661,11 @@ class ColumnWriter {
     FERRY_RETURN_IF_ERROR(CutPage());
     FERRY_RETURN_IF_ERROR(WriteDictPage());
     dict_active_ = false;
+    // The dictionary page is written: its table is not needed for the rest of the chunk. The
+    // values were too many for one, so the next chunks of this file do without (one in
+    // kPlainChunksAfterFallback + 1 tries again, for data that changes along the file).
+    DictRelease();
+    plain_chunks_left_ = kPlainChunksAfterFallback;
     return Status::OK();
   }
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -1000,22 +1001,60 @@ TEST_P(WriterCodecTest, DictionaryFallsBackMidChunk) {
   EXPECT_EQ(w.metrics.columns[1].lower_bound, smin);
   EXPECT_EQ(w.metrics.columns[1].upper_bound, smax);
 
-  // Several row groups: each chunk starts with a new dictionary and falls back on its own.
+  // Several row groups: a chunk that fell back is followed by two PLAIN chunks, then a chunk
+  // tries a new dictionary again (and falls back on its own: these values stay distinct).
   opts.row_group_bytes = 48 << 10;
   Written g = WriteOne(schema, batch, opts);
   ASSERT_GT(g.footer[4].list.size(), 1u);
   EXPECT_EQ(ReadColumn(g, 0), want_v);
   EXPECT_EQ(ReadColumn(g, 1), want_s);
   for (size_t rg = 0; rg < g.footer[4].list.size(); ++rg) {
-    EXPECT_EQ(PageKinds(g, rg, 0)[0], 'D') << rg;
+    for (size_t c = 0; c < 2; ++c) {
+      const std::string kinds = PageKinds(g, rg, c);
+      if (rg % 3 == 0) {
+        EXPECT_EQ(kinds[0], 'D') << rg << " " << kinds;
+        EXPECT_NE(kinds.find('P'), std::string::npos) << rg << " " << kinds;
+      } else {
+        EXPECT_EQ(kinds.find_first_not_of('P'), std::string::npos) << rg << " " << kinds;
+      }
+    }
   }
 }
 
-// An all-distinct column falls back once the dictionary reaches the default 1 MiB.
-TEST(WriterTest, AllDistinctColumnFallsBackAtTheDefaultLimit) {
+// A chunk whose first values are nearly all distinct gives its dictionary up once it holds
+// 16384 entries, long before the limit; one with repeats keeps it.
+TEST(WriterTest, NearlyDistinctValuesGiveTheDictionaryUpEarly) {
+  auto schema = MakeSchema({{1, "id", DataType::Int64(), true}, {2, "c", DataType::Int64(), true}});
+  Batch batch(schema);
+  std::mt19937_64 rng(3);
+  std::set<int64_t> distinct;
+  for (int64_t i = 0; i < 100000; ++i) {
+    batch.column(0).AppendInt64(i * 2654435761LL);
+    const auto c = static_cast<int64_t>(rng() % 20000);  // about 5 times each
+    batch.column(1).AppendInt64(c);
+    distinct.insert(c);
+  }
+  WriterOptions opts;
+  opts.compression = Compression::kUncompressed;
+  Written w = WriteOne(schema, batch, opts);
+  auto id = testing::ReadChunk(w.file, w.footer, 0, 0);
+  ASSERT_EQ(PageKinds(w, 0, 0)[0], 'D');
+  EXPECT_EQ(id.pages[0].header[7][1].i, 16384);  // the dictionary's entries
+  EXPECT_NE(PageKinds(w, 0, 0).find('P'), std::string::npos);
+  const std::string c = PageKinds(w, 0, 1);
+  EXPECT_EQ(c[0], 'D');
+  EXPECT_EQ(c.find('P'), std::string::npos) << c;
+  EXPECT_EQ(testing::ReadChunk(w.file, w.footer, 0, 1).pages[0].header[7][1].i,
+            static_cast<int64_t>(distinct.size()));
+}
+
+// A column of many values, each twice (half distinct: past the probe), falls back once the
+// dictionary reaches the default 1 MiB.
+TEST(WriterTest, ManyValuesFallBackAtTheDefaultLimit) {
   auto schema = MakeSchema({{1, "id", DataType::Int64(), true}});
   Batch batch(schema);
-  for (int64_t i = 0; i < 400000; ++i) batch.column(0).AppendInt64(i * 2654435761LL);
+  auto value = [](int64_t i) { return (i / 2) * 2654435761LL; };
+  for (int64_t i = 0; i < 400000; ++i) batch.column(0).AppendInt64(value(i));
   WriterOptions opts;
   opts.compression = Compression::kUncompressed;
   Written w = WriteOne(schema, batch, opts);
@@ -1028,9 +1067,9 @@ TEST(WriterTest, AllDistinctColumnFallsBackAtTheDefaultLimit) {
   EXPECT_EQ(kinds.back(), 'P');
   ASSERT_EQ(chunk.values.size(), 400000u);
   for (int64_t i = 0; i < 400000; i += 997) {
-    EXPECT_EQ(*chunk.values[static_cast<size_t>(i)], LE(i * 2654435761LL));
+    EXPECT_EQ(*chunk.values[static_cast<size_t>(i)], LE(value(i)));
   }
-  EXPECT_EQ(w.metrics.columns[0].upper_bound, LE<int64_t>(399999 * 2654435761LL));
+  EXPECT_EQ(w.metrics.columns[0].upper_bound, LE<int64_t>(value(399999)));
 }
 
 // NULLs with dictionaries: all-NULL pages inside a dictionary chunk, an all-NULL chunk (no
