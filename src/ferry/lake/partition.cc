@@ -42,6 +42,21 @@ int64_t DaysOf(TypeKind k, int64_t v) {
   return k == TypeKind::kDate ? v : FloorDiv(v, int64_t{86400} * 1000000);
 }
 
+// Sources whose values are integers in a Column (ints, dates, times, timestamps): their
+// transforms' values are integers too, computed by IntTransform.
+bool IntSource(TypeKind k) {
+  return k == TypeKind::kInt32 || k == TypeKind::kDate || k == TypeKind::kInt64 ||
+         k == TypeKind::kTime || k == TypeKind::kTimestamp || k == TypeKind::kTimestampTz;
+}
+
+int64_t IntSourceValue(TypeKind k, const Column& col, size_t row) {
+  return k == TypeKind::kInt32 || k == TypeKind::kDate ? col.ValueAt<int32_t>(row)
+                                                       : col.ValueAt<int64_t>(row);
+}
+
+// Transform `t` (not void) of the integer `v` of a column of kind `k` (IntSource).
+int64_t IntTransform(const Transform& t, TypeKind k, int64_t v);
+
 std::string Trim(std::string_view s) {
   size_t b = 0;
   size_t e = s.size();
@@ -399,28 +414,54 @@ Result<PartitionSpec> ParsePartitionBy(const std::vector<std::string>& terms,
   return spec;
 }
 
+namespace {
+
+int64_t IntTransform(const Transform& t, TypeKind k, int64_t v) {
+  switch (t.kind) {
+    case TransformKind::kIdentity:
+    case TransformKind::kVoid:
+      return v;
+    case TransformKind::kYear:
+    case TransformKind::kMonth: {
+      int64_t y = 0;
+      unsigned m = 0;
+      unsigned d = 0;
+      CivilFromDays(DaysOf(k, v), &y, &m, &d);
+      return t.kind == TransformKind::kYear ? y - 1970 : (y - 1970) * 12 + (m - 1);
+    }
+    case TransformKind::kDay:
+      return DaysOf(k, v);
+    case TransformKind::kHour:
+      return FloorDiv(v, int64_t{3600} * 1000000);
+    case TransformKind::kBucket: {  // ints, dates, times and timestamps hash as a long
+      char bytes[8];
+      for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(static_cast<uint64_t>(v) >> (8 * i));
+      return (Murmur3(std::string_view(bytes, 8)) & std::numeric_limits<int32_t>::max()) % t.param;
+    }
+    case TransformKind::kTruncate:
+      return v - FloorMod<int64_t>(v, t.param);
+  }
+  return v;
+}
+
+}  // namespace
+
 PartitionValue ApplyTransform(const Transform& t, const DataType& source, const Column& col,
                               size_t row) {
   PartitionValue v;
   if (t.kind == TransformKind::kVoid || !col.IsValid(row)) return v;
   v.null = false;
   const TypeKind k = source.kind();
-  // The source value in PartitionValue's form.
+  if (IntSource(k)) {
+    v.i = IntTransform(t, k, IntSourceValue(k, col, row));
+    return v;
+  }
+  // The source value in PartitionValue's form (integer sources are done above).
   PartitionValue in;
   in.null = false;
   switch (k) {
     case TypeKind::kBoolean:
       in.i = col.ValueAt<uint8_t>(row);
-      break;
-    case TypeKind::kInt32:
-    case TypeKind::kDate:
-      in.i = col.ValueAt<int32_t>(row);
-      break;
-    case TypeKind::kInt64:
-    case TypeKind::kTime:
-    case TypeKind::kTimestamp:
-    case TypeKind::kTimestampTz:
-      in.i = col.ValueAt<int64_t>(row);
       break;
     case TypeKind::kFloat32:
       in.f = col.ValueAt<float>(row);
@@ -438,41 +479,14 @@ PartitionValue ApplyTransform(const Transform& t, const DataType& source, const 
     case TypeKind::kBinary:
       in.bytes = std::string(col.GetBytes(row));
       break;
-    case TypeKind::kList:
+    default:  // lists (refused by ResultType); integer sources returned above
       return PartitionValue{};
   }
+  // Only identity, bucket and truncate apply to these types (ResultType refuses the others).
   switch (t.kind) {
-    case TransformKind::kIdentity:
-      return in;
-    case TransformKind::kYear:
-    case TransformKind::kMonth: {
-      int64_t y = 0;
-      unsigned m = 0;
-      unsigned d = 0;
-      CivilFromDays(DaysOf(k, in.i), &y, &m, &d);
-      v.i = t.kind == TransformKind::kYear ? y - 1970 : (y - 1970) * 12 + (m - 1);
-      return v;
-    }
-    case TransformKind::kDay:
-      v.i = DaysOf(k, in.i);
-      return v;
-    case TransformKind::kHour:
-      v.i = FloorDiv(in.i, int64_t{3600} * 1000000);
-      return v;
     case TransformKind::kBucket: {
-      std::string bytes;
-      switch (k) {
-        case TypeKind::kDecimal:
-          bytes = parquet::internal::MinimalBigEndian(in.dec);
-          break;
-        case TypeKind::kString:
-        case TypeKind::kBinary:
-        case TypeKind::kUuid:
-          bytes = std::move(in.bytes);
-          break;
-        default:  // ints, dates, times and timestamps hash as a long
-          bytes = LittleEndian(static_cast<uint64_t>(in.i), 8);
-      }
+      std::string bytes = k == TypeKind::kDecimal ? parquet::internal::MinimalBigEndian(in.dec)
+                                                  : std::move(in.bytes);
       v.i = (Murmur3(bytes) & std::numeric_limits<int32_t>::max()) % t.param;
       return v;
     }
@@ -483,14 +497,11 @@ PartitionValue ApplyTransform(const Transform& t, const DataType& source, const 
         in.bytes = std::string(Utf8Prefix(in.bytes, t.param));
       } else if (k == TypeKind::kBinary) {
         in.bytes.resize(std::min<size_t>(in.bytes.size(), static_cast<size_t>(t.param)));
-      } else {
-        in.i -= FloorMod<int64_t>(in.i, t.param);
       }
       return in;
-    case TransformKind::kVoid:
-      break;
+    default:
+      return in;  // identity
   }
-  return PartitionValue{};
 }
 
 std::string SingleValueBytes(const DataType& t, const PartitionValue& v) {
@@ -596,8 +607,46 @@ Result<Partitioner> Partitioner::Make(const PartitionSpec& spec, const Schema& s
     p.types_.push_back(*type);
     p.source_types_.push_back(schema.fields[at].type);
     p.columns_.push_back(at);
+    if (f.transform.kind != TransformKind::kVoid && !IntSource(schema.fields[at].type.kind())) {
+      p.int_valued_ = false;
+    }
   }
   return p;
+}
+
+void Partitioner::IntsOf(const Batch& batch, std::vector<int64_t>* values,
+                         std::vector<uint8_t>* nulls) const {
+  const size_t rows = batch.num_rows();
+  values->resize(columns_.size() * rows);
+  nulls->resize(columns_.size() * rows);
+  for (size_t f = 0; f < columns_.size(); ++f) {
+    const Transform& t = spec_.fields[f].transform;
+    const TypeKind k = source_types_[f].kind();
+    const Column& col = batch.column(columns_[f]);
+    int64_t* out = values->data() + f * rows;
+    uint8_t* null = nulls->data() + f * rows;
+    if (t.kind == TransformKind::kVoid) {
+      std::fill(out, out + rows, 0);
+      std::fill(null, null + rows, 1);
+      continue;
+    }
+    const uint8_t* valid = col.validity();
+    for (size_t r = 0; r < rows; ++r) {
+      null[r] = valid[r] == 0;
+      out[r] = null[r] != 0 ? 0 : IntTransform(t, k, IntSourceValue(k, col, r));
+    }
+  }
+}
+
+void Partitioner::IntsTuple(const std::vector<int64_t>& values, const std::vector<uint8_t>& nulls,
+                            size_t rows, size_t row, PartitionTuple* out) const {
+  out->resize(columns_.size());
+  for (size_t f = 0; f < columns_.size(); ++f) {
+    PartitionValue& v = (*out)[f];
+    v = PartitionValue{};
+    v.null = nulls[f * rows + row] != 0;
+    if (!v.null) v.i = values[f * rows + row];
+  }
 }
 
 PartitionTuple Partitioner::Of(const Batch& batch, size_t row) const {

@@ -111,6 +111,15 @@ class Partitioner {
   PartitionTuple Of(const Batch& batch, size_t row) const;
   // The same into `out`, reusing its storage (one tuple per row without allocating).
   void Into(const Batch& batch, size_t row, PartitionTuple* out) const;
+  // Whether every field's value is an integer computed from an integer, date, time or timestamp
+  // column (or void): then IntsOf computes the tuples of a whole batch a column at a time.
+  bool int_valued() const { return int_valued_; }
+  // For int_valued() specs: field f's value at row r of `batch` in (*values)[f * rows + r], and
+  // whether it is null in (*nulls)[f * rows + r] (rows = batch.num_rows()); the values Of gives.
+  void IntsOf(const Batch& batch, std::vector<int64_t>* values, std::vector<uint8_t>* nulls) const;
+  // Row `row`'s tuple from IntsOf's output.
+  void IntsTuple(const std::vector<int64_t>& values, const std::vector<uint8_t>& nulls, size_t rows,
+                 size_t row, PartitionTuple* out) const;
   // "created_at_day=2024-01-31/id_bucket=3": a tuple as a path of the table's data folder.
   std::string Path(const PartitionTuple& t) const;
 
@@ -119,6 +128,7 @@ class Partitioner {
   std::vector<DataType> types_;
   std::vector<DataType> source_types_;
   std::vector<size_t> columns_;  // the source column of each field in the schema
+  bool int_valued_ = true;
 };
 
 // A byte string equal for equal tuples and different otherwise (a map key).

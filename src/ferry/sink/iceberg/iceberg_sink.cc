@@ -201,23 +201,40 @@ Json IcebergStream::Marker() const {
 Status IcebergStream::Write(const Batch& batch) {
   if (partitioner_.spec().fields.empty()) return WriteToPartition("", {}, batch);
   // Rows grouped by partition, in the order they came within each. A row of the partition of the
-  // row before it (rows in time order) costs one tuple comparison; a few partitions per batch
-  // (bucket[N] of a key) are searched in place; the map is built only for many.
-  constexpr size_t kScanGroups = 16;
+  // row before it (rows in time order) costs one comparison; a few partitions per batch (bucket[N]
+  // of a key) are searched in place; the map is built only for many. Integer-valued specs (days,
+  // hours, buckets of keys) are computed a column at a time and compared as integers.
+  const size_t rows = batch.num_rows();
+  const size_t fields = partitioner_.spec().fields.size();
+  const bool ints = partitioner_.int_valued();
+  if (ints) partitioner_.IntsOf(batch, &row_ints_, &row_int_nulls_);
+  const size_t scan_groups = ints ? 64 : 16;
+  auto matches = [&](size_t r, const RowGroup& g) {
+    if (!ints) return g.tuple == row_tuple_;
+    for (size_t f = 0; f < fields; ++f) {
+      const size_t at = f * rows + r;
+      const bool null = row_int_nulls_[at] != 0;
+      if (g.tuple[f].null != null || (!null && g.tuple[f].i != row_ints_[at])) return false;
+    }
+    return true;
+  };
+  auto load_tuple = [&](size_t r) {
+    if (ints) partitioner_.IntsTuple(row_ints_, row_int_nulls_, rows, r, &row_tuple_);
+  };
   groups_.resize(std::max(groups_.size(), size_t{1}));
   size_t used = 0;
   size_t current = 0;
   std::unordered_map<std::string, size_t> group_of;
-  for (size_t r = 0; r < batch.num_rows(); ++r) {
-    partitioner_.Into(batch, r, &row_tuple_);
-    if (used > 0 && groups_[current].tuple == row_tuple_) {
+  for (size_t r = 0; r < rows; ++r) {
+    if (!ints) partitioner_.Into(batch, r, &row_tuple_);
+    if (used > 0 && matches(r, groups_[current])) {
       groups_[current].rows.push_back(static_cast<uint32_t>(r));
       continue;
     }
     size_t g = used;
-    if (used <= kScanGroups) {
+    if (used <= scan_groups) {
       for (size_t i = 0; i < used; ++i) {
-        if (groups_[i].tuple == row_tuple_) {
+        if (matches(r, groups_[i])) {
           g = i;
           break;
         }
@@ -226,10 +243,12 @@ Status IcebergStream::Write(const Batch& batch) {
       if (group_of.empty()) {
         for (size_t i = 0; i < used; ++i) group_of.emplace(groups_[i].key, i);
       }
+      load_tuple(r);
       auto it = group_of.find(lake::PartitionKey(row_tuple_));
       if (it != group_of.end()) g = it->second;
     }
     if (g == used) {
+      load_tuple(r);
       if (groups_.size() == used) groups_.emplace_back();
       RowGroup& n = groups_[used++];
       n.tuple = row_tuple_;

@@ -175,6 +175,8 @@ class IcebergStream : public SinkStream {
     std::vector<uint32_t> rows;
   };
   lake::PartitionTuple row_tuple_;
+  std::vector<int64_t> row_ints_;  // integer-valued specs: the batch's tuples, field by field
+  std::vector<uint8_t> row_int_nulls_;
   std::vector<RowGroup> groups_;
   std::unique_ptr<Batch> part_;
   std::vector<lake::DataFile> pending_;
