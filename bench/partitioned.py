@@ -63,29 +63,31 @@ def main():
     try:
         print(f"# generating {a.rows} rows", file=sys.stderr)
         make_source(os.path.join(work, "source.db"), a.rows)
-        results = {}
-        for name, terms in LAYOUTS:
-            runs = []
-            files = 0
-            for r in range(a.repeat):
-                # A warehouse and state of its own per run, all removed at the end: removing
-                # thousands of files right before a run slows the next run's file creation on
-                # ext4 (its inode allocator steps over recently freed inodes), which would charge
-                # the partitioned layouts for the harness's clean-up.
+        # Rounds: each runs every layout once, so that a machine whose speed drifts weighs on
+        # every layout alike. Each run has a warehouse and state of its own, all removed at the
+        # end: removing thousands of files right before a run slows the next run's file creation
+        # on ext4 (its inode allocator steps over recently freed inodes), which would charge the
+        # partitioned layouts for the harness's clean-up.
+        runs = {name: [] for name, _ in LAYOUTS}
+        files = {}
+        for r in range(a.repeat):
+            for name, terms in LAYOUTS:
                 run = f"{name}-{r}"
                 with open(os.path.join(work, f"{run}.yaml"), "w") as f:
                     f.write(pipeline(work, run, terms))
                 wall, rss = measure([a.ferry, "sync", "-c", f"{run}.yaml"], cwd=work, env=env)
-                runs.append((wall, rss))
-                files = len(glob.glob(os.path.join(work, f"wh-{run}", "**", "*.parquet"),
-                                      recursive=True))
-                print(f"# {name} run {r + 1}: {wall:.2f} s, {rss // 1024} MiB, {files} files",
+                runs[name].append((wall, rss))
+                files[name] = len(glob.glob(os.path.join(work, f"wh-{run}", "**", "*.parquet"),
+                                            recursive=True))
+                print(f"# {name} run {r + 1}: {wall:.2f} s, {rss // 1024} MiB, {files[name]} files",
                       file=sys.stderr)
-            wall = statistics.median(w for w, _ in runs)
-            results[name] = {"partition_by": terms, "seconds": [round(w, 3) for w, _ in runs],
+        results = {}
+        for name, terms in LAYOUTS:
+            wall = statistics.median(w for w, _ in runs[name])
+            results[name] = {"partition_by": terms, "seconds": [round(w, 3) for w, _ in runs[name]],
                              "rows_per_s": round(a.rows / wall),
-                             "peak_rss_mib": round(max(r for _, r in runs) / 1024),
-                             "data_files": files}
+                             "peak_rss_mib": round(max(r for _, r in runs[name]) / 1024),
+                             "data_files": files[name]}
         base = results["unpartitioned"]["rows_per_s"]
         for r in results.values():
             r["ratio_to_unpartitioned"] = round(r["rows_per_s"] / base, 3)

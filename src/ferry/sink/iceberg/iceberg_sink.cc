@@ -305,26 +305,27 @@ Status IcebergStream::WriteToPartition(const std::string& key, const lake::Parti
   return Status::OK();
 }
 
+namespace {
+// A writer holding less is not flushed for memory: a tiny row group would cost more than it frees.
+constexpr uint64_t kNotWorthFlushing = 256 << 10;
+}  // namespace
+
 Status IcebergStream::KeepWithinBuffer() {
   const IcebergOptions& o = sink_->options();
   if (open_.size() < 2) return Status::OK();
-  // Over the buffer budget, the open files holding the most flush their row groups (the files
-  // stay open: no small files for memory's sake).
-  std::vector<std::pair<uint64_t, OpenFile*>> held;
+  // Over the buffer budget, the least recently written files flush their row groups and free
+  // their buffers (the files stay open: no small files for memory's sake). Files of partitions
+  // the rows have left (yesterday's day) go first; those being written, last.
   uint64_t buffered = 0;
-  for (auto& [k, f] : open_) {
-    const uint64_t n = f.writer->BufferedMemoryBytes();
-    buffered += n;
-    held.emplace_back(n, &f);
-  }
+  for (const auto& [k, f] : open_) buffered += f.writer->BufferedMemoryBytes();
   if (buffered <= o.write_buffer_bytes) return Status::OK();
-  std::sort(held.begin(), held.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (const auto& [n, f] : held) {
-    if (buffered <= o.write_buffer_bytes / 2) break;
-    FERRY_RETURN_IF_ERROR(f->writer->FlushAndRelease());
+  for (auto it = lru_.rbegin(); it != lru_.rend() && buffered > o.write_buffer_bytes / 2; ++it) {
+    parquet::Writer& w = *open_.at(*it).writer;
+    const uint64_t n = w.BufferedMemoryBytes();
+    if (n < kNotWorthFlushing) continue;
+    FERRY_RETURN_IF_ERROR(w.FlushAndRelease());
     buffered -= std::min(buffered, n);
-    buffered += f->writer->BufferedMemoryBytes();
+    buffered += w.BufferedMemoryBytes();
   }
   // Still over: what the files' streams hold (an object store's parts, sent whole or on close).
   while (buffered > o.write_buffer_bytes && open_.size() > 1) {

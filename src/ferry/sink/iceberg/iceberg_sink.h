@@ -7,11 +7,11 @@
 //
 // Partitioned tables: rows go to one open data file per partition of the table's default spec
 // (at most max_open_files open at once, the least recently written closed first; while the open
-// files' buffers exceed write_buffer, those holding most flush a row group); equality deletes are
-// written with the table's unpartitioned spec, so they apply to every partition and a row whose
-// update moves it to another partition loses its old version wherever it lives. `partition_by`
-// terms that differ from the default spec add a new spec (partition evolution): files already
-// written keep theirs.
+// files' buffers exceed write_buffer, the least recently written flush a row group); equality
+// deletes are written with the table's unpartitioned spec, so they apply to every partition and a
+// row whose update moves it to another partition loses its old version wherever it lives.
+// `partition_by` terms that differ from the default spec add a new spec (partition evolution):
+// files already written keep theirs.
 //
 // Thread-safety: an IcebergSink may be shared by stream writers on several threads (the catalog
 // serializes); each IcebergStream is used by one thread.
@@ -151,8 +151,8 @@ class IcebergStream : public SinkStream {
   // Writes `batch`, all of whose rows are in partition `key` (`tuple`).
   Status WriteToPartition(const std::string& key, const lake::PartitionTuple& tuple,
                           const Batch& batch);
-  // While the open files' buffers exceed write_buffer: flushes the row groups of those holding
-  // most, then (an object store's parts) closes the least recently written. After each batch.
+  // While the open files' buffers exceed write_buffer: flushes the row groups of the least
+  // recently written, then (an object store's parts) closes them. After each batch.
   Status KeepWithinBuffer();
   Status CloseFile(const std::string& key);
   Status CloseOpenFile();  // every open data file
