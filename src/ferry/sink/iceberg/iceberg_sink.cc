@@ -306,7 +306,7 @@ Status IcebergStream::WriteToPartition(const std::string& key, const lake::Parti
 }
 
 namespace {
-// A writer holding less is not flushed for memory: a tiny row group would cost more than it frees.
+// A writer holding less is flushed for memory only when those holding more did not free enough.
 constexpr uint64_t kNotWorthFlushing = 256 << 10;
 }  // namespace
 
@@ -319,13 +319,17 @@ Status IcebergStream::KeepWithinBuffer() {
   uint64_t buffered = 0;
   for (const auto& [k, f] : open_) buffered += f.writer->BufferedMemoryBytes();
   if (buffered <= o.write_buffer_bytes) return Status::OK();
-  for (auto it = lru_.rbegin(); it != lru_.rend() && buffered > o.write_buffer_bytes / 2; ++it) {
-    parquet::Writer& w = *open_.at(*it).writer;
-    const uint64_t n = w.BufferedMemoryBytes();
-    if (n < kNotWorthFlushing) continue;
-    FERRY_RETURN_IF_ERROR(w.FlushAndRelease());
-    buffered -= std::min(buffered, n);
-    buffered += w.BufferedMemoryBytes();
+  // Writers holding little are left for a second pass (a tiny row group costs more than it
+  // frees), taken only when the first did not free enough (a small budget over many files).
+  for (const uint64_t worth : {kNotWorthFlushing, uint64_t{1}}) {
+    for (auto it = lru_.rbegin(); it != lru_.rend() && buffered > o.write_buffer_bytes / 2; ++it) {
+      parquet::Writer& w = *open_.at(*it).writer;
+      const uint64_t n = w.BufferedMemoryBytes();
+      if (n < worth || w.rows_written() == 0) continue;
+      FERRY_RETURN_IF_ERROR(w.FlushAndRelease());
+      buffered -= std::min(buffered, n);
+      buffered += w.BufferedMemoryBytes();
+    }
   }
   // Still over: what the files' streams hold (an object store's parts, sent whole or on close).
   while (buffered > o.write_buffer_bytes && open_.size() > 1) {
