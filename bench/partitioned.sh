@@ -10,9 +10,10 @@
 #
 # A SQLite table of the benchmark table's columns whose created_at spreads over 365 days, loaded
 # by a fresh full refresh (zstd, default chunking) as: unpartitioned; day(created_at) (365
-# partitions); bucket(16, id); day(created_at) x bucket(16, id) (5,840 partitions, more than the
-# open-file cap, so files are closed and reopened as rows of other partitions come). Reported per
-# layout: wall time, rows/s and their ratio to the unpartitioned load, peak RSS, data files.
+# partitions); bucket(16, id); day(created_at) x bucket(16, id) (5,840 partitions, a file and a
+# folder each). The layouts run in rounds (every layout once per round), each run into a
+# warehouse of its own. Reported per layout: wall time, rows/s and their ratio to the
+# unpartitioned load, peak RSS, data files.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
