@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -83,8 +84,10 @@ struct PartitionValue {
   double f = 0;
   __int128 dec = 0;
   std::string bytes;
+  // Floats compare by their bits, as PartitionKey does (a NaN partition equals itself).
   bool operator==(const PartitionValue& o) const {
-    return null == o.null && i == o.i && f == o.f && dec == o.dec && bytes == o.bytes;
+    return null == o.null && i == o.i && std::memcmp(&f, &o.f, sizeof f) == 0 && dec == o.dec &&
+           bytes == o.bytes;
   }
 };
 using PartitionTuple = std::vector<PartitionValue>;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "ferry/types/value_parse.h"
 #include "ferry/types/value_text.h"
 
@@ -241,6 +243,21 @@ TEST(PartitionTest, IntsOfAColumnAtATimeEqualTheTuplesOfEachRow) {
   auto mixed = Partitioner::Make(*ParsePartitionBy({"day(ts)", "s"}, *schema), *schema);
   ASSERT_TRUE(mixed.ok());
   EXPECT_FALSE(mixed->int_valued());
+}
+
+// Equal values are equal partitions, floats by their bits: a NaN partition is itself, -0.0 and
+// 0.0 are two (as their keys and single-value bytes are).
+TEST(PartitionTest, FloatPartitionValuesCompareByTheirBits) {
+  PartitionValue nan;
+  nan.null = false;
+  nan.f = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(nan == nan);
+  PartitionValue zero = nan, minus_zero = nan;
+  zero.f = 0.0;
+  minus_zero.f = -0.0;
+  EXPECT_FALSE(zero == minus_zero);
+  EXPECT_NE(PartitionKey({zero}), PartitionKey({minus_zero}));
+  EXPECT_EQ(PartitionKey({nan}), PartitionKey({nan}));
 }
 
 }  // namespace

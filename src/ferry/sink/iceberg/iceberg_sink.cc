@@ -266,9 +266,9 @@ Status IcebergStream::Write(const Batch& batch) {
   if (!part_ || part_->schema() != batch.schema()) part_ = std::make_unique<Batch>(batch.schema());
   for (size_t g = 0; g < used; ++g) {
     part_->Clear();
-    const std::vector<uint32_t>& rows = groups_[g].rows;
+    const std::vector<uint32_t>& picked = groups_[g].rows;
     for (size_t c = 0; c < batch.num_columns(); ++c) {
-      part_->column(c).AppendRowsOf(batch.column(c), rows.data(), rows.size());
+      part_->column(c).AppendRowsOf(batch.column(c), picked.data(), picked.size());
     }
     FERRY_RETURN_IF_ERROR(WriteToPartition(groups_[g].key, groups_[g].tuple, *part_));
   }
