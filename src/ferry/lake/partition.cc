@@ -43,7 +43,7 @@ int64_t DaysOf(TypeKind k, int64_t v) {
 }
 
 // Sources whose values are integers in a Column (ints, dates, times, timestamps): their
-// transforms' values are integers too, computed by IntTransform.
+// transforms' values are integers too (IntTransform, below).
 bool IntSource(TypeKind k) {
   return k == TypeKind::kInt32 || k == TypeKind::kDate || k == TypeKind::kInt64 ||
          k == TypeKind::kTime || k == TypeKind::kTimestamp || k == TypeKind::kTimestampTz;
@@ -53,9 +53,6 @@ int64_t IntSourceValue(TypeKind k, const Column& col, size_t row) {
   return k == TypeKind::kInt32 || k == TypeKind::kDate ? col.ValueAt<int32_t>(row)
                                                        : col.ValueAt<int64_t>(row);
 }
-
-// Transform `t` (not void) of the integer `v` of a column of kind `k` (IntSource).
-int64_t IntTransform(const Transform& t, TypeKind k, int64_t v);
 
 std::string Trim(std::string_view s) {
   size_t b = 0;
@@ -416,6 +413,7 @@ Result<PartitionSpec> ParsePartitionBy(const std::vector<std::string>& terms,
 
 namespace {
 
+// Transform `t` (not void) of the integer `v` of a column of kind `k` (IntSource).
 int64_t IntTransform(const Transform& t, TypeKind k, int64_t v) {
   switch (t.kind) {
     case TransformKind::kIdentity:
