@@ -263,9 +263,13 @@ class Parser {
       }
       src->readers = static_cast<int>(readers);
     }
-    FERRY_ASSIGN_OR_RETURN(
-        src->options,
-        CollectOptions(n, section, {"name", "type", "mode", "chunk_rows", "readers", "streams"}));
+    if (n["table_name"]) {
+      FERRY_ASSIGN_OR_RETURN(src->table_name, Scalar(n["table_name"], section + ".table_name"));
+      FERRY_RETURN_IF_ERROR(CheckTemplate(src->table_name, LineOf(n["table_name"])));
+    }
+    FERRY_ASSIGN_OR_RETURN(src->options, CollectOptions(n, section,
+                                                        {"name", "type", "mode", "chunk_rows",
+                                                         "readers", "streams", "table_name"}));
     if (YAML::Node streams = n["streams"]) {
       if (!streams.IsSequence()) {
         return Status::InvalidArgument(At(file_, LineOf(streams)) + ": " + section +
@@ -305,7 +309,9 @@ class Parser {
 
   Status ParseStream(const YAML::Node& s, StreamConfig* sc) {
     static const std::vector<std::string> kKeys = {
-        "name", "mode", "chunk_rows", "cursor", "tie_rows", "primary_key", "partition_by"};
+        "name",        "mode",         "chunk_rows", "cursor",          "tie_rows",
+        "primary_key", "partition_by", "columns",    "exclude_columns", "rename_columns",
+        "filter",      "add_columns",  "table"};
     for (auto it = s.begin(); it != s.end(); ++it) {
       std::string key = it->first.as<std::string>();
       if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
@@ -344,17 +350,125 @@ class Parser {
       FERRY_ASSIGN_OR_RETURN(sc->partition_by, Terms(pb, "partition_by"));
     }
     if (YAML::Node pk = s["primary_key"]) {
-      if (pk.IsScalar()) {
-        FERRY_ASSIGN_OR_RETURN(std::string c, Scalar(pk, "primary_key"));
-        sc->primary_key.push_back(c);
-      } else if (pk.IsSequence()) {
-        for (const auto& c : pk) {
-          FERRY_ASSIGN_OR_RETURN(std::string col, Scalar(c, "primary_key column"));
-          sc->primary_key.push_back(col);
+      FERRY_ASSIGN_OR_RETURN(sc->primary_key, Names(pk, "primary_key"));
+    }
+    return ParseTransforms(s, sc);
+  }
+
+  // A column name or a list of them.
+  Result<std::vector<std::string>> Names(const YAML::Node& n, const std::string& what) {
+    std::vector<std::string> out;
+    if (n.IsScalar()) {
+      FERRY_ASSIGN_OR_RETURN(std::string c, Scalar(n, what));
+      out.push_back(c);
+      return out;
+    }
+    if (!n.IsSequence()) {
+      return Status::InvalidArgument(At(file_, LineOf(n)) + ": " + what +
+                                     " is a column name or a list of them");
+    }
+    for (const auto& c : n) {
+      FERRY_ASSIGN_OR_RETURN(std::string col, Scalar(c, what + " column"));
+      if (std::find(out.begin(), out.end(), col) != out.end()) {
+        return Status::InvalidArgument(At(file_, LineOf(c)) + ": " + what + " lists '" + col +
+                                       "' twice");
+      }
+      out.push_back(col);
+    }
+    return out;
+  }
+
+  // A mapping of names to text, in the file's order.
+  Result<std::vector<std::pair<std::string, std::string>>> Pairs(const YAML::Node& n,
+                                                                 const std::string& what,
+                                                                 const std::string& example) {
+    if (!n.IsMap()) {
+      return Status::InvalidArgument(At(file_, LineOf(n)) + ": " + what + " is a mapping, e.g. " +
+                                     example);
+    }
+    std::vector<std::pair<std::string, std::string>> out;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      FERRY_ASSIGN_OR_RETURN(std::string key, Scalar(it->first, what));
+      FERRY_ASSIGN_OR_RETURN(std::string value, Scalar(it->second, what + "." + key));
+      if (key.empty() || value.empty()) {
+        return Status::InvalidArgument(At(file_, LineOf(it->first)) + ": " + what +
+                                       " has an empty name or value");
+      }
+      out.emplace_back(std::move(key), std::move(value));
+    }
+    return out;
+  }
+
+  // columns / exclude_columns, rename_columns, filter, add_columns, table.
+  Status ParseTransforms(const YAML::Node& s, StreamConfig* sc) {
+    if (s["columns"] && s["exclude_columns"]) {
+      return Status::InvalidArgument(At(file_, LineOf(s["exclude_columns"])) + ": stream '" +
+                                     sc->name +
+                                     "' sets both columns and exclude_columns; keep one (columns "
+                                     "lists what is copied, exclude_columns what is not)");
+    }
+    if (YAML::Node c = s["columns"]) {
+      FERRY_ASSIGN_OR_RETURN(sc->columns, Names(c, "columns"));
+      if (sc->columns->empty()) {
+        return Status::InvalidArgument(At(file_, LineOf(c)) +
+                                       ": columns is empty; list the columns to copy");
+      }
+    }
+    if (YAML::Node c = s["exclude_columns"]) {
+      FERRY_ASSIGN_OR_RETURN(sc->exclude_columns, Names(c, "exclude_columns"));
+    }
+    if (YAML::Node r = s["rename_columns"]) {
+      FERRY_ASSIGN_OR_RETURN(sc->rename_columns,
+                             Pairs(r, "rename_columns", "{cust_id: customer_id}"));
+    }
+    if (YAML::Node f = s["filter"]) {
+      FERRY_ASSIGN_OR_RETURN(sc->filter, Scalar(f, "filter"));
+      if (sc->filter.find_first_not_of(" \t\r\n") == std::string::npos) {
+        return Status::InvalidArgument(At(file_, LineOf(f)) +
+                                       ": filter is empty; remove it to copy every row");
+      }
+    }
+    if (YAML::Node a = s["add_columns"]) {
+      if (!a.IsMap()) {
+        return Status::InvalidArgument(
+            At(file_, LineOf(a)) +
+            ": add_columns is a mapping of new column names to expressions, e.g. {amount_cents: "
+            "\"CAST(amount * 100 AS INTEGER)\"} or {day: {expr: \"date(created_at)\", type: "
+            "date}}");
+      }
+      for (auto it = a.begin(); it != a.end(); ++it) {
+        StreamConfig::ComputedColumn col;
+        col.line = LineOf(it->first);
+        FERRY_ASSIGN_OR_RETURN(col.name, Scalar(it->first, "add_columns"));
+        const YAML::Node v = it->second;
+        if (v.IsMap()) {
+          for (auto k = v.begin(); k != v.end(); ++k) {
+            const std::string key = k->first.as<std::string>();
+            if (key != "expr" && key != "type") {
+              return Status::InvalidArgument(
+                  At(file_, LineOf(k->first)) + ": " +
+                  UnknownKeyMessage(key, "add_columns." + col.name, {"expr", "type"}));
+            }
+          }
+          FERRY_ASSIGN_OR_RETURN(col.expr, RequiredScalar(v, "expr", "add_columns." + col.name));
+          if (v["type"]) {
+            FERRY_ASSIGN_OR_RETURN(col.type, Scalar(v["type"], "type"));
+          }
+        } else {
+          FERRY_ASSIGN_OR_RETURN(col.expr, Scalar(v, "add_columns." + col.name));
         }
-      } else {
-        return Status::InvalidArgument(At(file_, LineOf(pk)) +
-                                       ": primary_key is a column name or a list of them");
+        if (col.name.empty() || col.expr.empty()) {
+          return Status::InvalidArgument(At(file_, col.line) +
+                                         ": add_columns has an empty name or expression");
+        }
+        sc->add_columns.push_back(std::move(col));
+      }
+    }
+    if (YAML::Node t = s["table"]) {
+      FERRY_ASSIGN_OR_RETURN(sc->table, Scalar(t, "table"));
+      if (sc->table.empty()) {
+        return Status::InvalidArgument(At(file_, LineOf(t)) +
+                                       ": table is empty; remove it to keep the stream's name");
       }
     }
     return Status::OK();
@@ -384,6 +498,32 @@ class Parser {
       out.push_back(term);
     }
     return out;
+  }
+
+  // A table_name template: text with {schema}, {table} and {source} in it, {table} at least.
+  Status CheckTemplate(const std::string& t, int line) {
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t[i] == '}') {
+        return Status::InvalidArgument(At(file_, line) + ": table_name '" + t +
+                                       "' has a '}' that closes nothing");
+      }
+      if (t[i] != '{') continue;
+      const size_t end = t.find('}', i);
+      const std::string name = t.substr(i + 1, end == std::string::npos ? end : end - i - 1);
+      if (end == std::string::npos || (name != "schema" && name != "table" && name != "source")) {
+        return Status::InvalidArgument(
+            At(file_, line) + ": table_name '" + t + "' has '{" + name +
+            (end == std::string::npos ? "" : "}") +
+            "'; a template names {schema}, {table} and {source}, e.g. \"{schema}_{table}\"");
+      }
+      i = end;
+    }
+    if (t.find("{table}") == std::string::npos) {
+      return Status::InvalidArgument(At(file_, line) + ": table_name '" + t +
+                                     "' has no {table}: every stream would go to one table; add "
+                                     "{table}, or name each stream's table with its own 'table'");
+    }
+    return Status::OK();
   }
 
   Result<int64_t> PositiveInt(const YAML::Node& n, const std::string& what) {

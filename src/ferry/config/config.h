@@ -98,7 +98,30 @@ struct StreamConfig {
   // Iceberg destinations: the table's partition terms; unset: the destination's, else the
   // table's own spec ([] is unpartitioned).
   std::optional<std::vector<std::string>> partition_by;
+
+  // Transforms (transform/transform.h). Columns read and written: all (unset), only these
+  // (`columns`), or all but these (`exclude_columns`); key and cursor columns are always read.
+  std::optional<std::vector<std::string>> columns;
+  std::vector<std::string> exclude_columns;
+  std::vector<std::pair<std::string, std::string>> rename_columns;  // source name -> destination
+  // Rows kept: those for which this SQL expression (SQLite's language, over the source's column
+  // names) is true; empty: every row.
+  std::string filter;
+  struct ComputedColumn {
+    std::string name;
+    std::string expr;  // SQL expression over the source's columns
+    std::string type;  // its type ("long", "decimal(12,2)", ...); empty: taken from the expression
+    int line = 0;
+  };
+  std::vector<ComputedColumn> add_columns;
+  // The destination table's name; empty: the source's `table_name` template, else the stream's.
+  std::string table;
   int line = 0;
+  // Any transform set (columns, filter, renames, computed columns).
+  bool transforms() const {
+    return columns || !exclude_columns.empty() || !rename_columns.empty() || !filter.empty() ||
+           !add_columns.empty();
+  }
 };
 
 inline constexpr int kMaxReaders = 64;
@@ -121,6 +144,10 @@ struct SourceConfig {
   // Default names of source-side objects: the pipeline's name, "<pipeline>_<source>" for a
   // named source.
   std::string pipeline;
+  // The destination table's name of every stream without its own `table`: "{schema}_{table}",
+  // "{source}_{table}", "raw_{table}" ({schema}: the source's schema or database, {table} the
+  // table, {source} the source's name); empty: the stream's name.
+  std::string table_name;
 };
 
 // When CDC commits and how a following sync treats failures (the pipeline's `checkpoint:`).

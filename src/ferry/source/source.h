@@ -38,6 +38,9 @@ struct ColumnInfo {
   DataType type;            // the Iceberg type it maps to
   bool nullable = true;
   int pk_position = 0;  // 1-based position in the primary key; 0 = not a key column
+  // Its place among the table's columns as the source discovered them, when a stream reads some
+  // of them only (a transform's choice of columns: see TableOrdinal); -1: its own position.
+  int ordinal = -1;
 };
 
 struct StreamInfo {
@@ -61,6 +64,14 @@ struct StreamInfo {
   // NOT NULL (Iceberg requires identifier fields to be required).
   Schema ToSchema() const;
 };
+
+// Where column `i` of `stream` is among the columns the source discovered: ReadChunk and
+// ReadCursorRange may be given a StreamInfo with some of the table's columns only (in the table's
+// order), and read just those; sources index their own per-column facts by this.
+inline size_t TableOrdinal(const StreamInfo& stream, size_t i) {
+  const int o = stream.columns[i].ordinal;
+  return o >= 0 ? static_cast<size_t>(o) : i;
+}
 
 // A chunk of a full refresh: rows whose chunk key k satisfies lo <= k < hi (a missing bound is
 // open). Its id is derived from the stream and the bounds only.

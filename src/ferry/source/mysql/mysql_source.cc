@@ -231,7 +231,7 @@ class MysqlSource final : public Source {
                    std::shared_ptr<const Schema> schema, size_t batch_rows,
                    const std::function<bool(Batch&)>& emit) override {
     FERRY_ASSIGN_OR_RETURN(const Table* t, Readable(stream, *schema, "ReadChunk"));
-    std::string sql = "SELECT " + SelectList(*t) + " FROM " + t->Qualified();
+    std::string sql = "SELECT " + SelectList(*t, stream) + " FROM " + t->Qualified();
     if (!chunk.key.empty() && chunk.key[0] == '[') {
       auto key = TupleKey(stream, *t);
       if (!key || TupleKeyName(*key) != chunk.key) return KeyChanged(*t, chunk.key, "columns");
@@ -312,8 +312,8 @@ class MysqlSource final : public Source {
     FERRY_ASSIGN_OR_RETURN(CursorColumn cc, CheckCursor(stream, *t, cursor));
     const std::string c = QuoteIdent(cursor);
     // A row whose cursor is NULL satisfies no comparison: it is never read.
-    std::string sql =
-        "SELECT " + SelectList(*t) + " FROM " + t->Qualified() + " WHERE " + c + " IS NOT NULL";
+    std::string sql = "SELECT " + SelectList(*t, stream) + " FROM " + t->Qualified() + " WHERE " +
+                      c + " IS NOT NULL";
     if (!range.lower.is_null()) {
       FERRY_ASSIGN_OR_RETURN(std::string lo, CursorLiteral(*t, cursor, cc, range.lower));
       sql += " AND " + c + (range.lower_closed ? " >= " : " > ") + lo;
@@ -1179,6 +1179,17 @@ class MysqlSource final : public Source {
     return sql;
   }
 
+  // The stream's columns (all of the table's, or those a transform chose), as StreamRows reads
+  // them.
+  static std::string SelectList(const Table& t, const StreamInfo& stream) {
+    std::string sql;
+    for (size_t i = 0; i < stream.columns.size(); ++i) {
+      const size_t c = TableOrdinal(stream, i);
+      sql += (i ? ", " : "") + MysqlSelectExpression(t.columns[c].name, t.wires[c]);
+    }
+    return sql;
+  }
+
   static Status KeyChanged(const Table& t, const std::string& key, const char* what) {
     return Status::InvalidArgument(
         "the load of " + t.Display() + " was planned on key " + what + " " + key +
@@ -1204,7 +1215,13 @@ class MysqlSource final : public Source {
                                 const char* what) const {
     if (!stream.error.empty()) return Status::NotSupported(stream.error);
     FERRY_ASSIGN_OR_RETURN(const Table* t, Find(stream));
-    if (schema.fields.size() != t->columns.size() || stream.columns.size() != t->columns.size()) {
+    bool matches =
+        schema.fields.size() == stream.columns.size() && stream.columns.size() <= t->columns.size();
+    for (size_t i = 0; matches && i < stream.columns.size(); ++i) {
+      const size_t c = TableOrdinal(stream, i);
+      matches = c < t->columns.size() && t->columns[c].name == stream.columns[i].name;
+    }
+    if (!matches) {
       return Status::Internal(std::string(what) + ": schema does not match table " + t->Display());
     }
     return t;
@@ -1333,15 +1350,18 @@ class MysqlSource final : public Source {
   }
 
   // " with `id` = 42" (the key's values as the server sent them), or " number <n>" of the read.
-  static std::string RowText(const Table& t, const std::vector<size_t>& keys,
-                             const mysql::RowView& row, int64_t n) {
+  // `keys`: the key's places in the row; `at`: each place's column in the table.
+  static std::string RowText(const Table& t, const std::vector<size_t>& at,
+                             const std::vector<size_t>& keys, const mysql::RowView& row,
+                             int64_t n) {
     if (keys.empty()) return "row " + std::to_string(n) + " of the read";
     std::string out = "the row with ";
     for (size_t k = 0; k < keys.size(); ++k) {
       const auto& v = row[keys[k]];
+      const size_t c = at[keys[k]];
       std::string shown = v ? std::string(v->substr(0, 80)) : "NULL";
-      if (t.wires[keys[k]] == MysqlWire::kBinary && v) shown = "(binary)";
-      out += (k ? ", " : "") + QuoteIdent(t.columns[keys[k]].name) + " = " + shown;
+      if (t.wires[c] == MysqlWire::kBinary && v) shown = "(binary)";
+      out += (k ? ", " : "") + QuoteIdent(t.columns[c].name) + " = " + shown;
     }
     return out;
   }
@@ -1351,13 +1371,17 @@ class MysqlSource final : public Source {
   Status StreamRows(const StreamInfo& stream, const Table& t, const std::string& sql,
                     std::shared_ptr<const Schema> schema, size_t batch_rows,
                     const std::function<bool(Batch&)>& emit) {
+    // Where the stream's columns are in the table, and its key's among the columns read.
+    const size_t n = stream.columns.size();
+    std::vector<size_t> at(n);
+    for (size_t i = 0; i < n; ++i) at[i] = TableOrdinal(stream, i);
     std::vector<size_t> keys;
     for (const auto& k : stream.primary_key) {
-      const int i = t.Index(k);
-      if (i >= 0) keys.push_back(static_cast<size_t>(i));
+      for (size_t i = 0; i < n; ++i) {
+        if (stream.columns[i].name == k) keys.push_back(i);
+      }
     }
     Batch batch(std::move(schema));
-    const size_t n = t.columns.size();
     int64_t rows = 0;
     bool stopped = false;
     Status s = conn_->Stream(sql, [&](const mysql::RowView& row) -> Status {
@@ -1368,20 +1392,20 @@ class MysqlSource final : public Source {
       ++rows;
       for (size_t i = 0; i < n; ++i) {
         Column& col = batch.column(i);
-        Status st = AppendMysqlValue(t.wires[i], row[i], &col);
+        const auto& tc = t.columns[at[i]];
+        Status st = AppendMysqlValue(t.wires[at[i]], row[i], &col);
         if (st.ok() && row[i] && !col.IsValid(col.size() - 1) &&
             batch.schema()->fields[i].required) {
           st = Status::InvalidArgument(
               "the zero date " + std::string(*row[i]) +
               " in a key column, which Iceberg cannot hold; give the row a real date (UPDATE "
               "... SET " +
-              QuoteIdent(t.columns[i].name) +
-              " = ...) or set the stream's primary_key to other columns");
+              QuoteIdent(tc.name) + " = ...) or set the stream's primary_key to other columns");
         }
         if (!st.ok()) {
           return Status::InvalidArgument(
-              "table " + t.Display() + ", column " + QuoteIdent(t.columns[i].name) + " (" +
-              t.columns[i].column_type + "), " + RowText(t, keys, row, rows) + ": " + st.message() +
+              "table " + t.Display() + ", column " + QuoteIdent(tc.name) + " (" + tc.column_type +
+              "), " + RowText(t, at, keys, row, rows) + ": " + st.message() +
               (st.message().find("; ") == std::string::npos
                    ? "; correct the value at the source, or select the column converted in a "
                      "view"

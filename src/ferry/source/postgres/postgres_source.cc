@@ -1148,7 +1148,8 @@ class PostgresSource final : public Source {
     }
     for (size_t i = 0; i < stream.columns.size(); ++i) {
       sql += (fields->empty() ? "" : ", ") + QuoteIdent(stream.columns[i].name);
-      fields->push_back(CopyField{stream.columns[i].name, rel.wires[i], static_cast<int>(i)});
+      fields->push_back(CopyField{stream.columns[i].name, rel.wires[TableOrdinal(stream, i)],
+                                  static_cast<int>(i)});
     }
     return sql;
   }
@@ -1197,9 +1198,11 @@ class PostgresSource final : public Source {
 
   Result<CursorColumn> CheckCursor(const StreamInfo& stream, const Relation& rel,
                                    const std::string& cursor) const {
-    for (size_t i = 0; i < stream.columns.size() && i < rel.bases.size(); ++i) {
-      if (stream.columns[i].name != cursor) continue;
-      CursorColumn cc{i, pg::ClassifyCursor(rel.bases[i])};
+    for (size_t i = 0; i < stream.columns.size(); ++i) {
+      if (stream.columns[i].name != cursor || TableOrdinal(stream, i) >= rel.bases.size()) {
+        continue;
+      }
+      CursorColumn cc{i, pg::ClassifyCursor(rel.bases[TableOrdinal(stream, i)])};
       if (cc.support.kind == pg::CursorSupport::Kind::kRefused) {
         return Status::InvalidArgument(
             "table " + rel.Display() + ": column " + cursor + " (" + stream.columns[i].source_type +
@@ -1909,8 +1912,12 @@ class PostgresSource final : public Source {
                                    const char* what) const {
     if (!stream.error.empty()) return Status::NotSupported(stream.error);
     FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
-    if (schema.fields.size() != stream.columns.size() ||
-        rel->wires.size() != stream.columns.size()) {
+    bool matches =
+        schema.fields.size() == stream.columns.size() && rel->wires.size() >= stream.columns.size();
+    for (size_t i = 0; matches && i < stream.columns.size(); ++i) {
+      matches = TableOrdinal(stream, i) < rel->wires.size();
+    }
+    if (!matches) {
       return Status::Internal(std::string(what) + ": schema does not match table " +
                               rel->Display());
     }

@@ -1,0 +1,356 @@
+#include "ferry/transform/evaluator.h"
+
+#include <sqlite3.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+#include "ferry/types/value_json.h"
+#include "ferry/types/value_parse.h"
+#include "ferry/types/value_text.h"
+
+namespace ferry::transform {
+namespace {
+
+std::string Quote(const std::string& name) {
+  std::string out = "\"";
+  for (char c : name) {
+    out += c;
+    if (c == '"') out += '"';
+  }
+  return out + "\"";
+}
+
+// SQLite's declared type for a column, which gives it the affinity comparisons use.
+const char* DeclaredType(const DataType& t) {
+  switch (t.kind()) {
+    case TypeKind::kBoolean:
+    case TypeKind::kInt32:
+    case TypeKind::kInt64:
+      return "INTEGER";
+    case TypeKind::kFloat32:
+    case TypeKind::kFloat64:
+      return "REAL";
+    case TypeKind::kDecimal:
+      return "NUMERIC";
+    case TypeKind::kBinary:
+      return "BLOB";
+    default:
+      return "TEXT";
+  }
+}
+
+// "13:45:00", "13:45:00.5": the fraction without its trailing zeros, as PostgreSQL shows times.
+std::string TrimFraction(std::string text) {
+  const size_t dot = text.rfind('.');
+  if (dot == std::string::npos || text.find(':', dot) != std::string::npos) return text;
+  size_t end = text.size();
+  while (end > dot + 1 && text[end - 1] == '0') --end;
+  if (end == dot + 1) end = dot;
+  text.resize(end);
+  return text;
+}
+
+}  // namespace
+
+// The virtual table over the batch being read: sqlite3_vtab first, so SQLite's pointer is ours.
+struct Evaluator::Table {
+  sqlite3_vtab base{};
+  const Schema* schema = nullptr;
+  const Batch* batch = nullptr;
+};
+
+namespace {
+
+struct Cursor {
+  sqlite3_vtab_cursor base{};
+  size_t row = 0;
+};
+
+Evaluator::Table* TableOf(sqlite3_vtab* v) { return reinterpret_cast<Evaluator::Table*>(v); }
+
+int Connect(sqlite3* db, void* aux, int, const char* const*, sqlite3_vtab** out, char**) {
+  auto* t = static_cast<Evaluator::Table*>(aux);
+  std::string ddl = "CREATE TABLE x(";
+  for (size_t i = 0; i < t->schema->fields.size(); ++i) {
+    const Field& f = t->schema->fields[i];
+    ddl += (i ? ", " : "") + Quote(f.name) + " " + DeclaredType(f.type);
+  }
+  ddl += ")";
+  const int rc = sqlite3_declare_vtab(db, ddl.c_str());
+  if (rc != SQLITE_OK) return rc;
+  *out = &t->base;
+  return SQLITE_OK;
+}
+
+int Disconnect(sqlite3_vtab*) { return SQLITE_OK; }  // the Evaluator owns the table
+
+int BestIndex(sqlite3_vtab*, sqlite3_index_info* info) {
+  info->estimatedCost = 1000000;
+  info->estimatedRows = 1000000;
+  return SQLITE_OK;
+}
+
+int Open(sqlite3_vtab*, sqlite3_vtab_cursor** out) {
+  auto* c = new Cursor();
+  *out = &c->base;
+  return SQLITE_OK;
+}
+
+int Close(sqlite3_vtab_cursor* c) {
+  delete reinterpret_cast<Cursor*>(c);
+  return SQLITE_OK;
+}
+
+int Filter(sqlite3_vtab_cursor* c, int, const char*, int, sqlite3_value**) {
+  reinterpret_cast<Cursor*>(c)->row = 0;
+  return SQLITE_OK;
+}
+
+int Next(sqlite3_vtab_cursor* c) {
+  ++reinterpret_cast<Cursor*>(c)->row;
+  return SQLITE_OK;
+}
+
+int Eof(sqlite3_vtab_cursor* c) {
+  const Evaluator::Table* t = TableOf(c->pVtab);
+  return t->batch == nullptr || reinterpret_cast<Cursor*>(c)->row >= t->batch->num_rows();
+}
+
+int RowId(sqlite3_vtab_cursor* c, sqlite3_int64* out) {
+  *out = static_cast<sqlite3_int64>(reinterpret_cast<Cursor*>(c)->row);
+  return SQLITE_OK;
+}
+
+void ResultText(sqlite3_context* ctx, const std::string& s) {
+  sqlite3_result_text(ctx, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+}
+
+int ColumnValue(sqlite3_vtab_cursor* c, sqlite3_context* ctx, int i) {
+  const Evaluator::Table* t = TableOf(c->pVtab);
+  const size_t row = reinterpret_cast<Cursor*>(c)->row;
+  const Column& col = t->batch->column(static_cast<size_t>(i));
+  if (!col.IsValid(row)) {
+    sqlite3_result_null(ctx);
+    return SQLITE_OK;
+  }
+  const DataType& type = col.type();
+  switch (type.kind()) {
+    case TypeKind::kBoolean:
+      sqlite3_result_int(ctx, col.ValueAt<uint8_t>(row) != 0 ? 1 : 0);
+      break;
+    case TypeKind::kInt32:
+      sqlite3_result_int64(ctx, col.ValueAt<int32_t>(row));
+      break;
+    case TypeKind::kInt64:
+      sqlite3_result_int64(ctx, col.ValueAt<int64_t>(row));
+      break;
+    case TypeKind::kFloat32:
+      sqlite3_result_double(ctx, static_cast<double>(col.ValueAt<float>(row)));
+      break;
+    case TypeKind::kFloat64:
+      sqlite3_result_double(ctx, col.ValueAt<double>(row));
+      break;
+    case TypeKind::kDecimal: {
+      const int128_t v = col.ValueAt<int128_t>(row);
+      if (type.scale() == 0 && v >= std::numeric_limits<int64_t>::min() &&
+          v <= std::numeric_limits<int64_t>::max()) {
+        sqlite3_result_int64(ctx, static_cast<int64_t>(v));
+      } else {
+        // The decimal text parsed as SQLite parses a literal: the nearest double.
+        sqlite3_result_double(ctx, std::strtod(FormatDecimal(v, type.scale()).c_str(), nullptr));
+      }
+      break;
+    }
+    case TypeKind::kDate:
+    case TypeKind::kTime:
+    case TypeKind::kTimestamp:
+    case TypeKind::kUuid: {
+      auto text = FormatTextValue(col, row);
+      ResultText(ctx, type.kind() == TypeKind::kUuid ? *text : TrimFraction(*text));
+      break;
+    }
+    case TypeKind::kTimestampTz:
+      ResultText(ctx, TrimFraction(FormatTimestampIso(col.ValueAt<int64_t>(row))));
+      break;
+    case TypeKind::kString: {
+      const std::string_view s = col.GetBytes(row);
+      sqlite3_result_text(ctx, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+      break;
+    }
+    case TypeKind::kBinary: {
+      const std::string_view s = col.GetBytes(row);
+      sqlite3_result_blob(ctx, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+      break;
+    }
+    case TypeKind::kList: {
+      auto json = FormatListJson(col, row, [](const Column& e, size_t r) -> Result<std::string> {
+        auto text = FormatTextValue(e, r);
+        return text ? *text : std::string();
+      });
+      if (!json.ok()) {
+        sqlite3_result_error(ctx, json.status().message().c_str(), -1);
+        return SQLITE_ERROR;
+      }
+      ResultText(ctx, *json);
+      break;
+    }
+  }
+  return SQLITE_OK;
+}
+
+sqlite3_module MakeModule() {
+  sqlite3_module m{};
+  m.iVersion = 1;
+  m.xCreate = Connect;
+  m.xConnect = Connect;
+  m.xBestIndex = BestIndex;
+  m.xDisconnect = Disconnect;
+  m.xDestroy = Disconnect;
+  m.xOpen = Open;
+  m.xClose = Close;
+  m.xFilter = Filter;
+  m.xNext = Next;
+  m.xEof = Eof;
+  m.xColumn = ColumnValue;
+  m.xRowid = RowId;
+  return m;
+}
+
+const sqlite3_module kModule = MakeModule();
+
+std::string ColumnNames(const Schema& schema) {
+  std::string out;
+  for (const auto& f : schema.fields) out += (out.empty() ? "" : ", ") + f.name;
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Evaluator>> Evaluator::Make(const Schema& schema, const std::string& filter,
+                                                   const std::vector<std::string>& exprs,
+                                                   const std::string& what) {
+  std::unique_ptr<Evaluator> e(new Evaluator());
+  e->table_ = std::make_unique<Table>();
+  e->table_->schema = &schema;
+  e->texts_ = exprs;
+  e->filter_ = filter;
+  e->num_exprs_ = exprs.size();
+  if (sqlite3_open_v2(":memory:", &e->db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) !=
+      SQLITE_OK) {
+    return Status::Internal("cannot open an in-memory SQLite database for expressions");
+  }
+  // Expressions compute values; they read and write nothing else.
+  sqlite3_db_config(e->db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  sqlite3_db_config(e->db_, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
+  if (sqlite3_create_module_v2(e->db_, "ferry_batch", &kModule, e->table_.get(), nullptr) !=
+      SQLITE_OK) {
+    return Status::Internal(std::string("registering the batch table: ") + sqlite3_errmsg(e->db_));
+  }
+  char* err = nullptr;
+  if (sqlite3_exec(e->db_, "CREATE VIRTUAL TABLE temp.\"row\" USING ferry_batch", nullptr, nullptr,
+                   &err) != SQLITE_OK) {
+    std::string m = err ? err : "unknown error";
+    sqlite3_free(err);
+    return Status::Internal("creating the batch table: " + m);
+  }
+  // Each expression alone first, so that an error names the one at fault.
+  for (const auto& x : exprs) {
+    sqlite3_stmt* probe = nullptr;
+    FERRY_RETURN_IF_ERROR(
+        e->Prepare("SELECT (" + x + ") FROM temp.\"row\"", &probe, what + " '" + x + "'"));
+    sqlite3_finalize(probe);
+  }
+  if (!filter.empty()) {
+    sqlite3_stmt* probe = nullptr;
+    FERRY_RETURN_IF_ERROR(e->Prepare("SELECT 1 FROM temp.\"row\" WHERE (" + filter + ")", &probe,
+                                     what + " filter '" + filter + "'"));
+    sqlite3_finalize(probe);
+  }
+  std::string values;
+  for (const auto& x : exprs) values += ", (" + x + ")";
+  const std::string cond = filter.empty() ? std::string("1") : "(" + filter + ")";
+  FERRY_RETURN_IF_ERROR(e->Prepare(
+      "SELECT rowid, 1" + values + " FROM temp.\"row\"" + (filter.empty() ? "" : " WHERE " + cond),
+      &e->matching_, what));
+  FERRY_RETURN_IF_ERROR(e->Prepare(
+      "SELECT rowid, " + cond + " IS TRUE" + values + " FROM temp.\"row\"", &e->every_, what));
+  return e;
+}
+
+Status Evaluator::Prepare(const std::string& sql, sqlite3_stmt** st, const std::string& what) {
+  const char* tail = nullptr;
+  if (sqlite3_prepare_v3(db_, sql.c_str(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
+                         st, &tail) != SQLITE_OK) {
+    return Status::InvalidArgument(what + ": " + sqlite3_errmsg(db_) +
+                                   " (expressions are SQLite's SQL over the source's columns: " +
+                                   ColumnNames(*table_->schema) + ")");
+  }
+  if (tail != nullptr &&
+      std::string_view(tail).find_first_not_of(" \t\r\n;") != std::string_view::npos) {
+    sqlite3_finalize(*st);
+    *st = nullptr;
+    return Status::InvalidArgument(what + ": is more than one expression");
+  }
+  // Reading the batch only: an expression that would write or open anything is refused.
+  if (!sqlite3_stmt_readonly(*st)) {
+    sqlite3_finalize(*st);
+    *st = nullptr;
+    return Status::InvalidArgument(what + ": is not an expression (it would change something)");
+  }
+  return Status::OK();
+}
+
+Evaluator::~Evaluator() {
+  sqlite3_finalize(matching_);
+  sqlite3_finalize(every_);
+  if (db_ != nullptr) sqlite3_close_v2(db_);
+}
+
+bool Evaluator::Row::matches() const { return sqlite3_column_int(st_, 1) != 0; }
+int Evaluator::Row::type(size_t i) const {
+  return sqlite3_column_type(st_, first_ + static_cast<int>(i));
+}
+int64_t Evaluator::Row::Int(size_t i) const {
+  return sqlite3_column_int64(st_, first_ + static_cast<int>(i));
+}
+double Evaluator::Row::Double(size_t i) const {
+  return sqlite3_column_double(st_, first_ + static_cast<int>(i));
+}
+std::string_view Evaluator::Row::Text(size_t i) const {
+  const int c = first_ + static_cast<int>(i);
+  const auto* p = sqlite3_column_type(st_, c) == SQLITE_BLOB
+                      ? static_cast<const char*>(sqlite3_column_blob(st_, c))
+                      : reinterpret_cast<const char*>(sqlite3_column_text(st_, c));
+  return std::string_view(p == nullptr ? "" : p, static_cast<size_t>(sqlite3_column_bytes(st_, c)));
+}
+
+Status Evaluator::Run(const Batch& batch, bool every_row,
+                      const std::function<Status(size_t row, const Row& values)>& each) {
+  sqlite3_stmt* st = every_row ? every_ : matching_;
+  table_->batch = &batch;
+  Row values;
+  values.st_ = st;
+  values.first_ = 2;
+  Status result;
+  for (;;) {
+    const int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) {
+      std::string exprs = filter_.empty() ? "" : "filter '" + filter_ + "'";
+      for (const auto& x : texts_) exprs += (exprs.empty() ? "'" : ", '") + x + "'";
+      result = Status::InvalidArgument("evaluating " + exprs + ": " + sqlite3_errmsg(db_));
+      break;
+    }
+    const auto row = static_cast<size_t>(sqlite3_column_int64(st, 0));
+    result = each(row, values);
+    if (!result.ok()) break;
+  }
+  sqlite3_reset(st);
+  table_->batch = nullptr;
+  return result;
+}
+
+}  // namespace ferry::transform

@@ -1,0 +1,81 @@
+// A stream's transforms, between its source and its sink: which columns are read and written
+// (`columns`, `exclude_columns`), their names in the destination (`rename_columns`), computed
+// columns (`add_columns`) and a row filter (`filter`), both SQL expressions over the source's
+// columns evaluated by SQLite (evaluator.h).
+//
+// One meaning in every mode:
+//   - a load (full refresh, a cdc backfill) keeps the rows the filter holds for;
+//   - keyed writes (incremental windows, changes) are upserts by key: a row the filter holds for
+//     is upserted, any other row is deleted by its key, so a change that makes a row stop matching
+//     removes it from the destination and one that makes it match inserts it;
+//   - deletes pass as they are (a key not in the destination is deleted by nobody's loss).
+// Columns left out are never read by a load or a window (the source selects only the chosen
+// columns) and are dropped from changes. Key and cursor columns are always read.
+//
+// Thread-safety: Make once; Apply and Project may be called from several threads at once (each
+// call takes an evaluator of its own from a pool).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ferry/base/status.h"
+#include "ferry/config/config.h"
+#include "ferry/source/source.h"
+#include "ferry/transform/evaluator.h"
+#include "ferry/types/batch.h"
+
+namespace ferry::transform {
+
+class Transform {
+ public:
+  // The stream's transforms over `table` (as discovered, with its key override applied). Errors
+  // (kInvalidArgument) name the stream, the setting and the fix: unknown columns, a key or cursor
+  // column left out, a rename onto another column's name, a filter or an expression that does
+  // not parse or names an unknown column, a computed column whose type cannot be told.
+  static Result<std::shared_ptr<Transform>> Make(const config::StreamConfig& settings,
+                                                 const source::StreamInfo& table);
+
+  // The table as the source reads it for loads and windows: the chosen columns only, each with
+  // its ordinal in `table` (source::TableOrdinal).
+  const source::StreamInfo& read_info() const { return read_; }
+  // Batches of loads and windows are built on it (read_info's columns).
+  const std::shared_ptr<const Schema>& read_schema() const { return read_schema_; }
+  // Batches of changes are built on it: every column of the table.
+  const std::shared_ptr<const Schema>& table_schema() const { return table_schema_; }
+  // What the destination table holds: the chosen columns renamed, then the computed ones.
+  const Schema& output_schema() const { return output_; }
+
+  // One batch from the source (on read_schema, or on table_schema for changes) to batches on
+  // `out_schema` (output_schema's layout, the sink's ids): `out` gets the rows to write; when
+  // `keyed` (upserts by key), `removed` gets the rows the filter rejects, to delete by key.
+  // `deletes`: the batch holds deletes (key columns set), passed on without the filter. `in` is
+  // left empty (its columns may be moved out).
+  Status Apply(Batch& in, bool keyed, bool deletes, const std::shared_ptr<const Schema>& out_schema,
+               Batch* out, Batch* removed) const;
+
+  // Something to evaluate per row (a filter or a computed column).
+  bool evaluates() const { return !filter_.empty() || !exprs_.empty(); }
+
+ private:
+  Transform() = default;
+  // An evaluator for this call, from the pool (or a new one); back when done.
+  Result<std::unique_ptr<Evaluator>> Take() const;
+  void Give(std::unique_ptr<Evaluator> e) const;
+  Status Compute(const Batch& in, Evaluator* ev, bool keyed, Batch* out, Batch* removed) const;
+
+  std::string what_;  // "stream orders", for messages
+  source::StreamInfo read_;
+  std::shared_ptr<const Schema> read_schema_;
+  std::shared_ptr<const Schema> table_schema_;
+  std::vector<size_t> from_table_;  // read column i is table column from_table_[i]
+  Schema output_;
+  std::string filter_;
+  std::vector<std::string> exprs_;  // computed columns' expressions, in output order
+  mutable std::mutex mu_;
+  mutable std::vector<std::unique_ptr<Evaluator>> idle_;  // guarded by mu_
+};
+
+}  // namespace ferry::transform
