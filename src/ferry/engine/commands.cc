@@ -16,10 +16,16 @@ Result<DiscoverReport> RunDiscover(config::PipelineConfig& cfg) {
     if (!streams.ok()) return InSource(sc, streams.status());
     for (auto& info : *streams) {
       const config::StreamConfig settings = StreamSettings(sc, info.name);
+      // The table as the destination would get it: the stream's transforms applied.
+      auto transform = TransformOf(sc, settings, info);
+      // What keeps it from syncing: the table, the columns it reads, its transforms.
+      info.error =
+          transform.ok() && *transform ? (*transform)->read_info().Problem() : info.Problem();
+      if (!transform.ok() && info.error.empty()) info.error = transform.status().message();
+      const Schema schema = DestinationSchema(transform.ok() ? transform->get() : nullptr, info);
       auto parts = sink::Sink::DescribePartitionTerms(
-          cfg.destination, info.name,
-          settings.partition_by ? settings.partition_by : cfg.destination.partition_by,
-          info.ToSchema());
+          cfg.destination, DestinationName(sc, settings, info),
+          settings.partition_by ? settings.partition_by : cfg.destination.partition_by, schema);
       out.partitioning.push_back(parts.ok() ? *parts : parts.status().message());
       if (!parts.ok() && info.error.empty()) info.error = parts.status().message();
       info.name = SourceLabel(sc, info.name);
@@ -35,14 +41,15 @@ Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport
   if (!dst.ok()) return dst.status().WithContext("destination");
   FERRY_ASSIGN_OR_RETURN(auto loaded, state::OpenFileStateStore(cfg.state_path)->Load());
   for (const auto& s : sources) {
-    for (const auto& info : s->streams) {
+    for (size_t i = 0; i < s->streams.size(); ++i) {
+      const source::StreamInfo& info = s->streams[i];
       StreamStateReport r;
       r.stream = SourceLabel(*s->cfg, info.name);
-      r.table = (*dst)->TableName(info.name);
+      r.table = (*dst)->TableName(s->destinations[i]);
       config::StreamConfig sc = StreamSettings(*s->cfg, info.name);
       r.mode = std::string(config::SyncModeName(sc.mode));
       r.state = loaded ? loaded->Stream(StateNamespace(*s->cfg, info), info.name) : Json(nullptr);
-      FERRY_ASSIGN_OR_RETURN(Json marker, (*dst)->ReadMarker(info.name));
+      FERRY_ASSIGN_OR_RETURN(Json marker, (*dst)->ReadMarker(s->destinations[i]));
       r.marker = PartOfMarker(marker, s->cfg->name);
       if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
         auto d = DecideCdc(r.state, r.marker, sc.mode == config::SyncMode::kCdc,
@@ -92,13 +99,20 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
                                    "'; give this pipeline its own state file");
   }
   // The first stream of each destination table, to check the others merged into it against.
-  std::map<std::string, std::pair<const config::SourceConfig*, const source::StreamInfo*>>
-      first_of_table;
+  struct FirstOfTable {
+    const config::SourceConfig* cfg;
+    const source::StreamInfo* info;
+    Schema schema;
+  };
+  std::map<std::string, FirstOfTable> first_of_table;
   for (const auto& s : sources) {
     const std::string described = s->src->Describe();
     report->source += (report->source.empty() ? "" : "; ") +
                       (s->cfg->name.empty() ? described : s->cfg->name + ": " + described);
-    for (const auto& info : s->streams) {
+    for (size_t i = 0; i < s->streams.size(); ++i) {
+      const source::StreamInfo& info = s->streams[i];
+      const std::string& dest = s->destinations[i];
+      const Schema schema = DestinationSchema(s->transforms[i].get(), info);
       config::StreamConfig sc = StreamSettings(*s->cfg, info.name);
       if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
         FERRY_RETURN_IF_ERROR(InSource(*s->cfg, s->src->CheckChangeCapture(info)));
@@ -112,20 +126,20 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
         }
       }
       // A marker that cannot be read would stop the sync: report it now.
-      auto m = (*dst)->ReadMarker(info.name);
+      auto m = (*dst)->ReadMarker(dest);
       if (!m.ok()) return m.status();
-      const std::string table = (*dst)->TableName(info.name);
-      auto first = first_of_table.emplace(table, std::make_pair(s->cfg, &info));
+      const std::string table = (*dst)->TableName(dest);
+      auto first = first_of_table.emplace(table, FirstOfTable{s->cfg, &info, schema});
       if (!first.second) {
-        FERRY_RETURN_IF_ERROR(CheckSameTable(table, *first.first->second.first,
-                                             *first.first->second.second, *s->cfg, info));
+        const FirstOfTable& f = first.first->second;
+        FERRY_RETURN_IF_ERROR(
+            CheckSameTable(table, *f.cfg, *f.info, f.schema, *s->cfg, info, schema));
       }
       report->tables.push_back(table);
       report->modes.push_back(std::string(config::SyncModeName(sc.mode)));
       FERRY_RETURN_IF_ERROR((*dst)->SetPartitioning(
-          info.name, sc.partition_by ? sc.partition_by : cfg.destination.partition_by));
-      FERRY_ASSIGN_OR_RETURN(std::string parts,
-                             (*dst)->DescribePartitioning(info.name, info.ToSchema()));
+          dest, sc.partition_by ? sc.partition_by : cfg.destination.partition_by));
+      FERRY_ASSIGN_OR_RETURN(std::string parts, (*dst)->DescribePartitioning(dest, schema));
       report->partitioning.push_back(std::move(parts));
       source::StreamInfo shown = info;
       shown.name = SourceLabel(*s->cfg, info.name);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <mutex>
 
 #include "ferry/base/deadline.h"
 #include "ferry/base/log.h"
@@ -47,13 +48,27 @@ class SourceNode : public graph::Node {
       FERRY_LOG(kInfo) << t->info.name << ": " << pending.size() << " chunks, read on "
                        << readers_.size() << " connections sharing one snapshot";
     }
-    std::shared_ptr<const Schema> schema = t->out->schema();
+    // A load's batches go through the stream's transforms on the reader's thread.
+    std::mutex error_mu;
+    Status transform_error;
     graph::PartReader read = [&](size_t r, size_t k, const auto& emit) {
-      return readers_[r]->ReadChunk(t->info, t->progress.plan.At(pending[k]), schema,
+      return readers_[r]->ReadChunk(t->read_info(), t->progress.plan.At(pending[k]), t->read_schema,
                                     opts_.batch_rows, [&](Batch& b) {
-                                      auto owned = std::make_unique<Batch>(schema);
-                                      std::swap(*owned, b);
-                                      return emit(std::move(owned));
+                                      auto owned = std::make_unique<Batch>(t->out->schema());
+                                      if (!t->transform) {
+                                        std::swap(*owned, b);
+                                        return emit(std::move(owned));
+                                      }
+                                      Batch none(t->out->schema());
+                                      Status s =
+                                          t->transform->Apply(b, /*keyed=*/false, /*deletes=*/false,
+                                                              t->out->schema(), owned.get(), &none);
+                                      if (!s.ok()) {
+                                        std::lock_guard<std::mutex> lock(error_mu);
+                                        if (transform_error.ok()) transform_error = s;
+                                        return false;
+                                      }
+                                      return owned->num_rows() == 0 || emit(std::move(owned));
                                     });
     };
     auto hand = [&](std::unique_ptr<Batch> b) {
@@ -70,6 +85,10 @@ class SourceNode : public graph::Node {
     // The readers share the edge's budget: as many batches wait as with one reader.
     const size_t per_part = std::max<size_t>(1, opts_.edge_capacity / readers_.size());
     Status s = graph::ReadInOrder(pending.size(), readers_.size(), per_part, read, hand, done);
+    {
+      std::lock_guard<std::mutex> lock(error_mu);
+      if (!transform_error.ok()) return transform_error;
+    }
     if (!s.ok() && opts_.stop && opts_.stop->requested()) {
       return Status::Cancelled("stop requested");
     }
@@ -104,9 +123,11 @@ class SourceNode : public graph::Node {
   // that tie at it. A window that found nothing new sends no barrier: nothing is committed.
   Status RunWindow(StreamTask* t) {
     if (!t->bounds.empty()) {
-      auto read = ReadWindow(src_, t->info, t->window.cursor_column, t->bounds, t->out->schema(),
-                             opts_.batch_rows, static_cast<size_t>(t->settings.tie_rows),
-                             [&](Batch& b) { return Forward(t, b, false); });
+      auto read =
+          ReadWindow(src_, t->read_info(), t->window.cursor_column, t->bounds, t->read_schema,
+                     opts_.batch_rows, static_cast<size_t>(t->settings.tie_rows),
+                     [&](Batch& b) { return Forward(t, b, false); });
+      if (!forward_error_.ok()) return forward_error_;
       if (!read.ok()) {
         if (opts_.stop && opts_.stop->requested()) return Status::Cancelled("stop requested");
         return read.status();
@@ -131,8 +152,10 @@ class SourceNode : public graph::Node {
   Status RunChanges(StreamTask* t) {
     const CdcProgress& c = t->changes;
     if (c.position > c.from) {
-      Status s = src_->ReadChanges(t->info, c.from, c.position, t->out->schema(), opts_.batch_rows,
-                                   [&](Batch& b, bool deletes) { return Forward(t, b, deletes); });
+      Status s =
+          src_->ReadChanges(t->read_info(), c.from, c.position, t->read_schema, opts_.batch_rows,
+                            [&](Batch& b, bool deletes) { return Forward(t, b, deletes); });
+      if (!forward_error_.ok()) return forward_error_;
       if (!s.ok()) {
         if (opts_.stop && opts_.stop->requested()) return Status::Cancelled("stop requested");
         return s;
@@ -148,7 +171,7 @@ class SourceNode : public graph::Node {
   }
 
   bool Forward(StreamTask* t, Batch& b, bool deletes = false) {
-    return engine::Forward(t, b, deletes, opts_);
+    return engine::Forward(t, b, deletes, opts_, &forward_error_);
   }
 
   source::Source* src_;
@@ -158,6 +181,7 @@ class SourceNode : public graph::Node {
   std::vector<source::Source*> readers_;  // readers_[0] is src_
   std::vector<std::unique_ptr<source::Source>> owned_readers_;
   bool readers_closed_ = false;  // no further reader can open
+  Status forward_error_;         // a transform's, which stopped a read
 };
 
 // CDC from a change log shared by all streams (PostgreSQL): one pass over the log feeds every
@@ -173,11 +197,15 @@ class SharedLogSourceNode : public graph::Node {
   Status Run() override {
     std::vector<source::Source::SharedStream> streams;
     for (StreamTask* t : tasks_) {
-      streams.push_back({&t->info, t->out->schema(), t->changes.from, t->changes.table_id,
-                         t->changes.table_since});
+      // A log that decodes some columns only is given the stream's; others decode every one.
+      const bool chosen = src_->SharedLogSelectsColumns();
+      streams.push_back({chosen ? &t->read_info() : &t->info,
+                         chosen ? t->read_schema : t->change_schema, t->changes.from,
+                         t->changes.table_id, t->changes.table_since});
     }
+    Status forward_error;
     auto emit = [&](size_t i, Batch& b, bool deletes) {
-      return Forward(tasks_[i], b, deletes, opts_);
+      return Forward(tasks_[i], b, deletes, opts_, &forward_error);
     };
     int64_t checkpoints = 0;
     Coordinator* coordinator = &tasks_.front()->source->coordinator;
@@ -204,6 +232,7 @@ class SharedLogSourceNode : public graph::Node {
       read.stopping = [this] { return opts_.stop && opts_.stop->requested(); };
     }
     auto r = src_->ReadSharedChanges(streams, read, emit, checkpoint);
+    if (!forward_error.ok()) return forward_error;
     if (!r.ok()) {
       if (opts_.stop && opts_.stop->requested()) return Status::Cancelled("stop requested");
       return r.status();

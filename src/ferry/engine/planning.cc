@@ -42,7 +42,7 @@ Status PlanWindow(StreamTask* t, const Json& state, Recorder* recorder) {
   w = d->start;
   w.from = d->start.cursor;
   w.window = IncrementalProgress::WindowId(t->info.name, w.from, d->start.ties);
-  FERRY_ASSIGN_OR_RETURN(Json upper, src->MaxCursor(t->info, cursor, w.from));
+  FERRY_ASSIGN_OR_RETURN(Json upper, src->MaxCursor(t->read_info(), cursor, w.from));
   t->bounds = WindowBounds{w.from, d->start.ties, upper};
   if (t->bounds.empty()) {
     t->report->action = "incremental: nothing new";

@@ -75,6 +75,46 @@ Status ApplyKeyOverride(const config::StreamConfig& sc, source::StreamInfo* info
   return Status::OK();
 }
 
+std::string DestinationName(const config::SourceConfig& cfg, const config::StreamConfig& settings,
+                            const source::StreamInfo& info) {
+  if (!settings.table.empty()) return settings.table;
+  if (cfg.table_name.empty()) return info.name;
+  // The table's own name: the stream's name without its schema ("sales.orders" -> "orders").
+  std::string table = info.name;
+  if (!info.ns.empty() && table.rfind(info.ns + ".", 0) == 0)
+    table = table.substr(info.ns.size() + 1);
+  std::string out;
+  const std::string& t = cfg.table_name;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == '{') {
+      const size_t end = t.find('}', i);
+      const std::string name = t.substr(i + 1, end - i - 1);
+      out += name == "schema"   ? info.ns
+             : name == "source" ? (cfg.name.empty() ? cfg.type : cfg.name)
+                                : table;
+      i = end;
+    } else {
+      out += t[i];
+    }
+  }
+  return out;
+}
+
+Result<std::shared_ptr<transform::Transform>> TransformOf(const config::SourceConfig& cfg,
+                                                          const config::StreamConfig& settings,
+                                                          const source::StreamInfo& info) {
+  if (!settings.transforms()) return std::shared_ptr<transform::Transform>();
+  auto t = transform::Transform::Make(settings, info);
+  if (!t.ok()) {
+    return InSource(cfg, t.status().WithContext("line " + std::to_string(settings.line)));
+  }
+  return std::move(*t);
+}
+
+Schema DestinationSchema(const transform::Transform* t, const source::StreamInfo& info) {
+  return t != nullptr ? t->output_schema() : info.ToSchema();
+}
+
 std::string SourceLabel(const config::SourceConfig& cfg, const std::string& stream) {
   return cfg.name.empty() ? stream : cfg.name + ":" + stream;
 }

@@ -9,6 +9,7 @@
 #include "ferry/base/status.h"
 #include "ferry/config/config.h"
 #include "ferry/source/source.h"
+#include "ferry/transform/transform.h"
 
 namespace ferry::engine {
 
@@ -25,6 +26,20 @@ config::StreamConfig StreamSettings(const config::SourceConfig& cfg, const std::
 
 // A stream's `primary_key` setting replaces the key the source declares.
 Status ApplyKeyOverride(const config::StreamConfig& sc, source::StreamInfo* info);
+
+// The name the destination knows the stream's table by (the sink's `stream` argument): the
+// stream's `table`, else its source's `table_name` template filled in, else the stream's name.
+std::string DestinationName(const config::SourceConfig& cfg, const config::StreamConfig& settings,
+                            const source::StreamInfo& info);
+
+// The stream's transforms (columns, renames, computed columns, filter) over `info`, or nullptr
+// when it has none; errors name the stream and the fix.
+Result<std::shared_ptr<transform::Transform>> TransformOf(const config::SourceConfig& cfg,
+                                                          const config::StreamConfig& settings,
+                                                          const source::StreamInfo& info);
+
+// What the destination table of a stream holds: its transform's output, else the table's columns.
+Schema DestinationSchema(const transform::Transform* t, const source::StreamInfo& info);
 
 // A stream's name in messages and reports: prefixed by its source's name when the pipeline has
 // several sources ("east:orders").

@@ -61,16 +61,19 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& options, SyncRepo
   for (const auto& s : sources) total += s->streams.size();
   report->streams.resize(total);
   for (const auto& s : sources) {
-    for (const auto& info : s->streams) {
+    for (size_t i = 0; i < s->streams.size(); ++i) {
+      const source::StreamInfo& info = s->streams[i];
       auto t = std::make_unique<StreamTask>();
       t->info = info;
       t->source = s.get();
       t->settings = StreamSettings(*s->cfg, info.name);
+      t->transform = s->transforms[i];
+      t->destination = s->destinations[i];
       t->label = SourceLabel(*s->cfg, info.name);
       t->state_ns = StateNamespace(*s->cfg, info);
       t->report = &report->streams[tasks.size()];
       t->report->stream = t->label;
-      t->report->table = dst->TableName(info.name);
+      t->report->table = dst->TableName(t->destination);
       t->series = m.Stream(cfg.name, s->label, info.name, t->report->table);
       t->start = Clock::now();
       TableTask*& table = by_table[t->report->table];
@@ -83,7 +86,9 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& options, SyncRepo
       }
       for (StreamTask* other : table->parts) {
         FERRY_RETURN_IF_ERROR(CheckSameTable(table->table, *other->source->cfg, other->info,
-                                             *t->source->cfg, t->info));
+                                             DestinationSchema(other->transform.get(), other->info),
+                                             *t->source->cfg, t->info,
+                                             DestinationSchema(t->transform.get(), t->info)));
       }
       table->parts.push_back(t.get());
       tasks.push_back(std::move(t));
@@ -96,25 +101,27 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& options, SyncRepo
   // Compare state and marker for every stream before reading anything.
   for (auto& table : tables) {
     StreamTask* first = table->parts.front();
-    Schema schema = first->info.ToSchema();
+    Schema schema = DestinationSchema(first->transform.get(), first->info);
     // Merged: a column any source may leave NULL may be NULL in the table.
     for (StreamTask* t : table->parts) {
-      Schema other = t->info.ToSchema();
+      Schema other = DestinationSchema(t->transform.get(), t->info);
       for (size_t i = 0; i < schema.fields.size(); ++i) {
         schema.fields[i].required = schema.fields[i].required && other.fields[i].required;
       }
     }
     FERRY_RETURN_IF_ERROR(dst->SetPartitioning(
-        first->info.name, first->settings.partition_by ? first->settings.partition_by
-                                                       : cfg.destination.partition_by));
+        first->destination, first->settings.partition_by ? first->settings.partition_by
+                                                         : cfg.destination.partition_by));
     auto out =
-        dst->OpenStream(first->info.name, schema,
+        dst->OpenStream(first->destination, schema,
                         /*replacing=*/first->settings.mode == config::SyncMode::kFullRefresh);
     if (!out.ok()) return out.status();
     std::shared_ptr<sink::SinkStream> shared = std::move(*out);
     const Json marker = shared->Marker();
     for (StreamTask* t : table->parts) {
       t->out = shared;
+      t->read_schema = t->transform ? t->transform->read_schema() : shared->schema();
+      t->change_schema = t->transform ? t->transform->table_schema() : shared->schema();
       t->marker = PartOfMarker(marker, table->merged ? t->source->cfg->name : "");
     }
     FERRY_RETURN_IF_ERROR(PlanTable(table.get(), &recorder, cfg.state_path));

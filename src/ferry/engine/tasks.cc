@@ -30,8 +30,9 @@ std::string StateNamespace(const config::SourceConfig& sc, const source::StreamI
 }
 
 Status CheckSameTable(const std::string& table, const config::SourceConfig& sa,
-                      const source::StreamInfo& a, const config::SourceConfig& sb,
-                      const source::StreamInfo& b) {
+                      const source::StreamInfo& a, const Schema& schema_a,
+                      const config::SourceConfig& sb, const source::StreamInfo& b,
+                      const Schema& schema_b) {
   const std::string la = SourceLabel(sa, a.name), lb = SourceLabel(sb, b.name);
   if (&sa == &sb) {
     return Status::InvalidArgument("streams " + la + " and " + lb + " both map to table " + table +
@@ -45,13 +46,36 @@ Status CheckSameTable(const std::string& table, const config::SourceConfig& sa,
                                    std::string(config::SyncModeName(mb)) +
                                    "); the streams of a merged table need the same mode");
   }
-  std::string diff = SchemaDifference(a.ToSchema(), b.ToSchema());
+  std::string diff = SchemaDifference(schema_a, schema_b);
   if (!diff.empty()) {
     return Status::InvalidArgument("table " + table + " merges " + la + " and " + lb +
                                    ", whose columns differ: " + diff +
                                    "; the merged streams need the same columns and key");
   }
   return Status::OK();
+}
+
+bool Forward(StreamTask* t, Batch& b, bool deletes, const SyncOptions& opts, Status* error) {
+  if (opts.stop && opts.stop->requested()) return false;
+  CountRows(t, b);
+  auto owned = std::make_unique<Batch>(t->out->schema());
+  if (!t->transform) {
+    std::swap(*owned, b);
+    return t->edge->Send(graph::Message::Data(std::move(owned), deletes));
+  }
+  Batch removed(t->out->schema());
+  Status s = t->transform->Apply(b, t->keyed(), deletes, t->out->schema(), owned.get(), &removed);
+  if (!s.ok()) {
+    *error = s;
+    return false;
+  }
+  if (owned->num_rows() > 0 && !t->edge->Send(graph::Message::Data(std::move(owned), deletes))) {
+    return false;
+  }
+  if (removed.num_rows() == 0) return true;
+  auto gone = std::make_unique<Batch>(t->out->schema());
+  std::swap(*gone, removed);
+  return t->edge->Send(graph::Message::Data(std::move(gone), /*deletes=*/true));
 }
 
 Result<std::vector<std::unique_ptr<SourceRun>>> OpenSources(config::PipelineConfig& cfg,
@@ -66,6 +90,15 @@ Result<std::vector<std::unique_ptr<SourceRun>>> OpenSources(config::PipelineConf
     for (auto& info : run->streams) {
       config::StreamConfig settings = StreamSettings(sc, info.name);
       FERRY_RETURN_IF_ERROR(InSource(sc, ApplyKeyOverride(settings, &info)));
+      FERRY_ASSIGN_OR_RETURN(auto transform, TransformOf(sc, settings, info));
+      // Columns that cannot be read (types without a mapping, no privilege) matter only when
+      // the stream reads them.
+      const source::StreamInfo& read = transform ? transform->read_info() : info;
+      if (const std::string problem = read.Problem(); !problem.empty()) {
+        return InSource(sc, Status::NotSupported("table " + info.name + ": " + problem));
+      }
+      run->transforms.push_back(std::move(transform));
+      run->destinations.push_back(DestinationName(sc, settings, info));
       if (prepare_capture && (settings.mode == config::SyncMode::kCdc ||
                               settings.mode == config::SyncMode::kCdcOnly)) {
         FERRY_RETURN_IF_ERROR(InSource(sc, run->src->PrepareChangeCapture(info)));

@@ -68,6 +68,9 @@ struct SourceRun {
   const config::SourceConfig* cfg = nullptr;
   std::unique_ptr<source::Source> src;
   std::vector<source::StreamInfo> streams;
+  // Each stream's transforms (nullptr: none), and its destination table's name (DestinationName).
+  std::vector<std::shared_ptr<transform::Transform>> transforms;
+  std::vector<std::string> destinations;
   // Per-stream change logs read this sync: acknowledged once the sync succeeded.
   std::vector<std::pair<source::StreamInfo, source::Position>> to_acknowledge;
   source::Source::SharedRead read;  // the shared change log's read, if any
@@ -85,6 +88,14 @@ struct StreamTask {
   std::string label;     // for messages: the stream, prefixed by its source's name when named
   std::string state_ns;  // the namespace its state file entry is keyed by
   std::shared_ptr<sink::SinkStream> out;  // shared by the parts of a merged table
+  // Its transforms (nullptr: rows pass as read). Loads, windows and per-stream change logs read
+  // `read_info()`'s columns into batches on `read_schema`; a shared change log decodes every
+  // column into batches on `change_schema`. Forward turns them into the sink's batches.
+  std::shared_ptr<transform::Transform> transform;
+  std::shared_ptr<const Schema> read_schema;
+  std::shared_ptr<const Schema> change_schema;
+  const source::StreamInfo& read_info() const { return transform ? transform->read_info() : info; }
+  std::string destination;       // the destination's name of its table (the sink's `stream`)
   Json marker;                   // its marker as the table holds it (its part, in a merged table's)
   FullRefreshProgress progress;  // full refresh
   IncrementalProgress window;    // incremental: the window this sync reads (its id and start)
@@ -136,14 +147,10 @@ inline void CountRows(StreamTask* t, const Batch& b) {
   }
 }
 
-// Hands a batch to a stream's sink (the batch's contents move; `b` is left empty).
-inline bool Forward(StreamTask* t, Batch& b, bool deletes, const SyncOptions& opts) {
-  if (opts.stop && opts.stop->requested()) return false;
-  CountRows(t, b);
-  auto owned = std::make_unique<Batch>(t->out->schema());
-  std::swap(*owned, b);
-  return t->edge->Send(graph::Message::Data(std::move(owned), deletes));
-}
+// Hands a batch to a stream's sink (the batch's contents move; `b` is left empty), through the
+// stream's transforms: rows a keyed stream's filter rejects go as deletes. A transform's error
+// (a computed value that does not fit its column) is kept in `*error` and stops the stream.
+bool Forward(StreamTask* t, Batch& b, bool deletes, const SyncOptions& opts, Status* error);
 
 // The state file keys a stream by namespace and name; a named source's streams are kept apart.
 std::string StateNamespace(const config::SourceConfig& sc, const source::StreamInfo& info);
@@ -151,8 +158,9 @@ std::string StateNamespace(const config::SourceConfig& sc, const source::StreamI
 // Two streams that map to one destination table must come from different sources (several
 // sources merged into it) and have the same mode, columns and key.
 Status CheckSameTable(const std::string& table, const config::SourceConfig& sa,
-                      const source::StreamInfo& a, const config::SourceConfig& sb,
-                      const source::StreamInfo& b);
+                      const source::StreamInfo& a, const Schema& schema_a,
+                      const config::SourceConfig& sb, const source::StreamInfo& b,
+                      const Schema& schema_b);
 
 // Opens every source of the pipeline and selects the streams it syncs (key overrides applied).
 // `prepare_capture`: change capture is installed for cdc streams (before any snapshot point, so

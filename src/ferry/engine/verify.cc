@@ -175,7 +175,30 @@ struct VerifiedPart {
   source::StreamInfo info;
   config::StreamConfig settings;
   const config::SourceConfig* cfg = nullptr;
+  std::shared_ptr<transform::Transform> transform;  // nullptr: rows are written as read
+  std::string destination;                          // the destination's name of its table
   std::string Label() const { return SourceLabel(*cfg, info.name); }
+  // What its loads and windows read, and on what.
+  const source::StreamInfo& read_info() const { return transform ? transform->read_info() : info; }
+  std::shared_ptr<const Schema> read_schema(const std::shared_ptr<const Schema>& written) const {
+    return transform ? transform->read_schema() : written;
+  }
+  // `each` over the source's batches as the destination gets them (on `written`: the part's
+  // transforms applied, rows its filter rejects left out); a transform's error stops the read
+  // and is kept in `*error`.
+  std::function<bool(Batch&)> AsWritten(const std::shared_ptr<const Schema>& written, Status* error,
+                                        const std::function<bool(Batch&)>& each) const {
+    return [this, written, error, &each](Batch& b) {
+      if (!transform) return each(b);
+      Batch out(written), removed(written);
+      Status s = transform->Apply(b, /*keyed=*/false, /*deletes=*/false, written, &out, &removed);
+      if (!s.ok()) {
+        *error = s;
+        return false;
+      }
+      return each(out);
+    };
+  }
 };
 
 // A row captured in the second pass, to name its key and its values.
@@ -250,14 +273,29 @@ class Verifier {
     const source::StreamInfo& info = parts.front().info;
     const config::StreamConfig& sc = parts.front().settings;
     for (const auto& p : parts) t->stream += (t->stream.empty() ? "" : ", ") + p.Label();
-    t->table = dst_->TableName(info.name);
+    const transform::Transform* tf = parts.front().transform.get();
+    t->table = dst_->TableName(parts.front().destination);
     t->mode = std::string(config::SyncModeName(sc.mode));
-    if (!info.error.empty()) return Status::NotSupported(info.error);
+    if (const std::string problem = parts.front().read_info().Problem(); !problem.empty()) {
+      return Status::NotSupported(problem);
+    }
     std::vector<std::string> key = sc.primary_key.empty() ? info.primary_key : sc.primary_key;
-    auto source_schema = std::make_shared<const Schema>(info.ToSchema());
+    // The source's rows as the destination gets them: its columns renamed, computed ones added.
+    auto source_schema = std::make_shared<const Schema>(DestinationSchema(tf, info));
+    if (tf != nullptr) {
+      for (auto& k : key) {
+        for (size_t i = 0; i < tf->read_schema()->fields.size(); ++i) {
+          if (tf->read_schema()->fields[i].name == k) {
+            k = source_schema->fields[i].name;
+            break;
+          }
+        }
+      }
+    }
 
     // The destination: main's head as a reader sees it.
-    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<sink::TableReader> scan, dst_->OpenReader(info.name));
+    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<sink::TableReader> scan,
+                           dst_->OpenReader(parts.front().destination));
     if (!scan) {
       t->table_missing = true;
     } else {
@@ -398,12 +436,16 @@ class Verifier {
       FERRY_ASSIGN_OR_RETURN(
           source::ChunkPlan plan,
           p.src->PlanChunks(p.info, std::max<int64_t>(p.settings.chunk_rows, 1)));
+      Status error;
+      const std::function<bool(Batch&)> all = [&](Batch& b) {
+        each(b);
+        return true;
+      };
       for (int64_t i = 0; i < plan.count; ++i) {
-        FERRY_RETURN_IF_ERROR(
-            p.src->ReadChunk(p.info, plan.At(i), schema, options_.batch_rows, [&](Batch& b) {
-              each(b);
-              return true;
-            }));
+        Status s = p.src->ReadChunk(p.read_info(), plan.At(i), p.read_schema(schema),
+                                    options_.batch_rows, p.AsWritten(schema, &error, all));
+        FERRY_RETURN_IF_ERROR(error);
+        FERRY_RETURN_IF_ERROR(s);
       }
     }
     return Status::OK();
@@ -418,7 +460,7 @@ class Verifier {
     for (const VerifiedPart& p : parts) {
       const std::string& cursor = *p.settings.cursor;
       WindowBounds bounds;
-      FERRY_ASSIGN_OR_RETURN(Json table_marker, dst_->ReadMarker(p.info.name));
+      FERRY_ASSIGN_OR_RETURN(Json table_marker, dst_->ReadMarker(p.destination));
       const Json marker = PartOfMarker(table_marker, p.cfg->name);
       if (marker.is_object() && marker.value("mode", "") == "incremental") {
         FERRY_ASSIGN_OR_RETURN(IncrementalProgress mk,
@@ -430,15 +472,16 @@ class Verifier {
       }
       FERRY_ASSIGN_OR_RETURN(bounds.upper, p.src->MaxCursor(p.info, cursor, bounds.from));
       if (bounds.empty()) continue;
-      FERRY_RETURN_IF_ERROR(ReadWindow(p.src, p.info, cursor, bounds, schema, options_.batch_rows,
-                                       static_cast<size_t>(p.settings.tie_rows),
-                                       [&](Batch& b) {
-                                         for (size_t r = 0; r < b.num_rows(); ++r) {
-                                           keys->push_back(fp.Of(b, r).key);
-                                         }
-                                         return true;
-                                       })
-                                .status());
+      Status error;
+      const std::function<bool(Batch&)> each = [&](Batch& b) {
+        for (size_t r = 0; r < b.num_rows(); ++r) keys->push_back(fp.Of(b, r).key);
+        return true;
+      };
+      auto read = ReadWindow(p.src, p.read_info(), cursor, bounds, p.read_schema(schema),
+                             options_.batch_rows, static_cast<size_t>(p.settings.tie_rows),
+                             p.AsWritten(schema, &error, each));
+      FERRY_RETURN_IF_ERROR(error);
+      FERRY_RETURN_IF_ERROR(read.status());
     }
     std::sort(keys->begin(), keys->end());
     return Status::OK();
@@ -625,9 +668,15 @@ Status RunVerify(config::PipelineConfig& cfg, const VerifyOptions& options,
       const auto& only = options.tables;
       if (!only.empty() && std::find(only.begin(), only.end(), info.name) == only.end()) continue;
       found.insert(info.name);
-      const std::string table = (*dst)->TableName(info.name);
+      const config::StreamConfig settings = StreamSettings(sc, info.name);
+      // The transforms see the key the sync writes by.
+      source::StreamInfo keyed = info;
+      FERRY_RETURN_IF_ERROR(InSource(sc, ApplyKeyOverride(settings, &keyed)));
+      FERRY_ASSIGN_OR_RETURN(auto transform, TransformOf(sc, settings, keyed));
+      const std::string destination = DestinationName(sc, settings, info);
+      const std::string table = (*dst)->TableName(destination);
       if (!tables.count(table)) order.push_back(table);
-      VerifiedPart part{opened.src.get(), info, StreamSettings(sc, info.name), &sc};
+      VerifiedPart part{opened.src.get(), info, settings, &sc, std::move(transform), destination};
       tables[table].push_back(std::move(part));
     }
     sources.push_back(std::move(opened.src));

@@ -34,6 +34,14 @@ Schema StreamInfo::ToSchema() const {
   return s;
 }
 
+std::string StreamInfo::Problem() const {
+  std::string out = error;
+  for (const auto& c : columns) {
+    if (!c.error.empty()) out += (out.empty() ? "" : "; ") + c.error;
+  }
+  return out;
+}
+
 std::string Chunk::Id(const std::string& stream) const {
   if (!lo_key.is_null() || !hi_key.is_null()) {
     return stream + "[" + (lo_key.is_null() ? "" : lo_key.dump()) + "," +

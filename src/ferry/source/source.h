@@ -41,6 +41,9 @@ struct ColumnInfo {
   // Its place among the table's columns as the source discovered them, when a stream reads some
   // of them only (a transform's choice of columns: see TableOrdinal); -1: its own position.
   int ordinal = -1;
+  // Why the column cannot be read (a type ferry cannot map, a column the user may not SELECT),
+  // naming the column and the fix; a stream that leaves the column out reads the rest.
+  std::string error;
 };
 
 struct StreamInfo {
@@ -58,16 +61,21 @@ struct StreamInfo {
   // table dropped and created again under the same name has another. Recorded with a stream's
   // progress, so that rows of one table are never taken for another's. Empty: the source has none.
   std::string table_id;
-  std::string error;  // why it cannot be synced, if it cannot
+  std::string error;  // why the table cannot be synced, if it cannot (see also Problem())
+
+  // Why the stream cannot be read as it is: the table's error and those of its columns (a
+  // StreamInfo of some columns only has their errors only); empty when it can.
+  std::string Problem() const;
 
   // Schema with ids 1..n in column order; key columns become identifier fields when all are
   // NOT NULL (Iceberg requires identifier fields to be required).
   Schema ToSchema() const;
 };
 
-// Where column `i` of `stream` is among the columns the source discovered: ReadChunk and
-// ReadCursorRange may be given a StreamInfo with some of the table's columns only (in the table's
-// order), and read just those; sources index their own per-column facts by this.
+// Where column `i` of `stream` is among the columns the source discovered: ReadChunk,
+// ReadCursorRange and ReadChanges may be given a StreamInfo with some of the table's columns only
+// (in the table's order, the key's and the cursor's among them), and read just those; sources
+// index their own per-column facts by this.
 inline size_t TableOrdinal(const StreamInfo& stream, size_t i) {
   const int o = stream.columns[i].ordinal;
   return o >= 0 ? static_cast<size_t>(o) : i;
@@ -210,6 +218,9 @@ class Source {
   // CDC on ONE log shared by every stream (PostgreSQL logical replication): positions are log
   // positions (LSNs), and one pass over the log feeds every stream.
   virtual bool SharedChangeLog() const { return false; }
+  // Whether ReadSharedChanges may be given SharedStream::info of some of the table's columns
+  // only (see TableOrdinal), and then decodes just those; otherwise it is given every column.
+  virtual bool SharedLogSelectsColumns() const { return false; }
   struct SharedStream {
     const StreamInfo* info = nullptr;
     std::shared_ptr<const Schema> schema;  // batches are built on it

@@ -259,7 +259,7 @@ class MysqlSource final : public Source {
 
   Result<nlohmann::json> MaxCursor(const StreamInfo& stream, const std::string& cursor,
                                    const nlohmann::json& above) override {
-    if (!stream.error.empty()) return Status::NotSupported(stream.error);
+    if (const std::string p = stream.Problem(); !p.empty()) return Status::NotSupported(p);
     FERRY_ASSIGN_OR_RETURN(const Table* t, Find(stream));
     FERRY_ASSIGN_OR_RETURN(CursorColumn cc, CheckCursor(stream, *t, cursor));
     const std::string c = QuoteIdent(cursor);
@@ -1126,7 +1126,7 @@ class MysqlSource final : public Source {
       ci.type = m.type;
       ci.nullable = m.nullable;
       ci.pk_position = c.key_position;
-      if (!m.error.empty()) AddError(&info, m.error);
+      ci.error = m.error;
       if (m.error.empty() && ClassifyMysqlCursor(c, m.wire).candidate) {
         info.cursor_candidates.push_back(c.name);
       }
@@ -1213,7 +1213,7 @@ class MysqlSource final : public Source {
 
   Result<const Table*> Readable(const StreamInfo& stream, const Schema& schema,
                                 const char* what) const {
-    if (!stream.error.empty()) return Status::NotSupported(stream.error);
+    if (const std::string p = stream.Problem(); !p.empty()) return Status::NotSupported(p);
     FERRY_ASSIGN_OR_RETURN(const Table* t, Find(stream));
     bool matches =
         schema.fields.size() == stream.columns.size() && stream.columns.size() <= t->columns.size();

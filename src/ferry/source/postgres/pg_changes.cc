@@ -315,7 +315,8 @@ Status ChangeSet::CheckRelation(Relation* rel, ChangeEvent* event, std::string* 
     }
     std::optional<PgWire> older_wire;
     if (found < 0) {
-      if (std::find(dropped.begin(), dropped.end(), c.name) == dropped.end()) {
+      if (std::find(dropped.begin(), dropped.end(), c.name) == dropped.end() &&
+          std::find(table.ignored.begin(), table.ignored.end(), c.name) == table.ignored.end()) {
         change.unknown_columns.push_back(c.name);
       }
     } else if (table.type_oids[static_cast<size_t>(found)] != c.type_oid) {

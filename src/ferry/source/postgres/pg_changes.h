@@ -62,7 +62,10 @@ struct ChangeTable {
   std::string stream;  // ferry's stream name
   std::string nspname;
   std::string relname;
-  std::vector<std::string> columns;      // in the stream's column order
+  std::vector<std::string> columns;  // in the stream's column order
+  // Columns of the table the stream does not read (its transforms leave them out): skipped in
+  // every change, whatever their type.
+  std::vector<std::string> ignored;
   std::vector<PgWire> wires;             // per column
   std::vector<uint32_t> type_oids;       // per column, as declared (domains included)
   std::vector<size_t> key;               // key columns, in key order

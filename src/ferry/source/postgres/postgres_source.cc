@@ -44,6 +44,9 @@ struct Relation {
   std::vector<pg::PgBaseType> bases;     // per column, domains resolved
   std::vector<uint32_t> type_oids;       // per column, as declared (a domain's own oid)
   std::vector<std::string> primary_key;  // the table's own key (a stream may override it)
+  std::vector<std::string> names;        // per column
+  // SELECT on the whole table (not only on some columns): system columns (ctid) can be read.
+  bool whole = true;
   std::string Qualified() const { return QuoteIdent(schema) + "." + QuoteIdent(table); }
   std::string Display() const { return schema + "." + table; }
   bool Heap() const { return relkind == 'r' || relkind == 'm'; }
@@ -157,9 +160,11 @@ class PostgresSource final : public Source {
         auto rels,
         conn_->Query(
             "SELECT c.oid, n.nspname, c.relname, c.relkind, c.reltuples::float8, c.relreplident,"
-            "       has_schema_privilege(n.oid, 'USAGE') AND has_table_privilege(c.oid, 'SELECT'),"
+            "       has_schema_privilege(n.oid, 'USAGE') AND"
+            "       has_any_column_privilege(c.oid, 'SELECT'),"
             "       CASE WHEN c.relkind IN ('r','m') THEN pg_relation_size(c.oid) /"
-            "            current_setting('block_size')::int8 ELSE 0 END"
+            "            current_setting('block_size')::int8 ELSE 0 END,"
+            "       has_table_privilege(c.oid, 'SELECT')"
             "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE c.relkind IN ('r','p','v','m') AND NOT c.relispartition"
             "   AND n.nspname <> 'information_schema' AND n.nspname !~ '^pg_'"
@@ -181,7 +186,8 @@ class PostgresSource final : public Source {
       info.replica_identity =
           rel.Heap() || rel.relkind == 'p' ? ReplicaIdentityName(rels.Text(i, 5)[0]) : "";
       info.table_id = std::to_string(rel.oid);
-      FERRY_RETURN_IF_ERROR(DescribeColumns(&rel, &info));
+      rel.whole = rels.Bool(i, 8);
+      FERRY_RETURN_IF_ERROR(DescribeColumns(&rel, &info, /*readable=*/rels.Bool(i, 6)));
       if (!rels.Bool(i, 6)) {
         AddError(&info, "user " + conn_->User() + " may not read " + rel.Display() +
                             ": grant SELECT on " + QuoteIdent(rel.schema) + "." +
@@ -204,7 +210,7 @@ class PostgresSource final : public Source {
           }
           if (reltuples >= 0) {
             info.estimated_rows = static_cast<int64_t>(reltuples);
-          } else if (blocks > 0 && rels.Bool(i, 6)) {
+          } else if (blocks > 0 && rel.whole) {  // the sample counts by ctid
             FERRY_ASSIGN_OR_RETURN(double per_block, SampleRowsPerBlock(rel, blocks));
             info.estimated_rows = static_cast<int64_t>(per_block * static_cast<double>(blocks));
           }
@@ -619,7 +625,7 @@ class PostgresSource final : public Source {
 
   Result<nlohmann::json> MaxCursor(const StreamInfo& stream, const std::string& cursor,
                                    const nlohmann::json& above) override {
-    if (!stream.error.empty()) return Status::NotSupported(stream.error);
+    if (const std::string p = stream.Problem(); !p.empty()) return Status::NotSupported(p);
     FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
     FERRY_ASSIGN_OR_RETURN(CursorColumn cc, CheckCursor(stream, *rel, cursor));
     // ORDER BY ... DESC LIMIT 1 rather than max(): every orderable type has a b-tree order (uuid
@@ -761,6 +767,7 @@ class PostgresSource final : public Source {
   }
 
   Position::Kind position_kind() const override { return Position::Kind::kLsn; }
+  bool SharedLogSelectsColumns() const override { return true; }
   bool SharedChangeLog() const override { return true; }
   Position SnapshotLogPosition() const override { return Position::Lsn(snapshot_lsn_); }
 
@@ -1138,11 +1145,12 @@ class PostgresSource final : public Source {
     pg::CursorSupport support;
   };
 
-  // The columns of a COPY (ctid first for heap relations, so that a value error names its row).
+  // The columns of a COPY (ctid first for heap relations, so that a value error names its row,
+  // unless the user may read some columns only).
   static std::string SelectList(const Relation& rel, const StreamInfo& stream,
                                 std::vector<CopyField>* fields) {
     std::string sql;
-    if (rel.Heap()) {
+    if (rel.Heap() && rel.whole) {
       sql += "ctid";
       fields->push_back(CopyField{"ctid", PgWire::kTid, -1});
     }
@@ -1293,9 +1301,22 @@ class PostgresSource final : public Source {
     t.stream = ss.info->name;
     t.nspname = rel->schema;
     t.relname = rel->table;
-    for (const auto& c : ss.info->columns) t.columns.push_back(c.name);
-    t.wires = rel->wires;
-    t.type_oids = rel->type_oids;
+    // The stream's columns (all of the table's, or those its transforms read); the others are
+    // skipped in every change.
+    std::vector<bool> read(rel->names.size(), false);
+    for (size_t i = 0; i < ss.info->columns.size(); ++i) {
+      const size_t c = TableOrdinal(*ss.info, i);
+      if (c >= rel->wires.size()) {
+        return Status::Internal("stream " + ss.info->name + " does not match its table");
+      }
+      t.columns.push_back(ss.info->columns[i].name);
+      t.wires.push_back(rel->wires[c]);
+      t.type_oids.push_back(rel->type_oids[c]);
+      read[c] = true;
+    }
+    for (size_t c = 0; c < rel->names.size(); ++c) {
+      if (!read[c]) t.ignored.push_back(rel->names[c]);
+    }
     for (const auto& k : ss.info->primary_key) {
       for (size_t i = 0; i < t.columns.size(); ++i) {
         if (t.columns[i] == k) t.key.push_back(i);
@@ -1910,7 +1931,7 @@ class PostgresSource final : public Source {
   // The relation of a stream about to be read into batches on `schema`.
   Result<const Relation*> Readable(const StreamInfo& stream, const Schema& schema,
                                    const char* what) const {
-    if (!stream.error.empty()) return Status::NotSupported(stream.error);
+    if (const std::string p = stream.Problem(); !p.empty()) return Status::NotSupported(p);
     FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
     bool matches =
         schema.fields.size() == stream.columns.size() && rel->wires.size() >= stream.columns.size();
@@ -1941,12 +1962,15 @@ class PostgresSource final : public Source {
   }
 
   // Columns, types (domains resolved to their base type), primary key, cursor candidates.
-  Status DescribeColumns(Relation* rel, StreamInfo* info) {
+  // `readable`: the user may read the table at all (else the table's error says so, and its
+  // columns' do not repeat it).
+  Status DescribeColumns(Relation* rel, StreamInfo* info, bool readable) {
     FERRY_ASSIGN_OR_RETURN(
         auto cols,
         conn_->Query(
             "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.atttypid,"
-            "       a.atttypmod, COALESCE(k.pos, 0)"
+            "       a.atttypmod, COALESCE(k.pos, 0), has_column_privilege($1::oid, a.attnum, "
+            "'SELECT')"
             "  FROM pg_attribute a"
             "  LEFT JOIN (SELECT u.attnum, u.pos FROM pg_index x,"
             "             unnest(x.indkey::int2[]) WITH ORDINALITY AS u(attnum, pos)"
@@ -1966,9 +1990,16 @@ class PostgresSource final : public Source {
       base.display = c.source_type;
       pg::PgMapping m = pg::MapPgType(base, c.name);
       c.type = m.type;
-      if (!m.error.empty()) AddError(info, m.error);
+      c.error = m.error;
+      if (readable && !cols.Bool(i, 6) && c.error.empty()) {
+        c.error = "user " + conn_->User() + " may not read column " + c.name + " of " +
+                  rel->Display() + ": GRANT SELECT (" + QuoteIdent(c.name) + ") ON " +
+                  rel->Qualified() + " TO " + QuoteIdent(conn_->User()) +
+                  ", or leave the column out (the stream's exclude_columns)";
+      }
       rel->wires.push_back(m.wire);
       rel->type_oids.push_back(static_cast<uint32_t>(cols.Int64(i, 3)));
+      rel->names.push_back(c.name);
       if (c.pk_position > 0) pk.emplace_back(c.pk_position, c.name);
       if (m.error.empty() && pg::ClassifyCursor(base).candidate) {
         info->cursor_candidates.push_back(c.name);

@@ -290,7 +290,7 @@ class SqliteSource final : public Source {
   Status ReadChunk(const StreamInfo& stream, const Chunk& chunk,
                    std::shared_ptr<const Schema> schema, size_t batch_rows,
                    const std::function<bool(Batch&)>& emit) override {
-    if (!stream.error.empty()) return Status::NotSupported(stream.error);
+    if (const std::string p = stream.Problem(); !p.empty()) return Status::NotSupported(p);
     ChunkKey key = KeyFor(stream);
     if (key.expr.empty() && !chunk.key.empty() && chunk.key != key.Name()) {
       return Status::InvalidArgument(

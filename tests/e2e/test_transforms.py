@@ -1,0 +1,300 @@
+"""Transforms between a source and its destination: columns chosen or left out (and then never
+read), renamed columns, computed columns, a row filter with one meaning in every mode, and the
+destination table's name. Each check compares the destination, read by icebird and DuckDB (or by
+PostgreSQL itself), with the source database's own query of the same expressions: a view in the
+source that selects, renames, computes and filters as the pipeline says."""
+import os
+import signal
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ferrytest  # noqa: E402
+import pgserver  # noqa: E402
+from test_postgres_to_iceberg import assert_pg_table_matches  # noqa: E402
+
+FILTER = "status <> 'cancelled' AND amount > 0"
+
+SQLITE_PIPELINE = """
+name: shaped
+source:
+  type: sqlite
+  path: ./source.db
+  streams:
+    - name: orders
+      mode: {mode}
+      chunk_rows: 500
+      {columns}
+      rename_columns: {{customer: customer_name}}
+      filter: "{filter}"
+      add_columns:
+        amount_cents: "CAST(round(amount * 100) AS INTEGER)"
+        year: {{expr: "CAST(strftime('%Y', created) AS INTEGER)", type: int}}
+      table: orders_clean
+destination: {{type: iceberg, warehouse: ./warehouse, namespace: lake}}
+state: ./state.json
+"""
+
+# What the destination must hold: the source's own evaluation of the pipeline's expressions.
+SQLITE_EXPECTED = f"""
+CREATE VIEW expected AS
+  SELECT id, customer AS customer_name, status, amount, created,
+         CAST(round(amount * 100) AS INTEGER) AS amount_cents,
+         CAST(strftime('%Y', created) AS INTEGER) AS year
+  FROM orders WHERE {FILTER}
+"""
+
+
+def orders_rows(base, n):
+    statuses = ["paid", "cancelled", "open", None, "Paid", "refunded"]
+    out = []
+    for i in range(base, base + n):
+        status = statuses[i % len(statuses)]
+        amount = None if i % 13 == 0 else (0 if i % 11 == 0 else round((i % 97 - 20) * 1.37, 2))
+        created = f"{2020 + i % 6}-{1 + i % 12:02d}-{1 + i % 28:02d}"
+        out.append((i, f"cüstomer {i % 50} \"q\" 'x'", status, amount, "pin-" + str(i), created))
+    return out
+
+
+class SqliteTransformsTest(ferrytest.FerryTestCase):
+    def setUp(self):
+        super().setUp()
+        con = self.source()
+        con.execute("PRAGMA journal_mode=WAL")
+        # `secret` is declared INTEGER but holds text no integer column can take: reading it
+        # fails, so a sync that succeeds never read it.
+        con.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT, status TEXT, "
+                    "amount REAL, secret INTEGER, created DATE)")
+        con.executemany("INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?)", orders_rows(1, 3000))
+        con.execute(SQLITE_EXPECTED)
+        con.commit()
+        con.close()
+
+    def configure(self, mode="full_refresh", columns="exclude_columns: [secret]", flt=FILTER):
+        self.write_pipeline(SQLITE_PIPELINE.format(mode=mode, columns=columns, filter=flt))
+
+    def sync(self, **kw):
+        return self.ferry("sync", "--once", "-c", self.pipeline, **kw)
+
+    def assert_matches(self):
+        seen = self.assert_table_equals_source("lake", "orders_clean", source_table="expected")
+        names = [f["name"] for f in seen["schema"]["fields"]]
+        self.assertEqual(names, ["id", "customer_name", "status", "amount", "created",
+                                 "amount_cents", "year"])
+        types = {f["name"]: f["type"] for f in seen["schema"]["fields"]}
+        self.assertEqual(types["amount_cents"], "long")
+        self.assertEqual(types["year"], "int")
+        return seen
+
+    def test_full_refresh_reads_only_chosen_columns_and_writes_what_the_source_query_gives(self):
+        # Without the exclusion the load reads `secret` and stops on its first value.
+        self.configure(columns="")
+        p = self.sync(check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("secret", p.stderr)
+        self.configure()
+        out = self.sync()
+        seen = self.assert_matches()
+        expected = self.source().execute("SELECT count(*) FROM expected").fetchone()[0]
+        self.assertGreater(expected, 500)
+        self.assertLess(expected, 3000)  # the filter dropped rows
+        self.assertEqual(len(seen["duckdb_rows"]), expected)
+        self.assertEqual(set(self.catalog_tables()), {("lake", "orders_clean")})
+        self.assertIn("orders_clean", out.stdout)
+        # The same with the columns listed instead of left out.
+        self.configure(columns="columns: [id, customer, status, amount, created]")
+        self.sync()
+        self.assert_matches()
+        # verify applies the stream's transforms to the source before comparing.
+        v = self.ferry("verify", "-c", self.pipeline)
+        self.assertIn("match", v.stdout)
+        con = self.source()
+        con.execute("UPDATE orders SET amount = amount + 1 WHERE id = 24")  # one that passes
+        con.commit()
+        con.close()
+        v = self.ferry("verify", "-c", self.pipeline, check=False)
+        self.assertNotEqual(v.returncode, 0, v.stdout)
+        self.assertIn("id=24", v.stdout)
+
+    def test_cdc_rows_move_in_and_out_of_the_filter(self):
+        self.configure(mode="cdc")
+        self.sync()
+        self.assert_matches()
+        for r in range(1, 4):
+            con = self.source()
+            # Out of the filter, back into it, changed within it, deleted, inserted.
+            con.execute("UPDATE orders SET status = 'cancelled' WHERE id % 7 = ?", (r,))
+            con.execute("UPDATE orders SET status = 'paid' WHERE id % 11 = ?", (r,))
+            con.execute("UPDATE orders SET amount = -amount WHERE id % 13 = ?", (r,))
+            con.execute("UPDATE orders SET amount = 5, customer = 'again' WHERE id % 17 = ? "
+                        "AND amount IS NULL", (r % 13,))
+            con.execute("DELETE FROM orders WHERE id % 19 = ?", (r,))
+            con.executemany("INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?)",
+                            orders_rows(10000 * r, 300))
+            con.commit()
+            con.close()
+            self.sync()
+            self.assert_matches()
+
+    def test_cdc_with_a_filter_survives_kills(self):
+        self.configure(mode="cdc")
+        self.sync()
+        for n, point in enumerate(("sink.data_written", "sink.before_commit", "sink.after_commit",
+                                   "state.after_write")):
+            with self.subTest(point=point):
+                con = self.source()
+                con.execute("UPDATE orders SET status = CASE status WHEN 'paid' THEN 'cancelled' "
+                            "ELSE 'paid' END WHERE id % 5 = ?", (n,))
+                con.executemany("INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?)",
+                                orders_rows(20000 + 1000 * n, 200))
+                con.commit()
+                con.close()
+                p = self.sync(env={"FERRY_FAULT": point}, check=False)
+                self.assertEqual(p.returncode, -signal.SIGKILL, f"{point}: {p.stderr}")
+                self.sync()
+                self.assert_matches()
+
+    def test_check_names_each_mistake_and_its_fix(self):
+        cases = [
+            ("exclude_columns: [id, secret]", FILTER, "leaves out key column id"),
+            ("exclude_columns: [secret, Amount]", FILTER, "does not have"),
+            ("exclude_columns: [secret]", "statu <> 'x'", "no such column: statu"),
+            ("exclude_columns: [secret]", "status = ", "filter"),
+            ("exclude_columns: [secret, status]", FILTER,
+             "column status is left out by exclude_columns"),
+        ]
+        for columns, flt, message in cases:
+            with self.subTest(message=message):
+                self.configure(columns=columns, flt=flt)
+                p = self.ferry("check", "-c", self.pipeline, check=False)
+                self.assertNotEqual(p.returncode, 0, p.stdout)
+                self.assertIn(message, p.stderr)
+                self.assertIn("orders", p.stderr)
+        # Nothing was created by the failed checks and syncs.
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "warehouse", "catalog.db")) and
+                         self.catalog_tables())
+
+
+SERVER = None
+PG_PIPELINE = """
+name: {name}
+source:
+  type: postgres
+  dsn: "{dsn}"
+  table_name: "{{schema}}_{{table}}"
+  streams:
+    - name: sales.items
+      mode: {mode}
+      chunk_rows: 700
+      {columns}
+      rename_columns: {{name: title}}
+      filter: "{filter}"
+      add_columns: {{amount_cents: "CAST(round(amount * 100) AS INTEGER)"}}
+destination: {{type: iceberg, warehouse: ./warehouse, namespace: pgshaped}}
+state: ./state.json
+"""
+
+PG_FILTER = "status <> 'cancelled' AND amount > 0"
+PG_SCHEMA = f"""
+CREATE SCHEMA sales;
+CREATE TABLE sales.items (id bigint PRIMARY KEY, name text, status text, amount numeric(12,2),
+                          secret text, at timestamptz);
+INSERT INTO sales.items SELECT i, 'näme ' || i, (ARRAY['paid','cancelled','open',NULL])[1 + i % 4],
+    CASE WHEN i % 13 = 0 THEN NULL ELSE (i % 50 - 10) * 1.25 END, 'pin ' || i,
+    timestamptz '2024-01-01 00:00:00+00' + i * interval '1 hour'
+  FROM generate_series(1, 4000) i;
+CREATE VIEW expected AS
+  SELECT id, name AS title, status, amount, at, CAST(round(amount * 100) AS integer) AS amount_cents
+  FROM sales.items WHERE {PG_FILTER};
+"""
+
+
+def setUpModule():
+    global SERVER
+    SERVER = pgserver.start_for_module()
+
+
+def tearDownModule():
+    if SERVER:
+        SERVER.stop()
+
+
+class PostgresTransformsTest(ferrytest.FerryTestCase):
+    def setUp(self):
+        super().setUp()
+        self.env = {"PGPASSWORD": pgserver.SUPERUSER_PASSWORD}
+        self.db = SERVER.create_test_database("tf", self._testMethodName)
+        SERVER.psql(PG_SCHEMA, db=self.db)
+
+    def tearDown(self):
+        SERVER.drop_test_database(self.db)
+        super().tearDown()
+
+    def configure(self, mode, columns="exclude_columns: [secret]", dsn=None):
+        self.write_pipeline(PG_PIPELINE.format(name=self.db, dsn=dsn or SERVER.dsn(self.db),
+                                               mode=mode, columns=columns, filter=PG_FILTER))
+
+    def sync(self, env=None, **kw):
+        e = dict(self.env)
+        e.update(env or {})
+        return self.ferry("sync", "--once", "-c", self.pipeline, env=e, **kw)
+
+    def assert_matches(self):
+        seen = assert_pg_table_matches(self, SERVER, self.db, "pgshaped", "sales_items",
+                                       source_table="expected")
+        names = [f["name"] for f in seen["schema"]["fields"]]
+        self.assertEqual(names, ["id", "title", "status", "amount", "at", "amount_cents"])
+        return seen
+
+    def test_columns_left_out_are_never_selected(self):
+        # A user who may not read `secret`: the load reads the other columns only.
+        SERVER.psql("DROP ROLE IF EXISTS tf_reader; CREATE ROLE tf_reader LOGIN PASSWORD 'r';"
+                    f"GRANT USAGE ON SCHEMA sales TO tf_reader;"
+                    "GRANT SELECT (id, name, status, amount, at) ON sales.items TO tf_reader;",
+                    db=self.db)
+        dsn = SERVER.dsn(self.db, user="tf_reader", password_ref="r")
+        self.configure("full_refresh", columns="", dsn=dsn)
+        p = self.sync(check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("may not read column secret", p.stderr)
+        self.assertIn("GRANT SELECT (\"secret\")", p.stderr)
+        self.assertIn("exclude_columns", p.stderr)
+        self.configure("full_refresh", dsn=dsn)
+        self.sync()
+        self.assert_matches()
+        self.assertEqual(set(self.catalog_tables()), {("pgshaped", "sales_items")})
+
+    def test_cdc_moves_rows_in_and_out_of_the_filter(self):
+        self.configure("cdc")
+        self.sync()
+        self.assert_matches()
+        for r in range(3):
+            SERVER.psql(f"""
+                UPDATE sales.items SET status = 'cancelled' WHERE id % 7 = {r};
+                UPDATE sales.items SET status = 'paid', secret = 'changed' WHERE id % 11 = {r};
+                UPDATE sales.items SET amount = -amount WHERE id % 13 = {r + 1};
+                UPDATE sales.items SET secret = 'only the secret' WHERE id % 5 = {r};
+                DELETE FROM sales.items WHERE id % 19 = {r};
+                INSERT INTO sales.items SELECT i, 'new ' || i, 'paid', i % 7, 's', now()
+                  FROM generate_series({10000 * (r + 1)}, {10000 * (r + 1) + 200}) i;
+            """, db=self.db)
+            self.sync()
+            self.assert_matches()
+
+    def test_incremental_deletes_rows_that_stop_matching(self):
+        self.configure("incremental\n      cursor: at")
+        self.sync()
+        self.assert_matches()
+        SERVER.psql("""
+            UPDATE sales.items SET status = 'cancelled', at = at + interval '1 year'
+              WHERE id % 9 = 0;
+            UPDATE sales.items SET amount = 3, at = at + interval '1 year' WHERE amount IS NULL;
+            INSERT INTO sales.items VALUES (50000, 'late', 'paid', 1, 's', '2030-01-01');
+        """, db=self.db)
+        self.sync()
+        self.assert_matches()
+
+
+if __name__ == "__main__":
+    unittest.main()
