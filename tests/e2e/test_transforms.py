@@ -3,6 +3,8 @@ read), renamed columns, computed columns, a row filter with one meaning in every
 destination table's name. Each check compares the destination, read by icebird and DuckDB (or by
 PostgreSQL itself), with the source database's own query of the same expressions: a view in the
 source that selects, renames, computes and filters as the pipeline says."""
+import csv
+import io
 import os
 import signal
 import sys
@@ -176,6 +178,93 @@ class SqliteTransformsTest(ferrytest.FerryTestCase):
                          self.catalog_tables())
 
 
+MERGED_PIPELINE = """
+name: routed
+sources:
+  - name: east
+    type: sqlite
+    path: ./east.db
+    mode: cdc
+    metadata_columns: [_ferry_source_table]
+    streams: [{name: orders_east, table: orders}]
+  - name: west
+    type: sqlite
+    path: ./west.db
+    mode: cdc
+    metadata_columns: [_ferry_source_table]
+    streams: [{name: orders_west, rename_columns: {item_name: item}}]
+route:
+  - {match: "orders_w.*", table: orders, source: west}
+destination: {type: iceberg, warehouse: ./warehouse, namespace: lake}
+state: ./state.json
+"""
+
+
+class MergedByNameTest(ferrytest.FerryTestCase):
+    """Tables of other names in two sources routed into one table (a stream's `table:`, a
+    `route:` rule), their equal keys kept apart by `_ferry_source_table`, which joins the key."""
+
+    def setUp(self):
+        super().setUp()
+        for region, col in (("east", "item"), ("west", "item_name")):
+            con = self.source(os.path.join(self.dir, f"{region}.db"))
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute(f"CREATE TABLE orders_{region} (id INTEGER PRIMARY KEY, {col} TEXT, "
+                        "qty INTEGER)")
+            con.executemany(f"INSERT INTO orders_{region} VALUES (?, ?, ?)",
+                            [(i, f"{region} {i}", i % 7) for i in range(1, 801)])
+            con.commit()
+            con.close()
+        self.write_pipeline(MERGED_PIPELINE)
+
+    def sync(self, **kw):
+        return self.ferry("sync", "--once", "-c", self.pipeline, **kw)
+
+    def assert_union(self):
+        seen = self.inspect(self.catalog_tables()[("lake", "orders")])
+        self.assertEqual(seen["problems"], [])
+        fields = seen["schema"]["fields"]
+        self.assertEqual([f["name"] for f in fields], ["id", "item", "qty", "_ferry_source_table"])
+        expected = []
+        for region in ("east", "west"):
+            con = self.source(os.path.join(self.dir, f"{region}.db"))
+            for row in con.execute(f"SELECT * FROM orders_{region}"):
+                values = list(row) + [f"{region}:orders_{region}"]
+                expected.append([ferrytest.canon(f["type"], v, "duckdb")
+                                 for f, v in zip(fields, values)])
+            con.close()
+        self.assert_same_rows(expected, seen["duckdb_rows"], "orders via DuckDB")
+        return seen
+
+    def test_equal_keys_of_two_tables_stay_apart_through_changes_and_kills(self):
+        check = self.ferry("check", "-c", self.pipeline)
+        self.assertIn("by key (_ferry_source_table, id): each source's rows kept apart",
+                      check.stdout)
+        self.assertIn("transforms: renamed: item_name -> item, metadata: _ferry_source_table",
+                      check.stdout)
+        self.sync()
+        seen = self.assert_union()
+        self.assertEqual(len(seen["duckdb_rows"]), 1600)
+        for n, point in enumerate((None, "sink.before_commit", "sink.after_commit")):
+            with self.subTest(point=point):
+                east = self.source(os.path.join(self.dir, "east.db"))
+                east.execute("DELETE FROM orders_east WHERE id % 10 = ?", (n,))
+                east.execute("UPDATE orders_east SET qty = qty + 100 WHERE id % 9 = ?", (n,))
+                east.commit()
+                east.close()
+                west = self.source(os.path.join(self.dir, "west.db"))
+                west.execute("UPDATE orders_west SET item_name = 'changed' WHERE id % 10 = ?",
+                             (n,))
+                west.execute("INSERT INTO orders_west VALUES (?, 'new', 1)", (5000 + n,))
+                west.commit()
+                west.close()
+                if point:
+                    p = self.sync(env={"FERRY_FAULT": point}, check=False)
+                    self.assertEqual(p.returncode, -signal.SIGKILL, f"{point}: {p.stderr}")
+                self.sync()
+                self.assert_union()
+
+
 SERVER = None
 PG_PIPELINE = """
 name: {name}
@@ -208,6 +297,20 @@ CREATE VIEW expected AS
   SELECT id, name AS title, status, amount, at, CAST(round(amount * 100) AS integer) AS amount_cents
   FROM sales.items WHERE {PG_FILTER};
 """
+
+
+def rows_as_text(db, schema, table, columns):
+    """Every row as a tuple of PostgreSQL's text forms, sorted."""
+    cols = ", ".join(f'"{c}"::text' for c in columns)
+    out = SERVER.psql(f'COPY (SELECT {cols} FROM "{schema}"."{table}") TO STDOUT (FORMAT csv)',
+                      db=db)
+    return sorted(tuple(r) for r in csv.reader(io.StringIO(out)))
+
+
+def columns_of(db, table):
+    out = SERVER.psql(f"SELECT attname FROM pg_attribute WHERE attrelid = '{table}'::regclass "
+                      "AND attnum > 0 AND NOT attisdropped ORDER BY attnum", db=db)
+    return [line for line in out.split("\n") if line]
 
 
 def setUpModule():
@@ -281,6 +384,34 @@ class PostgresTransformsTest(ferrytest.FerryTestCase):
             """, db=self.db)
             self.sync()
             self.assert_matches()
+
+    def test_a_postgres_destination_gets_the_same_rows(self):
+        target = SERVER.create_test_database("tfdst", self._testMethodName)
+        try:
+            self.configure("cdc")
+            with open(self.pipeline, encoding="utf-8") as f:
+                text = f.read()
+            text = text.replace(
+                "destination: {type: iceberg, warehouse: ./warehouse, namespace: pgshaped}",
+                f"destination: {{type: postgres, dsn: \"{SERVER.dsn(target)}\", schema: copy}}")
+            self.write_pipeline(text)
+            cols = ["id", "title", "status", "amount", "at", "amount_cents"]
+            for r in range(3):
+                if r:
+                    SERVER.psql(f"""
+                        UPDATE sales.items SET status = 'cancelled' WHERE id % 7 = {r};
+                        UPDATE sales.items SET status = 'paid' WHERE id % 11 = {r};
+                        UPDATE sales.items SET amount = -amount WHERE id % 13 = {r};
+                        DELETE FROM sales.items WHERE id % 19 = {r};
+                    """, db=self.db)
+                self.sync()
+                src = rows_as_text(self.db, "public", "expected", cols)
+                dst = rows_as_text(target, "copy", "sales_items", cols)
+                self.assertGreater(len(src), 1000)
+                self.assertEqual(src, dst, f"round {r}: {len(src)} rows expected, {len(dst)}")
+            self.assertEqual(columns_of(target, "copy.sales_items"), cols)
+        finally:
+            SERVER.drop_test_database(target)
 
     def test_incremental_deletes_rows_that_stop_matching(self):
         self.configure("incremental\n      cursor: at")

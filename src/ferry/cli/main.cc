@@ -199,6 +199,10 @@ int CmdCheck(const Args& a) {
     if (!r.partitioning[i].empty()) {
       std::printf("  %-28s    partitioned: %s\n", "", r.partitioning[i].c_str());
     }
+    if (!r.transforms[i].empty()) {
+      std::printf("  %-28s    transforms: %s\n", "", r.transforms[i].c_str());
+    }
+    if (!r.merged[i].empty()) std::printf("  %-28s    merged: %s\n", "", r.merged[i].c_str());
   }
   std::printf("OK\n");
   return 0;

@@ -73,8 +73,8 @@ class Parser {
           file_ + ": a pipeline file is a YAML mapping with keys name, source, destination, state");
     }
     static const std::vector<std::string> kTop = {
-        "name",       "source",  "sources", "destination",  "state",
-        "checkpoint", "metrics", "alerts",  "memory_limit", "temp_dir"};
+        "name",    "source", "sources",      "destination", "state", "checkpoint",
+        "metrics", "alerts", "memory_limit", "temp_dir",    "route"};
     PipelineConfig cfg;
     cfg.file = file_;
     cfg.base_dir = base_dir_;
@@ -99,6 +99,7 @@ class Parser {
     for (auto& src : cfg.sources) {
       src.pipeline = src.name.empty() ? cfg.name : cfg.name + "_" + src.name;
     }
+    FERRY_RETURN_IF_ERROR(ParseRoutes(root, &cfg.sources));
     FERRY_RETURN_IF_ERROR(ParseDestination(root, &cfg.destination));
     FERRY_RETURN_IF_ERROR(ParseCheckpoint(root, &cfg.checkpoint));
     FERRY_RETURN_IF_ERROR(ParseMetrics(root, &cfg.metrics));
@@ -267,9 +268,14 @@ class Parser {
       FERRY_ASSIGN_OR_RETURN(src->table_name, Scalar(n["table_name"], section + ".table_name"));
       FERRY_RETURN_IF_ERROR(CheckTemplate(src->table_name, LineOf(n["table_name"])));
     }
-    FERRY_ASSIGN_OR_RETURN(src->options, CollectOptions(n, section,
-                                                        {"name", "type", "mode", "chunk_rows",
-                                                         "readers", "streams", "table_name"}));
+    if (n["metadata_columns"]) {
+      FERRY_ASSIGN_OR_RETURN(src->metadata_columns,
+                             MetadataColumns(n["metadata_columns"], section));
+    }
+    FERRY_ASSIGN_OR_RETURN(
+        src->options, CollectOptions(n, section,
+                                     {"name", "type", "mode", "chunk_rows", "readers", "streams",
+                                      "table_name", "metadata_columns"}));
     if (YAML::Node streams = n["streams"]) {
       if (!streams.IsSequence()) {
         return Status::InvalidArgument(At(file_, LineOf(streams)) + ": " + section +
@@ -282,6 +288,7 @@ class Parser {
         sc.mode = src->mode;
         sc.chunk_rows = src->chunk_rows;
         sc.chunk_rows_set = src->chunk_rows_set;
+        sc.metadata_columns = src->metadata_columns;
         sc.line = LineOf(s);
         if (s.IsScalar()) {
           FERRY_ASSIGN_OR_RETURN(sc.name, Scalar(s, "stream name"));
@@ -311,7 +318,7 @@ class Parser {
     static const std::vector<std::string> kKeys = {
         "name",        "mode",         "chunk_rows", "cursor",          "tie_rows",
         "primary_key", "partition_by", "columns",    "exclude_columns", "rename_columns",
-        "filter",      "add_columns",  "table"};
+        "filter",      "add_columns",  "table",      "metadata_columns"};
     for (auto it = s.begin(); it != s.end(); ++it) {
       std::string key = it->first.as<std::string>();
       if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
@@ -464,6 +471,9 @@ class Parser {
         sc->add_columns.push_back(std::move(col));
       }
     }
+    if (YAML::Node m = s["metadata_columns"]) {
+      FERRY_ASSIGN_OR_RETURN(sc->metadata_columns, MetadataColumns(m, "stream " + sc->name));
+    }
     if (YAML::Node t = s["table"]) {
       FERRY_ASSIGN_OR_RETURN(sc->table, Scalar(t, "table"));
       if (sc->table.empty()) {
@@ -500,8 +510,71 @@ class Parser {
     return out;
   }
 
+  // route: a list of {match, table, source} rules, each source given those that apply to it.
+  Status ParseRoutes(const YAML::Node& root, std::vector<SourceConfig>* sources) {
+    YAML::Node n = root["route"];
+    if (!n) return Status::OK();
+    if (!n.IsSequence()) {
+      return Status::InvalidArgument(
+          At(file_, LineOf(n)) +
+          ": route is a list of rules, e.g. [{match: \"shop_[0-9]+\\\\.orders\", table: orders}]");
+    }
+    for (const auto& r : n) {
+      if (!r.IsMap()) {
+        return Status::InvalidArgument(At(file_, LineOf(r)) +
+                                       ": a route rule is a mapping with match and table");
+      }
+      for (auto it = r.begin(); it != r.end(); ++it) {
+        const std::string key = it->first.as<std::string>();
+        if (key != "match" && key != "table" && key != "source") {
+          return Status::InvalidArgument(
+              At(file_, LineOf(it->first)) + ": " +
+              UnknownKeyMessage(key, "a route rule", {"match", "table", "source"}));
+        }
+      }
+      RouteRule rule;
+      rule.line = LineOf(r);
+      FERRY_ASSIGN_OR_RETURN(rule.match, RequiredScalar(r, "match", "a route rule"));
+      FERRY_ASSIGN_OR_RETURN(rule.table, RequiredScalar(r, "table", "a route rule"));
+      if (r["source"]) {
+        FERRY_ASSIGN_OR_RETURN(rule.source, Scalar(r["source"], "source"));
+      }
+      try {
+        std::regex check(rule.match);
+      } catch (const std::regex_error& e) {
+        return Status::InvalidArgument(At(file_, rule.line) + ": route match '" + rule.match +
+                                       "' is not a regular expression: " + e.what());
+      }
+      FERRY_RETURN_IF_ERROR(CheckTemplate(rule.table, rule.line, /*needs_table=*/false));
+      bool applied = false;
+      for (auto& src : *sources) {
+        if (!rule.source.empty() && rule.source != src.name) continue;
+        src.routes.push_back(rule);
+        applied = true;
+      }
+      if (!applied) {
+        return Status::InvalidArgument(At(file_, rule.line) + ": route rule names source '" +
+                                       rule.source + "', which the pipeline does not have");
+      }
+    }
+    return Status::OK();
+  }
+
+  // metadata_columns: names of kMetadataColumns.
+  Result<std::vector<std::string>> MetadataColumns(const YAML::Node& n, const std::string& where) {
+    FERRY_ASSIGN_OR_RETURN(std::vector<std::string> out, Names(n, where + ".metadata_columns"));
+    std::vector<std::string> known(std::begin(kMetadataColumns), std::end(kMetadataColumns));
+    for (const auto& c : out) {
+      if (std::find(known.begin(), known.end(), c) == known.end()) {
+        return Status::InvalidArgument(At(file_, LineOf(n)) + ": " +
+                                       UnknownKeyMessage(c, where + ".metadata_columns", known));
+      }
+    }
+    return out;
+  }
+
   // A table_name template: text with {schema}, {table} and {source} in it, {table} at least.
-  Status CheckTemplate(const std::string& t, int line) {
+  Status CheckTemplate(const std::string& t, int line, bool needs_table = true) {
     for (size_t i = 0; i < t.size(); ++i) {
       if (t[i] == '}') {
         return Status::InvalidArgument(At(file_, line) + ": table_name '" + t +
@@ -518,7 +591,7 @@ class Parser {
       }
       i = end;
     }
-    if (t.find("{table}") == std::string::npos) {
+    if (needs_table && t.find("{table}") == std::string::npos) {
       return Status::InvalidArgument(At(file_, line) + ": table_name '" + t +
                                      "' has no {table}: every stream would go to one table; add "
                                      "{table}, or name each stream's table with its own 'table'");

@@ -82,6 +82,13 @@ class Options {
 
 inline constexpr int64_t kMaxTieRows = 100000;
 
+// The columns ferry can add to a stream's rows (`metadata_columns`):
+//   _ferry_source_table  which source table a row came from ("orders", "east:sales.orders"); it
+//                        joins the destination's key, so tables merged into one keep rows of
+//                        equal keys apart
+//   _ferry_synced_at     when ferry read the row (UTC)
+inline constexpr const char* kMetadataColumns[] = {"_ferry_source_table", "_ferry_synced_at"};
+
 struct StreamConfig {
   std::string name;  // as the source names it: "orders", "public.orders"
   SyncMode mode = SyncMode::kFullRefresh;
@@ -116,16 +123,28 @@ struct StreamConfig {
   std::vector<ComputedColumn> add_columns;
   // The destination table's name; empty: the source's `table_name` template, else the stream's.
   std::string table;
+  // Columns ferry adds (kMetadataColumns), after the copied and computed ones.
+  std::vector<std::string> metadata_columns;
   int line = 0;
-  // Any transform set (columns, filter, renames, computed columns).
+  // Any transform set (columns, filter, renames, computed or metadata columns).
   bool transforms() const {
     return columns || !exclude_columns.empty() || !rename_columns.empty() || !filter.empty() ||
-           !add_columns.empty();
+           !add_columns.empty() || !metadata_columns.empty();
   }
 };
 
 inline constexpr int kMaxReaders = 64;
 int DefaultReaders();
+
+// A `route:` rule: streams whose name (as the source names it: "orders", "sales.orders") matches
+// `match` (a regular expression, the whole name) go to table `table` (a template like
+// SourceConfig::table_name's, {table} not required). `source`: only that source's streams.
+struct RouteRule {
+  std::string match;
+  std::string table;
+  std::string source;
+  int line = 0;
+};
 
 struct SourceConfig {
   // Several sources (`sources:`): each has a name, which keys its streams' state and its part of
@@ -144,6 +163,11 @@ struct SourceConfig {
   // Default names of source-side objects: the pipeline's name, "<pipeline>_<source>" for a
   // named source.
   std::string pipeline;
+  // The pipeline's `route:` rules that apply to this source, in the file's order: the first
+  // whose pattern matches names the table of a stream without its own `table`.
+  std::vector<RouteRule> routes;
+  // The metadata columns of every stream without its own `metadata_columns`.
+  std::vector<std::string> metadata_columns;
   // The destination table's name of every stream without its own `table`: "{schema}_{table}",
   // "{source}_{table}", "raw_{table}" ({schema}: the source's schema or database, {table} the
   // table, {source} the source's name); empty: the stream's name.

@@ -45,6 +45,72 @@ state: ./state.json
   EXPECT_TRUE(cfg->source().options.CheckAllUsed({"path"}).ok());
 }
 
+TEST(ConfigTest, TransformsRoutesAndMetadataColumns) {
+  auto cfg = Parse(R"yaml(
+name: shop
+source:
+  type: sqlite
+  path: ./shop.db
+  table_name: "raw_{table}"
+  metadata_columns: [_ferry_synced_at]
+  streams:
+    - name: orders
+      exclude_columns: [card]
+      rename_columns: {cust_id: customer_id}
+      filter: "status <> 'cancelled' AND amount > 0"
+      add_columns:
+        cents: "CAST(amount * 100 AS INTEGER)"
+        day: {expr: "date(created)", type: date}
+      table: orders_clean
+      metadata_columns: [_ferry_source_table]
+    - customers
+route:
+  - {match: "cust.*", table: "people_{table}"}
+destination: {type: iceberg, warehouse: ./w}
+)yaml");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  const SourceConfig& src = cfg->source();
+  EXPECT_EQ(src.table_name, "raw_{table}");
+  ASSERT_EQ(src.routes.size(), 1u);
+  EXPECT_EQ(src.routes[0].table, "people_{table}");
+  const StreamConfig& o = src.streams[0];
+  EXPECT_EQ(o.exclude_columns, (std::vector<std::string>{"card"}));
+  ASSERT_EQ(o.rename_columns.size(), 1u);
+  EXPECT_EQ(o.rename_columns[0].second, "customer_id");
+  EXPECT_EQ(o.filter, "status <> 'cancelled' AND amount > 0");
+  ASSERT_EQ(o.add_columns.size(), 2u);
+  EXPECT_EQ(o.add_columns[0].name, "cents");
+  EXPECT_EQ(o.add_columns[0].type, "");
+  EXPECT_EQ(o.add_columns[1].type, "date");
+  EXPECT_EQ(o.table, "orders_clean");
+  EXPECT_EQ(o.metadata_columns, (std::vector<std::string>{"_ferry_source_table"}));
+  EXPECT_TRUE(o.transforms());
+  // A stream without settings of its own takes the source's.
+  EXPECT_EQ(src.streams[1].metadata_columns, (std::vector<std::string>{"_ferry_synced_at"}));
+
+  auto err = [](const std::string& yaml) {
+    auto c = Parse("name: p\nsource:\n  type: sqlite\n  path: ./a.db\n" + yaml +
+                   "destination: {type: iceberg, warehouse: ./w}\n");
+    return c.ok() ? std::string("ok") : c.status().message();
+  };
+  EXPECT_NE(err("  streams: [{name: t, columns: [a], exclude_columns: [b]}]\n")
+                .find("sets both columns and exclude_columns"),
+            std::string::npos);
+  EXPECT_NE(err("  table_name: \"{schema}\"\n").find("has no {table}"), std::string::npos);
+  EXPECT_NE(err("  table_name: \"{tabel}\"\n").find("has '{tabel}'"), std::string::npos);
+  EXPECT_NE(err("  streams: [{name: t, metadata_columns: [_ferry_op]}]\n").find("_ferry_op"),
+            std::string::npos);
+  EXPECT_NE(err("  streams: [{name: t, filter: \" \"}]\n").find("filter is empty"),
+            std::string::npos);
+  EXPECT_NE(err("route: [{match: \"(\", table: x}]\n").find("not a regular expression"),
+            std::string::npos);
+  EXPECT_NE(err("route: [{match: a, table: x, source: nope}]\n").find("source 'nope'"),
+            std::string::npos);
+  EXPECT_NE(err("  streams: [{name: t, add_columns: {x: {expr: a, typ: long}}}]\n")
+                .find("did you mean 'type'"),
+            std::string::npos);
+}
+
 TEST(ConfigTest, UnknownTopLevelKeyIsNamedWithLineAndSuggestion) {
   auto cfg = Parse("name: a\nsoruce:\n  type: sqlite\n");
   ASSERT_FALSE(cfg.ok());
@@ -98,7 +164,9 @@ TEST(ConfigTest, AMisspelledSharedKeyInASectionIsNamedWithTheFileAndTheFix) {
   for (const char* k : {"path", "type", "mode", "chunk_rows", "readers", "streams"}) {
     EXPECT_NE(m.find(k), std::string::npos) << k << ": " << m;
   }
-  EXPECT_EQ(m.find("name"), std::string::npos) << m;
+  // `name` belongs to sources of `sources:` only.
+  EXPECT_EQ(m.find(" name,"), std::string::npos) << m;
+  EXPECT_EQ(m.find(", name"), std::string::npos) << m;
 }
 
 TEST(ConfigTest, BadValuesAreExplained) {

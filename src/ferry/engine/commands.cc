@@ -7,6 +7,29 @@
 
 namespace ferry::engine {
 
+namespace {
+
+// How the rows of a table merged with `first` meet: by a key that names their source, or by a
+// key two sources may both hold.
+std::string MergedKeyNote(const std::string& first, const Schema& schema) {
+  std::string key;
+  bool by_source = false;
+  for (int32_t id : schema.identifier_field_ids) {
+    const Field* f = schema.FindById(id);
+    if (f == nullptr) continue;
+    key += (key.empty() ? "" : ", ") + f->name;
+    by_source = by_source || f->name == "_ferry_source_table";
+  }
+  if (key.empty()) return "with " + first + ", no key: rows of every source are appended";
+  if (by_source) return "with " + first + ", by key (" + key + "): each source's rows kept apart";
+  return "with " + first + ", by key (" + key +
+         "): rows of equal keys from different sources are one row (the last written wins); "
+         "if the sources' keys may collide, set metadata_columns: [_ferry_source_table] on "
+         "them to keep their rows apart";
+}
+
+}  // namespace
+
 Result<DiscoverReport> RunDiscover(config::PipelineConfig& cfg) {
   DiscoverReport out;
   for (config::SourceConfig& sc : cfg.sources) {
@@ -130,11 +153,15 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
       if (!m.ok()) return m.status();
       const std::string table = (*dst)->TableName(dest);
       auto first = first_of_table.emplace(table, FirstOfTable{s->cfg, &info, schema});
+      std::string merged;
       if (!first.second) {
         const FirstOfTable& f = first.first->second;
         FERRY_RETURN_IF_ERROR(
             CheckSameTable(table, *f.cfg, *f.info, f.schema, *s->cfg, info, schema));
+        merged = MergedKeyNote(SourceLabel(*f.cfg, f.info->name), schema);
       }
+      report->merged.push_back(std::move(merged));
+      report->transforms.push_back(s->transforms[i] ? s->transforms[i]->Describe() : "");
       report->tables.push_back(table);
       report->modes.push_back(std::string(config::SyncModeName(sc.mode)));
       FERRY_RETURN_IF_ERROR((*dst)->SetPartitioning(

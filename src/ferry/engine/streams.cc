@@ -1,6 +1,7 @@
 #include "ferry/engine/streams.h"
 
 #include <algorithm>
+#include <regex>
 
 namespace ferry::engine {
 
@@ -54,6 +55,7 @@ config::StreamConfig StreamSettings(const config::SourceConfig& cfg, const std::
   sc.mode = cfg.mode;
   sc.chunk_rows = cfg.chunk_rows;
   sc.chunk_rows_set = cfg.chunk_rows_set;
+  sc.metadata_columns = cfg.metadata_columns;
   return sc;
 }
 
@@ -78,13 +80,20 @@ Status ApplyKeyOverride(const config::StreamConfig& sc, source::StreamInfo* info
 std::string DestinationName(const config::SourceConfig& cfg, const config::StreamConfig& settings,
                             const source::StreamInfo& info) {
   if (!settings.table.empty()) return settings.table;
-  if (cfg.table_name.empty()) return info.name;
+  const std::string* pattern = &cfg.table_name;
+  for (const auto& rule : cfg.routes) {
+    if (std::regex_match(info.name, std::regex(rule.match))) {
+      pattern = &rule.table;
+      break;
+    }
+  }
+  if (pattern->empty()) return info.name;
   // The table's own name: the stream's name without its schema ("sales.orders" -> "orders").
   std::string table = info.name;
   if (!info.ns.empty() && table.rfind(info.ns + ".", 0) == 0)
     table = table.substr(info.ns.size() + 1);
   std::string out;
-  const std::string& t = cfg.table_name;
+  const std::string& t = *pattern;
   for (size_t i = 0; i < t.size(); ++i) {
     if (t[i] == '{') {
       const size_t end = t.find('}', i);
@@ -104,7 +113,7 @@ Result<std::shared_ptr<transform::Transform>> TransformOf(const config::SourceCo
                                                           const config::StreamConfig& settings,
                                                           const source::StreamInfo& info) {
   if (!settings.transforms()) return std::shared_ptr<transform::Transform>();
-  auto t = transform::Transform::Make(settings, info);
+  auto t = transform::Transform::Make(settings, info, SourceLabel(cfg, info.name));
   if (!t.ok()) {
     return InSource(cfg, t.status().WithContext("line " + std::to_string(settings.line)));
   }

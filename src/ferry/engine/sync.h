@@ -72,6 +72,10 @@ struct CheckReport {
   std::vector<std::string> tables;        // destination table per stream
   std::vector<std::string> modes;         // sync mode per stream
   std::vector<std::string> partitioning;  // per stream: its table's partitions ("" for none)
+  // Per stream: what its transforms do ("" for none), and, for a table several sources feed, how
+  // their rows of equal keys meet.
+  std::vector<std::string> transforms;
+  std::vector<std::string> merged;
 };
 Status RunCheck(config::PipelineConfig& cfg, CheckReport* report);
 

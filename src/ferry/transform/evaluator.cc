@@ -124,6 +124,11 @@ int RowId(sqlite3_vtab_cursor* c, sqlite3_int64* out) {
   return SQLITE_OK;
 }
 
+// Integers of at most 53 bits, and powers of ten up to 10^22, are exact doubles.
+constexpr int128_t kExactDouble = int128_t{1} << 53;
+constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                             1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
 void ResultText(sqlite3_context* ctx, const std::string& s) {
   sqlite3_result_text(ctx, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
 }
@@ -158,8 +163,11 @@ int ColumnValue(sqlite3_vtab_cursor* c, sqlite3_context* ctx, int i) {
       if (type.scale() == 0 && v >= std::numeric_limits<int64_t>::min() &&
           v <= std::numeric_limits<int64_t>::max()) {
         sqlite3_result_int64(ctx, static_cast<int64_t>(v));
+      } else if (v > -kExactDouble && v < kExactDouble && type.scale() <= 22) {
+        // Both exact doubles: their quotient is rounded once, to the nearest double, as SQLite
+        // reads the decimal's text.
+        sqlite3_result_double(ctx, static_cast<double>(v) / kPow10[type.scale()]);
       } else {
-        // The decimal text parsed as SQLite parses a literal: the nearest double.
         sqlite3_result_double(ctx, std::strtod(FormatDecimal(v, type.scale()).c_str(), nullptr));
       }
       break;

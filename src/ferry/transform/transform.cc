@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -184,7 +185,8 @@ Status AppendComputed(const Evaluator::Row& row, size_t i, Column* col, const st
 }  // namespace
 
 Result<std::shared_ptr<Transform>> Transform::Make(const config::StreamConfig& sc,
-                                                   const source::StreamInfo& table) {
+                                                   const source::StreamInfo& table,
+                                                   const std::string& source_table) {
   std::shared_ptr<Transform> t(new Transform());
   t->what_ = "stream " + sc.name;
   const std::string& what = t->what_;
@@ -308,6 +310,31 @@ Result<std::shared_ptr<Transform>> Transform::Make(const config::StreamConfig& s
     t->output_.fields.push_back(f);
     t->exprs_.push_back(c.expr);
   }
+  // Metadata columns, after the computed ones.
+  t->source_table_ = source_table;
+  for (const auto& m : sc.metadata_columns) {
+    if (!seen.insert(m).second) {
+      return Status::InvalidArgument(what + ": the table has a column named " + m +
+                                     ", the name of a metadata column; rename the column "
+                                     "(rename_columns) or leave the metadata column out");
+    }
+    Field f;
+    f.id = ++next_id;
+    f.name = m;
+    if (m == "_ferry_source_table") {
+      f.type = DataType::String();
+      f.required = true;
+      t->metadata_.push_back(Metadata::kSourceTable);
+      // Rows of tables merged into one keep equal keys apart.
+      if (!t->output_.identifier_field_ids.empty()) {
+        t->output_.identifier_field_ids.insert(t->output_.identifier_field_ids.begin(), f.id);
+      }
+    } else {
+      f.type = DataType::TimestampTz();
+      t->metadata_.push_back(Metadata::kSyncedAt);
+    }
+    t->output_.fields.push_back(f);
+  }
   t->filter_ = sc.filter;
   if (t->evaluates()) {
     auto ev = Evaluator::Make(*t->read_schema_, t->filter_, t->exprs_, what);
@@ -328,6 +355,37 @@ Result<std::shared_ptr<Transform>> Transform::Make(const config::StreamConfig& s
     t->Give(std::move(*ev));
   }
   return t;
+}
+
+std::string Transform::Describe() const {
+  std::string out;
+  auto add = [&](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
+  const size_t copied = read_schema_->fields.size();
+  if (copied != table_schema_->fields.size()) {
+    std::string left;
+    for (const auto& f : table_schema_->fields) {
+      if (read_schema_->FindByName(f.name) == nullptr) left += (left.empty() ? "" : " ") + f.name;
+    }
+    add(std::to_string(copied) + " of " + std::to_string(table_schema_->fields.size()) +
+        " columns (left out: " + left + ")");
+  }
+  std::string renamed;
+  for (size_t i = 0; i < copied; ++i) {
+    if (read_schema_->fields[i].name != output_.fields[i].name) {
+      renamed += (renamed.empty() ? "" : " ") + read_schema_->fields[i].name + " -> " +
+                 output_.fields[i].name;
+    }
+  }
+  if (!renamed.empty()) add("renamed: " + renamed);
+  if (!filter_.empty()) add("filter: " + filter_);
+  for (size_t i = 0; i < exprs_.size(); ++i) {
+    const Field& f = output_.fields[copied + i];
+    add("computed: " + f.name + " " + f.type.ToIceberg());
+  }
+  for (size_t m = 0; m < metadata_.size(); ++m) {
+    add("metadata: " + output_.fields[copied + exprs_.size() + m].name);
+  }
+  return out;
 }
 
 Result<std::unique_ptr<Evaluator>> Transform::Take() const {
@@ -362,21 +420,43 @@ Status Transform::Apply(Batch& in, bool keyed, bool deletes,
   if (deletes || !evaluates()) {
     const size_t rows = src->num_rows();
     for (size_t i = 0; i < copied; ++i) std::swap(out->column(i), src->column(i));
-    for (size_t i = copied; i < out->num_columns(); ++i) {
+    for (size_t i = copied; i < copied + exprs_.size(); ++i) {
       for (size_t r = 0; r < rows; ++r) out->column(i).AppendNull();
     }
     in.Clear();
+    AddMetadata(out);
     return Status::OK();
   }
   FERRY_ASSIGN_OR_RETURN(auto ev, Take());
   Status s = Compute(*src, ev.get(), keyed, out, removed);
   Give(std::move(ev));
   in.Clear();
-  return s;
+  FERRY_RETURN_IF_ERROR(s);
+  AddMetadata(out);
+  if (removed->num_rows() > 0) AddMetadata(removed);
+  return Status::OK();
 }
 
-Status Transform::Compute(const Batch& in, Evaluator* ev, bool keyed, Batch* out,
-                          Batch* removed) const {
+void Transform::AddMetadata(Batch* b) const {
+  if (metadata_.empty()) return;
+  const size_t rows = b->num_rows();
+  const size_t first = read_schema_->fields.size() + exprs_.size();
+  const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  for (size_t m = 0; m < metadata_.size(); ++m) {
+    Column& col = b->column(first + m);
+    for (size_t r = 0; r < rows; ++r) {
+      if (metadata_[m] == Metadata::kSourceTable) {
+        col.AppendBytes(source_table_);
+      } else {
+        col.AppendInt64(now);
+      }
+    }
+  }
+}
+
+Status Transform::Compute(Batch& in, Evaluator* ev, bool keyed, Batch* out, Batch* removed) const {
   const size_t copied = read_schema_->fields.size();
   std::vector<uint32_t> kept, dropped;
   kept.reserve(in.num_rows());
@@ -394,15 +474,20 @@ Status Transform::Compute(const Batch& in, Evaluator* ev, bool keyed, Batch* out
         }
         return Status::OK();
       }));
-  for (size_t i = 0; i < copied; ++i) {
-    out->column(i).AppendRowsOf(in.column(i), kept.data(), kept.size());
+  if (kept.size() == in.num_rows()) {
+    // Swapped, not moved: `in` keeps valid empty columns for its source to fill again.
+    for (size_t i = 0; i < copied; ++i) std::swap(out->column(i), in.column(i));
+  } else {
+    for (size_t i = 0; i < copied; ++i) {
+      out->column(i).AppendRowsOf(in.column(i), kept.data(), kept.size());
+    }
   }
   if (!dropped.empty()) {
     *removed = Batch(out->schema());
     for (size_t i = 0; i < copied; ++i) {
       removed->column(i).AppendRowsOf(in.column(i), dropped.data(), dropped.size());
     }
-    for (size_t i = copied; i < removed->num_columns(); ++i) {
+    for (size_t i = copied; i < copied + exprs_.size(); ++i) {
       for (size_t r = 0; r < dropped.size(); ++r) removed->column(i).AppendNull();
     }
   }

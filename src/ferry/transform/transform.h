@@ -16,6 +16,7 @@
 // call takes an evaluator of its own from a pool).
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,8 +36,10 @@ class Transform {
   // (kInvalidArgument) name the stream, the setting and the fix: unknown columns, a key or cursor
   // column left out, a rename onto another column's name, a filter or an expression that does
   // not parse or names an unknown column, a computed column whose type cannot be told.
+  // `source_table`: what `_ferry_source_table` holds for its rows (the stream's label).
   static Result<std::shared_ptr<Transform>> Make(const config::StreamConfig& settings,
-                                                 const source::StreamInfo& table);
+                                                 const source::StreamInfo& table,
+                                                 const std::string& source_table);
 
   // The table as the source reads it for loads and windows: the chosen columns only, each with
   // its ordinal in `table` (source::TableOrdinal).
@@ -56,15 +59,24 @@ class Transform {
   Status Apply(Batch& in, bool keyed, bool deletes, const std::shared_ptr<const Schema>& out_schema,
                Batch* out, Batch* removed) const;
 
+  // What it does, for `check`: "5 of 6 columns (left out: card), renamed: cust_id -> customer_id,
+  // filter: status <> 'x', computed: amount_cents long, metadata: _ferry_source_table".
+  std::string Describe() const;
+
   // Something to evaluate per row (a filter or a computed column).
   bool evaluates() const { return !filter_.empty() || !exprs_.empty(); }
+  // `_ferry_source_table` is among its columns, and in its key when it has one.
+  bool keys_by_source_table() const {
+    return std::find(metadata_.begin(), metadata_.end(), Metadata::kSourceTable) != metadata_.end();
+  }
 
  private:
   Transform() = default;
   // An evaluator for this call, from the pool (or a new one); back when done.
   Result<std::unique_ptr<Evaluator>> Take() const;
   void Give(std::unique_ptr<Evaluator> e) const;
-  Status Compute(const Batch& in, Evaluator* ev, bool keyed, Batch* out, Batch* removed) const;
+  // `in`'s columns may be moved out (every row kept).
+  Status Compute(Batch& in, Evaluator* ev, bool keyed, Batch* out, Batch* removed) const;
 
   std::string what_;  // "stream orders", for messages
   source::StreamInfo read_;
@@ -74,6 +86,11 @@ class Transform {
   Schema output_;
   std::string filter_;
   std::vector<std::string> exprs_;  // computed columns' expressions, in output order
+  enum class Metadata { kSourceTable, kSyncedAt };
+  std::vector<Metadata> metadata_;  // metadata columns, in output order (after the computed)
+  std::string source_table_;
+  // Fills the metadata columns of `b`'s rows (its other columns filled).
+  void AddMetadata(Batch* b) const;
   mutable std::mutex mu_;
   mutable std::vector<std::unique_ptr<Evaluator>> idle_;  // guarded by mu_
 };

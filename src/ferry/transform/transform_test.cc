@@ -137,7 +137,7 @@ std::vector<int64_t> SqliteIds(const std::string& filter) {
 std::vector<int64_t> Kept(const std::string& filter) {
   auto sc = Settings();
   sc.filter = filter;
-  auto t = Transform::Make(sc, Orders());
+  auto t = Transform::Make(sc, Orders(), "orders");
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   if (!t.ok()) return {};
   Batch in = Fill((*t)->read_schema());
@@ -188,7 +188,7 @@ TEST(Filter, KeepsWhatSqliteKeepsOverTheSameValues) {
 TEST(Filter, KeyedRowsThatStopMatchingAreDeletedByKey) {
   auto sc = Settings();
   sc.filter = "status = 'paid'";
-  auto t = Transform::Make(sc, Orders());
+  auto t = Transform::Make(sc, Orders(), "orders");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   Batch in = Fill((*t)->read_schema());
   auto out_schema = std::make_shared<const Schema>((*t)->output_schema());
@@ -211,7 +211,7 @@ TEST(Columns, LeftOutColumnsAreNotReadAndChangesDropThem) {
   sc.add_columns = {{"amount_cents", "CAST(round(amount * 100) AS INTEGER)", "", 0},
                     {"day", "created", "", 0},
                     {"label", "status || '/' || id", "string", 0}};
-  auto t = Transform::Make(sc, Orders());
+  auto t = Transform::Make(sc, Orders(), "orders");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   const auto& read = (*t)->read_info();
   ASSERT_EQ(read.columns.size(), 4u);
@@ -243,7 +243,7 @@ TEST(Columns, LeftOutColumnsAreNotReadAndChangesDropThem) {
 
 TEST(Columns, MistakesAreNamedWithTheirFix) {
   auto err = [](config::StreamConfig sc) {
-    auto t = Transform::Make(sc, Orders());
+    auto t = Transform::Make(sc, Orders(), "orders");
     return t.ok() ? std::string("ok") : t.status().message();
   };
   auto sc = Settings();
@@ -288,7 +288,7 @@ TEST(Columns, MistakesAreNamedWithTheirFix) {
       << err(sc);
   sc = Settings();
   sc.add_columns = {{"n", "'x' || id", "long", 0}};
-  auto t = Transform::Make(sc, Orders());
+  auto t = Transform::Make(sc, Orders(), "orders");
   ASSERT_TRUE(t.ok());
   Batch in = Fill((*t)->read_schema());
   auto out_schema = std::make_shared<const Schema>((*t)->output_schema());
@@ -306,7 +306,7 @@ TEST(Columns, ComputedValuesOfEveryKind) {
                     {"x", "amount / 3", "double", 0},
                     {"t", "datetime(at, '+1 day')", "timestamp", 0},
                     {"u", "'6ba7b810-9dad-11d1-80b4-00c04fd430c8'", "uuid", 0}};
-  auto t = Transform::Make(sc, Orders());
+  auto t = Transform::Make(sc, Orders(), "orders");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   Batch in = Fill((*t)->read_schema());
   auto out_schema = std::make_shared<const Schema>((*t)->output_schema());
@@ -321,6 +321,40 @@ TEST(Columns, ComputedValuesOfEveryKind) {
   EXPECT_DOUBLE_EQ(out.column(8).ValueAt<double>(1), 99.99 / 3);
   EXPECT_EQ(*FormatTextValue(out.column(9), 0), "2024-01-02 00:00:00.000000");
   EXPECT_EQ(*FormatTextValue(out.column(10), 1), "6ba7b810-9dad-11d1-80b4-00c04fd430c8");
+}
+
+TEST(Metadata, SourceTableJoinsTheKeyAndIsSetOnDeletesToo) {
+  auto sc = Settings();
+  sc.metadata_columns = {"_ferry_source_table", "_ferry_synced_at"};
+  sc.filter = "status = 'paid'";
+  auto t = Transform::Make(sc, Orders(), "east:orders");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const Schema& o = (*t)->output_schema();
+  ASSERT_EQ(o.fields.size(), 8u);
+  EXPECT_EQ(o.fields[6].name, "_ferry_source_table");
+  EXPECT_TRUE(o.fields[6].required);
+  EXPECT_EQ(o.fields[7].type.ToIceberg(), "timestamptz");
+  EXPECT_EQ(o.identifier_field_ids, (std::vector<int32_t>{o.fields[6].id, 1}));
+  EXPECT_TRUE((*t)->keys_by_source_table());
+  auto out_schema = std::make_shared<const Schema>(o);
+  for (bool deletes : {false, true}) {
+    Batch in = Fill((*t)->read_schema());
+    Batch out(out_schema), removed(out_schema);
+    ASSERT_TRUE((*t)->Apply(in, /*keyed=*/true, deletes, out_schema, &out, &removed).ok());
+    for (const Batch* b : {&out, &removed}) {
+      for (size_t r = 0; r < b->num_rows(); ++r) {
+        EXPECT_EQ(b->column(6).GetBytes(r), "east:orders");
+        EXPECT_GT(b->column(7).ValueAt<int64_t>(r), int64_t{1700000000} * 1000000);
+      }
+    }
+    EXPECT_EQ(out.num_rows() + removed.num_rows(), kRows.size());
+  }
+  // A table with a column of that name must rename it first.
+  source::StreamInfo odd = Orders();
+  odd.columns[5].name = "_ferry_synced_at";
+  auto clash = Transform::Make(sc, odd, "orders");
+  ASSERT_FALSE(clash.ok());
+  EXPECT_NE(clash.status().message().find("rename the column"), std::string::npos);
 }
 
 }  // namespace
