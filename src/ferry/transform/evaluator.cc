@@ -7,21 +7,13 @@
 #include <functional>
 #include <limits>
 
+#include "ferry/clients/sqlite/sqlite.h"
 #include "ferry/types/value_json.h"
 #include "ferry/types/value_parse.h"
 #include "ferry/types/value_text.h"
 
 namespace ferry::transform {
 namespace {
-
-std::string Quote(const std::string& name) {
-  std::string out = "\"";
-  for (char c : name) {
-    out += c;
-    if (c == '"') out += '"';
-  }
-  return out + "\"";
-}
 
 // SQLite's declared type for a column, which gives it the affinity comparisons use.
 const char* DeclaredType(const DataType& t) {
@@ -76,7 +68,7 @@ int Connect(sqlite3* db, void* aux, int, const char* const*, sqlite3_vtab** out,
   std::string ddl = "CREATE TABLE x(";
   for (size_t i = 0; i < t->schema->fields.size(); ++i) {
     const Field& f = t->schema->fields[i];
-    ddl += (i ? ", " : "") + Quote(f.name) + " " + DeclaredType(f.type);
+    ddl += (i ? ", " : "") + sqlite::QuoteIdentifier(f.name) + " " + DeclaredType(f.type);
   }
   ddl += ")";
   const int rc = sqlite3_declare_vtab(db, ddl.c_str());
