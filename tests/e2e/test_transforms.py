@@ -385,6 +385,26 @@ class PostgresTransformsTest(ferrytest.FerryTestCase):
             self.sync()
             self.assert_matches()
 
+    def test_cdc_with_transforms_survives_kills(self):
+        self.configure("cdc")
+        self.sync()
+        for n, point in enumerate(("source.mid_transaction", "sink.data_written",
+                                   "sink.before_commit", "sink.after_commit", "state.after_write",
+                                   "source.before_acknowledge")):
+            with self.subTest(point=point):
+                SERVER.psql(f"""
+                    UPDATE sales.items SET status = CASE status WHEN 'paid' THEN 'cancelled'
+                      ELSE 'paid' END WHERE id % 6 = {n};
+                    UPDATE sales.items SET secret = 'x' || id WHERE id % 4 = {n % 4};
+                    DELETE FROM sales.items WHERE id % 23 = {n};
+                    INSERT INTO sales.items SELECT i, 'k ' || i, 'paid', i % 9, 's', now()
+                      FROM generate_series({20000 + 1000 * n}, {20000 + 1000 * n + 300}) i;
+                """, db=self.db)
+                p = self.sync(env={"FERRY_FAULT": point}, check=False)
+                self.assertEqual(p.returncode, -signal.SIGKILL, f"{point}: {p.stderr}")
+                self.sync()
+                self.assert_matches()
+
     def test_a_postgres_destination_gets_the_same_rows(self):
         target = SERVER.create_test_database("tfdst", self._testMethodName)
         try:
