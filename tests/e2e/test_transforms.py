@@ -8,6 +8,7 @@ import io
 import os
 import signal
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -185,13 +186,13 @@ sources:
     type: sqlite
     path: ./east.db
     mode: cdc
-    metadata_columns: [_ferry_source_table]
+    metadata_columns: [_ferry_source_table, _ferry_synced_at]
     streams: [{name: orders_east, table: orders}]
   - name: west
     type: sqlite
     path: ./west.db
     mode: cdc
-    metadata_columns: [_ferry_source_table]
+    metadata_columns: [_ferry_source_table, _ferry_synced_at]
     streams: [{name: orders_west, rename_columns: {item_name: item}}]
 route:
   - {match: "orders_w.*", table: orders, source: west}
@@ -206,6 +207,7 @@ class MergedByNameTest(ferrytest.FerryTestCase):
 
     def setUp(self):
         super().setUp()
+        self.t0 = time.time()
         for region, col in (("east", "item"), ("west", "item_name")):
             con = self.source(os.path.join(self.dir, f"{region}.db"))
             con.execute("PRAGMA journal_mode=WAL")
@@ -224,7 +226,8 @@ class MergedByNameTest(ferrytest.FerryTestCase):
         seen = self.inspect(self.catalog_tables()[("lake", "orders")])
         self.assertEqual(seen["problems"], [])
         fields = seen["schema"]["fields"]
-        self.assertEqual([f["name"] for f in fields], ["id", "item", "qty", "_ferry_source_table"])
+        self.assertEqual([f["name"] for f in fields],
+                         ["id", "item", "qty", "_ferry_source_table", "_ferry_synced_at"])
         expected = []
         for region in ("east", "west"):
             con = self.source(os.path.join(self.dir, f"{region}.db"))
@@ -233,7 +236,13 @@ class MergedByNameTest(ferrytest.FerryTestCase):
                 expected.append([ferrytest.canon(f["type"], v, "duckdb")
                                  for f, v in zip(fields, values)])
             con.close()
-        self.assert_same_rows(expected, seen["duckdb_rows"], "orders via DuckDB")
+        # Every row says when it was read: within this test's time.
+        now = time.time()
+        for r in seen["duckdb_rows"]:
+            self.assertTrue(self.t0 - 1 <= int(r[4]) / 1e6 <= now + 1, r)
+        self.assert_same_rows(expected, [r[:4] for r in seen["duckdb_rows"]], "orders via DuckDB")
+        v = self.ferry("verify", "-c", self.pipeline)
+        self.assertIn("1 of 1 tables match", v.stdout)
         return seen
 
     def test_equal_keys_of_two_tables_stay_apart_through_changes_and_kills(self):
