@@ -48,31 +48,43 @@ class SourceNode : public graph::Node {
       FERRY_LOG(kInfo) << t->info.name << ": " << pending.size() << " chunks, read on "
                        << readers_.size() << " connections sharing one snapshot";
     }
-    // A load's batches go through the stream's transforms on the reader's thread.
+    // A load's batches go through the stream's transforms: on the reader threads when several
+    // read at once (the work spreads over them), else on this thread, beside the one reader.
+    const bool in_readers = t->transform && readers_.size() > 1;
     std::mutex error_mu;
     Status transform_error;
+    auto transformed = [&](std::unique_ptr<Batch> in) -> std::unique_ptr<Batch> {
+      auto out = std::make_unique<Batch>(t->out->schema());
+      Batch none(t->out->schema());
+      Status s = t->transform->Apply(*in, /*keyed=*/false, /*deletes=*/false, t->out->schema(),
+                                     out.get(), &none);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (transform_error.ok()) transform_error = s;
+        return nullptr;
+      }
+      return out;
+    };
     graph::PartReader read = [&](size_t r, size_t k, const auto& emit) {
       return readers_[r]->ReadChunk(t->read_info(), t->progress.plan.At(pending[k]), t->read_schema,
                                     opts_.batch_rows, [&](Batch& b) {
-                                      auto owned = std::make_unique<Batch>(t->out->schema());
-                                      if (!t->transform) {
-                                        std::swap(*owned, b);
-                                        return emit(std::move(owned));
+                                      auto owned = std::make_unique<Batch>(t->read_schema);
+                                      std::swap(*owned, b);
+                                      if (in_readers) {
+                                        owned = transformed(std::move(owned));
+                                        if (!owned) return false;
+                                        if (owned->num_rows() == 0) return true;
                                       }
-                                      Batch none(t->out->schema());
-                                      Status s =
-                                          t->transform->Apply(b, /*keyed=*/false, /*deletes=*/false,
-                                                              t->out->schema(), owned.get(), &none);
-                                      if (!s.ok()) {
-                                        std::lock_guard<std::mutex> lock(error_mu);
-                                        if (transform_error.ok()) transform_error = s;
-                                        return false;
-                                      }
-                                      return owned->num_rows() == 0 || emit(std::move(owned));
+                                      return emit(std::move(owned));
                                     });
     };
     auto hand = [&](std::unique_ptr<Batch> b) {
       if (opts_.stop && opts_.stop->requested()) return false;
+      if (t->transform && !in_readers) {
+        b = transformed(std::move(b));
+        if (!b) return false;
+        if (b->num_rows() == 0) return true;
+      }
       CountRows(t, *b);
       return t->edge->Send(graph::Message::Data(std::move(b)));
     };

@@ -175,14 +175,16 @@ int ColumnValue(sqlite3_vtab_cursor* c, sqlite3_context* ctx, int i) {
     case TypeKind::kTimestampTz:
       ResultText(ctx, TrimFraction(FormatTimestampIso(col.ValueAt<int64_t>(row))));
       break;
+    // The batch outlives the statement's step: SQLite may point at its bytes (SQLITE_STATIC)
+    // rather than copy them.
     case TypeKind::kString: {
       const std::string_view s = col.GetBytes(row);
-      sqlite3_result_text(ctx, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+      sqlite3_result_text(ctx, s.data(), static_cast<int>(s.size()), SQLITE_STATIC);
       break;
     }
     case TypeKind::kBinary: {
       const std::string_view s = col.GetBytes(row);
-      sqlite3_result_blob(ctx, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+      sqlite3_result_blob(ctx, s.data(), static_cast<int>(s.size()), SQLITE_STATIC);
       break;
     }
     case TypeKind::kList: {

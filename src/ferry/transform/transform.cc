@@ -112,15 +112,18 @@ Status AppendComputed(const Evaluator::Row& row, size_t i, Column* col, const st
     return Status::OK();
   }
   const DataType& t = col->type();
-  const std::string shown =
-      kind == SQLITE_BLOB ? "a blob" : "'" + std::string(row.Text(i).substr(0, 80)) + "'";
+  // The value as an error shows it (made only for an error: it converts the value to text).
+  const auto shown = [&] {
+    return kind == SQLITE_BLOB ? std::string("a blob")
+                               : "'" + std::string(row.Text(i).substr(0, 80)) + "'";
+  };
   switch (t.kind()) {
     case TypeKind::kBoolean:
       if (kind == SQLITE_INTEGER || kind == SQLITE_FLOAT) {
         col->AppendBool(row.Double(i) != 0);
         return Status::OK();
       }
-      return BadValue(what, name, t, shown, "booleans are numbers (0 is false)");
+      return BadValue(what, name, t, shown(), "booleans are numbers (0 is false)");
     case TypeKind::kInt32:
     case TypeKind::kInt64: {
       int64_t v = 0;
@@ -129,15 +132,15 @@ Status AppendComputed(const Evaluator::Row& row, size_t i, Column* col, const st
       } else if (kind == SQLITE_FLOAT) {
         const double d = row.Double(i);
         if (!(std::trunc(d) == d && d >= -9.2233720368547758e18 && d < 9.2233720368547758e18)) {
-          return BadValue(what, name, t, shown, "not a whole number");
+          return BadValue(what, name, t, shown(), "not a whole number");
         }
         v = static_cast<int64_t>(d);
       } else {
-        return BadValue(what, name, t, shown, "not a number");
+        return BadValue(what, name, t, shown(), "not a number");
       }
       if (t.kind() == TypeKind::kInt32) {
         if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
-          return BadValue(what, name, t, shown, "out of range");
+          return BadValue(what, name, t, shown(), "out of range");
         }
         col->AppendInt32(static_cast<int32_t>(v));
       } else {
@@ -148,7 +151,7 @@ Status AppendComputed(const Evaluator::Row& row, size_t i, Column* col, const st
     case TypeKind::kFloat32:
     case TypeKind::kFloat64:
       if (kind != SQLITE_INTEGER && kind != SQLITE_FLOAT) {
-        return BadValue(what, name, t, shown, "not a number");
+        return BadValue(what, name, t, shown(), "not a number");
       }
       if (t.kind() == TypeKind::kFloat32) {
         col->AppendFloat(static_cast<float>(row.Double(i)));
@@ -164,7 +167,7 @@ Status AppendComputed(const Evaluator::Row& row, size_t i, Column* col, const st
       std::string text;
       if (kind == SQLITE_FLOAT) {
         const double d = row.Double(i);
-        if (!std::isfinite(d)) return BadValue(what, name, t, shown, "not a finite number");
+        if (!std::isfinite(d)) return BadValue(what, name, t, shown(), "not a finite number");
         char buf[400];
         std::snprintf(buf, sizeof buf, "%.*f", t.scale(), d);
         text = buf;
@@ -172,12 +175,12 @@ Status AppendComputed(const Evaluator::Row& row, size_t i, Column* col, const st
         text = std::string(row.Text(i));
       }
       Status s = AppendTextValue(text, col);
-      return s.ok() ? s : BadValue(what, name, t, shown, s.message());
+      return s.ok() ? s : BadValue(what, name, t, shown(), s.message());
     }
     default: {
-      if (kind != SQLITE_TEXT) return BadValue(what, name, t, shown, "not text");
+      if (kind != SQLITE_TEXT) return BadValue(what, name, t, shown(), "not text");
       Status s = AppendTextValue(row.Text(i), col);
-      return s.ok() ? s : BadValue(what, name, t, shown, s.message());
+      return s.ok() ? s : BadValue(what, name, t, shown(), s.message());
     }
   }
 }
