@@ -92,10 +92,19 @@ Result<std::vector<std::unique_ptr<SourceRun>>> OpenSources(config::PipelineConf
       FERRY_RETURN_IF_ERROR(InSource(sc, ApplyKeyOverride(settings, &info)));
       FERRY_ASSIGN_OR_RETURN(auto transform, TransformOf(sc, settings, info));
       // Columns that cannot be read (types without a mapping, no privilege) matter only when
-      // the stream reads them.
-      const source::StreamInfo& read = transform ? transform->read_info() : info;
+      // the stream reads them; a change log decoded whole (MySQL's) reads every column.
+      const bool cdc =
+          settings.mode == config::SyncMode::kCdc || settings.mode == config::SyncMode::kCdcOnly;
+      const bool whole_rows =
+          cdc && run->src->SharedChangeLog() && !run->src->SharedLogSelectsColumns();
+      const source::StreamInfo& read = transform && !whole_rows ? transform->read_info() : info;
       if (const std::string problem = read.Problem(); !problem.empty()) {
-        return InSource(sc, Status::NotSupported("table " + info.name + ": " + problem));
+        return InSource(sc, Status::NotSupported(
+                                "table " + info.name + ": " + problem +
+                                (transform && whole_rows
+                                     ? " (this source's change log is decoded whole: leaving a "
+                                       "column out does not spare it)"
+                                     : "")));
       }
       run->transforms.push_back(std::move(transform));
       run->destinations.push_back(DestinationName(sc, settings, info));
