@@ -97,6 +97,11 @@ class SqliteTransformsTest(ferrytest.FerryTestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("secret", p.stderr)
         self.configure()
+        d = self.ferry("discover", "-c", self.pipeline)
+        self.assertIn("destination table: orders_clean", d.stdout)
+        self.assertIn("transforms: 5 of 6 columns (left out: secret), renamed: customer -> "
+                      "customer_name, filter: " + FILTER + ", computed: amount_cents long, "
+                      "computed: year int", d.stdout)
         out = self.sync()
         seen = self.assert_matches()
         expected = self.source().execute("SELECT count(*) FROM expected").fetchone()[0]

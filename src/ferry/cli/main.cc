@@ -220,11 +220,13 @@ int CmdDiscover(const Args& a) {
       const source::StreamInfo& s = streams[i];
       nlohmann::json cols = nlohmann::json::array();
       for (const auto& c : s.columns) {
-        cols.push_back({{"name", c.name},
-                        {"source_type", c.source_type},
-                        {"iceberg_type", c.type.ToIceberg()},
-                        {"nullable", c.nullable},
-                        {"primary_key_position", c.pk_position}});
+        cols.push_back(
+            {{"name", c.name},
+             {"source_type", c.source_type},
+             {"iceberg_type", c.type.ToIceberg()},
+             {"nullable", c.nullable},
+             {"primary_key_position", c.pk_position},
+             {"error", c.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.error)}});
       }
       out.push_back(
           {{"namespace", s.ns},
@@ -234,6 +236,9 @@ int CmdDiscover(const Args& a) {
            {"cursor_candidates", s.cursor_candidates},
            {"estimated_rows", s.estimated_rows},
            {"chunking", s.chunking},
+           {"destination_table", found->destinations[i]},
+           {"transforms", found->transforms[i].empty() ? nlohmann::json(nullptr)
+                                                       : nlohmann::json(found->transforms[i])},
            {"partitioned", found->partitioning[i].empty() || !s.error.empty()
                                ? nlohmann::json(nullptr)
                                : nlohmann::json(found->partitioning[i])},
@@ -257,6 +262,12 @@ int CmdDiscover(const Args& a) {
     std::string cands;
     for (const auto& c : s.cursor_candidates) cands += (cands.empty() ? "" : ", ") + c;
     std::printf("  cursor candidates: %s\n", cands.empty() ? "(none)" : cands.c_str());
+    if (found->destinations[i] != s.name) {
+      std::printf("  destination table: %s\n", found->destinations[i].c_str());
+    }
+    if (!found->transforms[i].empty()) {
+      std::printf("  transforms: %s\n", found->transforms[i].c_str());
+    }
     if (!found->partitioning[i].empty() && s.error.empty()) {
       std::printf("  partitioned: %s\n", found->partitioning[i].c_str());
     }

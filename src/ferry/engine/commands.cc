@@ -50,6 +50,8 @@ Result<DiscoverReport> RunDiscover(config::PipelineConfig& cfg) {
           cfg.destination, DestinationName(sc, settings, info),
           settings.partition_by ? settings.partition_by : cfg.destination.partition_by, schema);
       out.partitioning.push_back(parts.ok() ? *parts : parts.status().message());
+      out.destinations.push_back(DestinationName(sc, settings, info));
+      out.transforms.push_back(transform.ok() && *transform ? (*transform)->Describe() : "");
       if (!parts.ok() && info.error.empty()) info.error = parts.status().message();
       info.name = SourceLabel(sc, info.name);
       out.streams.push_back(std::move(info));

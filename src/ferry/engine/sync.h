@@ -84,6 +84,10 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report);
 struct DiscoverReport {
   std::vector<source::StreamInfo> streams;
   std::vector<std::string> partitioning;
+  // Per stream: the destination table's name its settings give (`table`, `route:`,
+  // `table_name`), and what its transforms do ("" for none).
+  std::vector<std::string> destinations;
+  std::vector<std::string> transforms;
 };
 Result<DiscoverReport> RunDiscover(config::PipelineConfig& cfg);
 
