@@ -250,6 +250,26 @@ class MergedByNameTest(ferrytest.FerryTestCase):
         self.assertIn("1 of 1 tables match", v.stdout)
         return seen
 
+    def test_check_says_when_merged_keys_may_collide(self):
+        self.write_pipeline(MERGED_PIPELINE.replace(
+            "    metadata_columns: [_ferry_source_table, _ferry_synced_at]\n", ""))
+        check = self.ferry("check", "-c", self.pipeline)
+        self.assertIn("with east:orders_east, by key (id): the sources' keys must not collide",
+                      check.stdout)
+        self.assertIn("metadata_columns: [_ferry_source_table]", check.stdout)
+        # What the warning is about: the load keeps both rows of each id, and a change to one
+        # source's row replaces both.
+        self.sync()
+        seen = self.inspect(self.catalog_tables()[("lake", "orders")])
+        self.assertEqual(len(seen["duckdb_rows"]), 1600)
+        east = self.source(os.path.join(self.dir, "east.db"))
+        east.execute("UPDATE orders_east SET qty = 99 WHERE id = 1")
+        east.commit()
+        east.close()
+        self.sync()
+        seen = self.inspect(self.catalog_tables()[("lake", "orders")])
+        self.assertEqual([r for r in seen["duckdb_rows"] if r[0] == "1"], [["1", "east 1", "99"]])
+
     def test_equal_keys_of_two_tables_stay_apart_through_changes_and_kills(self):
         check = self.ferry("check", "-c", self.pipeline)
         self.assertIn("by key (_ferry_source_table, id): each source's rows kept apart",

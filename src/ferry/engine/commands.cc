@@ -23,9 +23,9 @@ std::string MergedKeyNote(const std::string& first, const Schema& schema) {
   if (key.empty()) return "with " + first + ", no key: rows of every source are appended";
   if (by_source) return "with " + first + ", by key (" + key + "): each source's rows kept apart";
   return "with " + first + ", by key (" + key +
-         "): rows of equal keys from different sources are one row (the last written wins); "
-         "if the sources' keys may collide, set metadata_columns: [_ferry_source_table] on "
-         "them to keep their rows apart";
+         "): the sources' keys must not collide (a load keeps both rows of a key two sources "
+         "hold, and a change to either replaces both); if they may, set metadata_columns: "
+         "[_ferry_source_table] on them to keep their rows apart";
 }
 
 }  // namespace
