@@ -223,6 +223,22 @@ sqlite3_module MakeModule() {
 
 const sqlite3_module kModule = MakeModule();
 
+int Authorize(void*, int action, const char* a, const char* b, const char* db, const char*) {
+  switch (action) {
+    case SQLITE_SELECT:
+      return SQLITE_OK;
+    case SQLITE_FUNCTION:  // b: the function's name
+      return b != nullptr && std::string_view(b) == "load_extension" ? SQLITE_DENY : SQLITE_OK;
+    case SQLITE_READ:  // a column of the batch's table (temp."row") only
+      return db != nullptr && std::string_view(db) == "temp" && a != nullptr &&
+                     std::string_view(a) == "row"
+                 ? SQLITE_OK
+                 : SQLITE_DENY;
+    default:
+      return SQLITE_DENY;
+  }
+}
+
 std::string ColumnNames(const Schema& schema) {
   std::string out;
   for (const auto& f : schema.fields) out += (out.empty() ? "" : ", ") + f.name;
@@ -258,6 +274,9 @@ Result<std::unique_ptr<Evaluator>> Evaluator::Make(const Schema& schema, const s
     sqlite3_free(err);
     return Status::Internal("creating the batch table: " + m);
   }
+  // From here on statements may read the batch's table and call functions, nothing else (no
+  // ATTACH, no pragma, no write, no other table), whatever an expression says.
+  sqlite3_set_authorizer(e->db_, Authorize, nullptr);
   // Each expression alone first, so that an error names the one at fault.
   for (const auto& x : exprs) {
     sqlite3_stmt* probe = nullptr;

@@ -276,6 +276,17 @@ TEST(Columns, MistakesAreNamedWithTheirFix) {
   sc = Settings();
   sc.filter = "1); DROP TABLE x; SELECT (1";
   EXPECT_NE(err(sc), "ok");
+  // Expressions read the row and call functions; nothing else is allowed.
+  for (const char* f :
+       {"(SELECT count(*) FROM sqlite_schema) > 0",
+        "(SELECT count(*) FROM temp.sqlite_temp_master) > 0", "load_extension('x') IS NULL"}) {
+    sc = Settings();
+    sc.filter = f;
+    EXPECT_NE(err(sc), "ok") << f;
+  }
+  sc = Settings();
+  sc.filter = "(SELECT count(*) FROM temp.\"row\") >= 0 AND abs(-1) = 1";
+  EXPECT_EQ(err(sc), "ok");
   sc = Settings();
   sc.rename_columns = {{"status", "note"}};
   EXPECT_NE(err(sc).find("two columns the name note"), std::string::npos) << err(sc);
