@@ -54,21 +54,16 @@ class SourceNode : public graph::Node {
     std::mutex error_mu;
     Status transform_error;
     auto transformed = [&](std::unique_ptr<Batch> in) -> std::unique_ptr<Batch> {
-      auto out = std::make_unique<Batch>(t->out->schema());
-      Batch none(t->out->schema());
-      Status s = t->transform->Apply(*in, /*keyed=*/false, /*deletes=*/false, t->out->schema(),
-                                     out.get(), &none);
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(error_mu);
-        if (transform_error.ok()) transform_error = s;
-        return nullptr;
-      }
-      return out;
+      auto out = Transformed(*t, *in, /*deletes=*/false, /*removed=*/nullptr);
+      if (out.ok()) return std::move(*out);
+      std::lock_guard<std::mutex> lock(error_mu);
+      if (transform_error.ok()) transform_error = out.status();
+      return nullptr;
     };
     graph::PartReader read = [&](size_t r, size_t k, const auto& emit) {
-      return readers_[r]->ReadChunk(t->read_info(), t->progress.plan.At(pending[k]), t->read_schema,
-                                    opts_.batch_rows, [&](Batch& b) {
-                                      auto owned = std::make_unique<Batch>(t->read_schema);
+      return readers_[r]->ReadChunk(t->read_info(), t->progress.plan.At(pending[k]),
+                                    t->read_schema(), opts_.batch_rows, [&](Batch& b) {
+                                      auto owned = std::make_unique<Batch>(t->read_schema());
                                       std::swap(*owned, b);
                                       if (in_readers) {
                                         owned = transformed(std::move(owned));
@@ -136,7 +131,7 @@ class SourceNode : public graph::Node {
   Status RunWindow(StreamTask* t) {
     if (!t->bounds.empty()) {
       auto read =
-          ReadWindow(src_, t->read_info(), t->window.cursor_column, t->bounds, t->read_schema,
+          ReadWindow(src_, t->read_info(), t->window.cursor_column, t->bounds, t->read_schema(),
                      opts_.batch_rows, static_cast<size_t>(t->settings.tie_rows),
                      [&](Batch& b) { return Forward(t, b, false); });
       if (!forward_error_.ok()) return forward_error_;
@@ -165,7 +160,7 @@ class SourceNode : public graph::Node {
     const CdcProgress& c = t->changes;
     if (c.position > c.from) {
       Status s =
-          src_->ReadChanges(t->read_info(), c.from, c.position, t->read_schema, opts_.batch_rows,
+          src_->ReadChanges(t->read_info(), c.from, c.position, t->read_schema(), opts_.batch_rows,
                             [&](Batch& b, bool deletes) { return Forward(t, b, deletes); });
       if (!forward_error_.ok()) return forward_error_;
       if (!s.ok()) {
@@ -212,7 +207,7 @@ class SharedLogSourceNode : public graph::Node {
       // A log that decodes some columns only is given the stream's; others decode every one.
       const bool chosen = src_->SharedLogSelectsColumns();
       streams.push_back({chosen ? &t->read_info() : &t->info,
-                         chosen ? t->read_schema : t->change_schema, t->changes.from,
+                         chosen ? t->read_schema() : t->change_schema(), t->changes.from,
                          t->changes.table_id, t->changes.table_since});
     }
     Status forward_error;

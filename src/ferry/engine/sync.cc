@@ -120,8 +120,6 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& options, SyncRepo
     const Json marker = shared->Marker();
     for (StreamTask* t : table->parts) {
       t->out = shared;
-      t->read_schema = t->transform ? t->transform->read_schema() : shared->schema();
-      t->change_schema = t->transform ? t->transform->table_schema() : shared->schema();
       t->marker = PartOfMarker(marker, table->merged ? t->source->cfg->name : "");
     }
     FERRY_RETURN_IF_ERROR(PlanTable(table.get(), &recorder, cfg.state_path));

@@ -55,21 +55,31 @@ Status CheckSameTable(const std::string& table, const config::SourceConfig& sa,
   return Status::OK();
 }
 
+Result<std::unique_ptr<Batch>> Transformed(const StreamTask& t, Batch& in, bool deletes,
+                                           Batch* removed) {
+  auto out = std::make_unique<Batch>(t.out->schema());
+  if (!t.transform) {
+    std::swap(*out, in);
+    return out;
+  }
+  Batch none(t.out->schema());
+  FERRY_RETURN_IF_ERROR(t.transform->Apply(in, /*keyed=*/removed != nullptr, deletes,
+                                           t.out->schema(), out.get(),
+                                           removed != nullptr ? removed : &none));
+  return out;
+}
+
 bool Forward(StreamTask* t, Batch& b, bool deletes, const SyncOptions& opts, Status* error) {
   if (opts.stop && opts.stop->requested()) return false;
   CountRows(t, b);
-  auto owned = std::make_unique<Batch>(t->out->schema());
-  if (!t->transform) {
-    std::swap(*owned, b);
-    return t->edge->Send(graph::Message::Data(std::move(owned), deletes));
-  }
   Batch removed(t->out->schema());
-  Status s = t->transform->Apply(b, t->keyed(), deletes, t->out->schema(), owned.get(), &removed);
-  if (!s.ok()) {
-    *error = s;
+  auto owned = Transformed(*t, b, deletes, t->keyed() ? &removed : nullptr);
+  if (!owned.ok()) {
+    *error = owned.status();
     return false;
   }
-  if (owned->num_rows() > 0 && !t->edge->Send(graph::Message::Data(std::move(owned), deletes))) {
+  if ((*owned)->num_rows() > 0 &&
+      !t->edge->Send(graph::Message::Data(std::move(*owned), deletes))) {
     return false;
   }
   if (removed.num_rows() == 0) return true;
@@ -91,10 +101,10 @@ Result<std::vector<std::unique_ptr<SourceRun>>> OpenSources(config::PipelineConf
       config::StreamConfig settings = StreamSettings(sc, info.name);
       FERRY_RETURN_IF_ERROR(InSource(sc, ApplyKeyOverride(settings, &info)));
       FERRY_ASSIGN_OR_RETURN(auto transform, TransformOf(sc, settings, info));
-      // Columns that cannot be read (types without a mapping, no privilege) matter only when
-      // the stream reads them; a change log decoded whole (MySQL's) reads every column.
       const bool cdc =
           settings.mode == config::SyncMode::kCdc || settings.mode == config::SyncMode::kCdcOnly;
+      // Columns that cannot be read (types without a mapping, no privilege) matter only when
+      // the stream reads them; a change log decoded whole (MySQL's) reads every column.
       const bool whole_rows =
           cdc && run->src->SharedChangeLog() && !run->src->SharedLogSelectsColumns();
       const source::StreamInfo& read = transform && !whole_rows ? transform->read_info() : info;
@@ -108,8 +118,7 @@ Result<std::vector<std::unique_ptr<SourceRun>>> OpenSources(config::PipelineConf
       }
       run->transforms.push_back(std::move(transform));
       run->destinations.push_back(DestinationName(sc, settings, info));
-      if (prepare_capture && (settings.mode == config::SyncMode::kCdc ||
-                              settings.mode == config::SyncMode::kCdcOnly)) {
+      if (prepare_capture && cdc) {
         FERRY_RETURN_IF_ERROR(InSource(sc, run->src->PrepareChangeCapture(info)));
       }
     }

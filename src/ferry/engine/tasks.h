@@ -89,12 +89,16 @@ struct StreamTask {
   std::string state_ns;  // the namespace its state file entry is keyed by
   std::shared_ptr<sink::SinkStream> out;  // shared by the parts of a merged table
   // Its transforms (nullptr: rows pass as read). Loads, windows and per-stream change logs read
-  // `read_info()`'s columns into batches on `read_schema`; a shared change log decodes every
-  // column into batches on `change_schema`. Forward turns them into the sink's batches.
+  // `read_info()`'s columns into batches on `read_schema()`; a shared change log decodes every
+  // column into batches on `change_schema()`. Transformed() turns them into the sink's batches.
   std::shared_ptr<transform::Transform> transform;
-  std::shared_ptr<const Schema> read_schema;
-  std::shared_ptr<const Schema> change_schema;
   const source::StreamInfo& read_info() const { return transform ? transform->read_info() : info; }
+  std::shared_ptr<const Schema> read_schema() const {
+    return transform ? transform->read_schema() : out->schema();
+  }
+  std::shared_ptr<const Schema> change_schema() const {
+    return transform ? transform->table_schema() : out->schema();
+  }
   std::string destination;       // the destination's name of its table (the sink's `stream`)
   Json marker;                   // its marker as the table holds it (its part, in a merged table's)
   FullRefreshProgress progress;  // full refresh
@@ -146,6 +150,11 @@ inline void CountRows(StreamTask* t, const Batch& b) {
     t->first_rows_ns.compare_exchange_strong(none, Clock::now().time_since_epoch().count());
   }
 }
+
+// A batch the stream's source read (`in`, left empty) through its transforms, on the sink's
+// schema. `removed` (keyed writes only, else nullptr) gets the rows its filter rejects, to delete.
+Result<std::unique_ptr<Batch>> Transformed(const StreamTask& t, Batch& in, bool deletes,
+                                           Batch* removed);
 
 // Hands a batch to a stream's sink (the batch's contents move; `b` is left empty), through the
 // stream's transforms: rows a keyed stream's filter rejects go as deletes. A transform's error

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "ferry/types/value_text.h"
@@ -413,11 +414,12 @@ Status Transform::Apply(Batch& in, bool keyed, bool deletes,
                         Batch* removed) const {
   const size_t copied = read_schema_->fields.size();
   // Changes carry every column of the table: keep the chosen ones.
-  Batch projected(read_schema_);
+  std::optional<Batch> projected;
   Batch* src = &in;
   if (in.num_columns() != copied) {
-    for (size_t i = 0; i < copied; ++i) std::swap(projected.column(i), in.column(from_table_[i]));
-    src = &projected;
+    projected.emplace(read_schema_);
+    for (size_t i = 0; i < copied; ++i) std::swap(projected->column(i), in.column(from_table_[i]));
+    src = &*projected;
   }
   *out = Batch(out_schema);
   if (deletes || !evaluates()) {
