@@ -163,6 +163,51 @@ class SqliteTransformsTest(ferrytest.FerryTestCase):
                 self.sync()
                 self.assert_matches()
 
+    def test_incremental_with_a_coarse_cursor_and_a_text_key(self):
+        # A date cursor (hundreds of rows tie on each day) and a composite text key: rows that
+        # arrive at the last committed day, and rows there that stop matching without their
+        # cursor moving, are both seen through the window's ties.
+        con = self.source()
+        con.execute("CREATE TABLE events (region TEXT NOT NULL, code TEXT NOT NULL, day DATE, "
+                    "status TEXT, note TEXT, secret INTEGER, PRIMARY KEY (region, code)) "
+                    "WITHOUT ROWID")
+        rows = [(f"r{i % 3} ü", f"c'{i}", f"2024-05-0{1 + i // 200}", "ok" if i % 5 else "void",
+                 f"n{i}", "x") for i in range(600)]
+        con.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", rows)
+        con.execute("CREATE VIEW expected_events AS SELECT region, code, day, status, note "
+                    "FROM events WHERE status <> 'void'")
+        con.commit()
+        con.close()
+        self.write_pipeline("""
+name: ties
+source:
+  type: sqlite
+  path: ./source.db
+  streams:
+    - name: events
+      mode: incremental
+      cursor: day
+      tie_rows: 50
+      exclude_columns: [secret]
+      filter: "status <> 'void'"
+destination: {type: iceberg, warehouse: ./warehouse, namespace: lake}
+state: ./state.json
+""")
+        self.sync()
+        self.assert_table_equals_source("lake", "events", source_table="expected_events")
+        con = self.source()
+        con.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)",
+                        [(f"late{i}", "k", "2024-05-03", "ok", "late", "x") for i in range(30)])
+        con.execute("UPDATE events SET status = 'void' WHERE day = '2024-05-03' "
+                    "AND note IN ('n401', 'n402', 'n403')")
+        con.commit()
+        con.close()
+        self.sync()
+        seen = self.assert_table_equals_source("lake", "events", source_table="expected_events")
+        self.assertEqual(len(seen["duckdb_rows"]),
+                         self.source().execute("SELECT count(*) FROM expected_events").fetchone()[0])
+        self.assertNotIn(["r0 ü", "c'402"], [r[:2] for r in seen["duckdb_rows"]])
+
     def test_check_names_each_mistake_and_its_fix(self):
         cases = [
             ("exclude_columns: [id, secret]", FILTER, "leaves out key column id"),
