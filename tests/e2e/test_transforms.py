@@ -204,8 +204,10 @@ state: ./state.json
         con.close()
         self.sync()
         seen = self.assert_table_equals_source("lake", "events", source_table="expected_events")
-        self.assertEqual(len(seen["duckdb_rows"]),
-                         self.source().execute("SELECT count(*) FROM expected_events").fetchone()[0])
+        con = self.source()
+        expected = con.execute("SELECT count(*) FROM expected_events").fetchone()[0]
+        con.close()
+        self.assertEqual(len(seen["duckdb_rows"]), expected)
         self.assertNotIn(["r0 ü", "c'402"], [r[:2] for r in seen["duckdb_rows"]])
 
     def test_check_names_each_mistake_and_its_fix(self):
