@@ -272,10 +272,17 @@ class Parser {
       FERRY_ASSIGN_OR_RETURN(src->metadata_columns,
                              MetadataColumns(n["metadata_columns"], section));
     }
+    if (n["deletes"]) {
+      FERRY_ASSIGN_OR_RETURN(src->soft_deletes, Deletes(n["deletes"], section + ".deletes"));
+      if (!n["streams"]) {  // every table, in the source's mode
+        FERRY_RETURN_IF_ERROR(
+            CheckSoftDeletes(src->mode, src->soft_deletes, LineOf(n["deletes"]), section));
+      }
+    }
     FERRY_ASSIGN_OR_RETURN(
         src->options, CollectOptions(n, section,
                                      {"name", "type", "mode", "chunk_rows", "readers", "streams",
-                                      "table_name", "metadata_columns"}));
+                                      "table_name", "metadata_columns", "deletes"}));
     if (YAML::Node streams = n["streams"]) {
       if (!streams.IsSequence()) {
         return Status::InvalidArgument(At(file_, LineOf(streams)) + ": " + section +
@@ -289,6 +296,7 @@ class Parser {
         sc.chunk_rows = src->chunk_rows;
         sc.chunk_rows_set = src->chunk_rows_set;
         sc.metadata_columns = src->metadata_columns;
+        sc.soft_deletes = src->soft_deletes;
         sc.line = LineOf(s);
         if (s.IsScalar()) {
           FERRY_ASSIGN_OR_RETURN(sc.name, Scalar(s, "stream name"));
@@ -310,15 +318,21 @@ class Parser {
         return Status::InvalidArgument(At(file_, LineOf(streams)) + ": " + section +
                                        ".streams is empty; remove it to sync every table");
       }
+      // The source's deletes: soft is its change streams' default: one at least.
+      if (src->soft_deletes &&
+          std::none_of(src->streams.begin(), src->streams.end(),
+                       [](const StreamConfig& sc) { return sc.soft_deletes; })) {
+        return CheckSoftDeletes(src->streams.front().mode, true, LineOf(n["deletes"]), section);
+      }
     }
     return Status::OK();
   }
 
   Status ParseStream(const YAML::Node& s, StreamConfig* sc) {
     static const std::vector<std::string> kKeys = {
-        "name",        "mode",         "chunk_rows", "cursor",          "tie_rows",
-        "primary_key", "partition_by", "columns",    "exclude_columns", "rename_columns",
-        "filter",      "add_columns",  "table",      "metadata_columns"};
+        "name",        "mode",         "chunk_rows", "cursor",           "tie_rows",
+        "primary_key", "partition_by", "columns",    "exclude_columns",  "rename_columns",
+        "filter",      "add_columns",  "table",      "metadata_columns", "deletes"};
     for (auto it = s.begin(); it != s.end(); ++it) {
       std::string key = it->first.as<std::string>();
       if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
@@ -474,6 +488,13 @@ class Parser {
     if (YAML::Node m = s["metadata_columns"]) {
       FERRY_ASSIGN_OR_RETURN(sc->metadata_columns, MetadataColumns(m, "stream " + sc->name));
     }
+    if (YAML::Node d = s["deletes"]) {
+      FERRY_ASSIGN_OR_RETURN(sc->soft_deletes, Deletes(d, "stream " + sc->name + ".deletes"));
+      FERRY_RETURN_IF_ERROR(
+          CheckSoftDeletes(sc->mode, sc->soft_deletes, LineOf(d), "stream " + sc->name));
+    } else if (sc->mode != SyncMode::kCdc && sc->mode != SyncMode::kCdcOnly) {
+      sc->soft_deletes = false;  // the source's deletes: soft is for its change streams
+    }
     if (YAML::Node t = s["table"]) {
       FERRY_ASSIGN_OR_RETURN(sc->table, Scalar(t, "table"));
       if (sc->table.empty()) {
@@ -558,6 +579,28 @@ class Parser {
       }
     }
     return Status::OK();
+  }
+
+  // deletes: hard | soft; true for soft.
+  Result<bool> Deletes(const YAML::Node& n, const std::string& what) {
+    FERRY_ASSIGN_OR_RETURN(std::string v, Scalar(n, what));
+    if (v == "soft") return true;
+    if (v == "hard") return false;
+    return Status::InvalidArgument(At(file_, LineOf(n)) + ": " + what + " is '" + v +
+                                   "'; use hard (a deleted row is removed, the default) or soft "
+                                   "(it stays, with " +
+                                   kDeletedColumn + " true)");
+  }
+
+  // Soft deletes keep the rows a change stream deletes; other modes never see a delete.
+  Status CheckSoftDeletes(SyncMode mode, bool soft, int line, const std::string& what) {
+    if (!soft || mode == SyncMode::kCdc || mode == SyncMode::kCdcOnly) return Status::OK();
+    return Status::InvalidArgument(
+        At(file_, line) + ": " + what + " sets deletes: soft with mode " +
+        std::string(SyncModeName(mode)) + ", which sees no deletes (" +
+        (mode == SyncMode::kFullRefresh ? "a full refresh replaces the table"
+                                        : "an incremental window reads rows, not their deletes") +
+        "); use mode cdc to keep deleted rows, or remove deletes");
   }
 
   // metadata_columns: names of kMetadataColumns.

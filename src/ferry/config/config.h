@@ -88,6 +88,8 @@ inline constexpr int64_t kMaxTieRows = 100000;
 //                        equal keys apart
 //   _ferry_synced_at     when ferry read the row (UTC)
 inline constexpr const char* kMetadataColumns[] = {"_ferry_source_table", "_ferry_synced_at"};
+// The column `deletes: soft` adds: true for a row the source deleted, false for the others.
+inline constexpr const char* kDeletedColumn = "_ferry_deleted";
 
 struct StreamConfig {
   std::string name;  // as the source names it: "orders", "public.orders"
@@ -125,11 +127,14 @@ struct StreamConfig {
   std::string table;
   // Columns ferry adds (kMetadataColumns), after the copied and computed ones.
   std::vector<std::string> metadata_columns;
+  // `deletes: soft`: a row the source deletes stays in the destination with its last values and
+  // `_ferry_deleted` true (kDeletedColumn); `hard` (the default) removes it. Change streams only.
+  bool soft_deletes = false;
   int line = 0;
-  // Any transform set (columns, filter, renames, computed or metadata columns).
+  // Any transform set (columns, filter, renames, computed or metadata columns, soft deletes).
   bool transforms() const {
     return columns || !exclude_columns.empty() || !rename_columns.empty() || !filter.empty() ||
-           !add_columns.empty() || !metadata_columns.empty();
+           !add_columns.empty() || !metadata_columns.empty() || soft_deletes;
   }
 };
 
@@ -168,6 +173,8 @@ struct SourceConfig {
   std::vector<RouteRule> routes;
   // The metadata columns of every stream without its own `metadata_columns`.
   std::vector<std::string> metadata_columns;
+  // `deletes: soft` for every stream without its own `deletes`.
+  bool soft_deletes = false;
   // The destination table's name of every stream without its own `table`: "{schema}_{table}",
   // "{source}_{table}", "raw_{table}" ({schema}: the source's schema or database, {table} the
   // table, {source} the source's name); empty: the stream's name.

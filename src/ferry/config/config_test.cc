@@ -109,6 +109,28 @@ destination: {type: iceberg, warehouse: ./w}
   EXPECT_NE(err("  streams: [{name: t, add_columns: {x: {expr: a, typ: long}}}]\n")
                 .find("did you mean 'type'"),
             std::string::npos);
+  // deletes: soft, for change streams only; a source's setting is its streams' default.
+  EXPECT_NE(err("  streams: [{name: t, deletes: soft}]\n").find("use mode cdc"), std::string::npos);
+  EXPECT_NE(err("  mode: incremental\n  deletes: soft\n").find("sees no deletes"),
+            std::string::npos);
+  EXPECT_NE(err("  streams: [{name: t, mode: cdc, deletes: gone}]\n").find("use hard"),
+            std::string::npos);
+  EXPECT_EQ(err("  mode: cdc\n  deletes: soft\n"), "ok");
+  auto soft = Parse(R"yaml(
+name: p
+source:
+  type: sqlite
+  path: ./a.db
+  mode: cdc
+  deletes: soft
+  streams: [a, {name: b, deletes: hard}, {name: c, mode: full_refresh}]
+destination: {type: iceberg, warehouse: ./w}
+)yaml");
+  ASSERT_TRUE(soft.ok()) << soft.status().ToString();
+  EXPECT_TRUE(soft->source().streams[0].soft_deletes);
+  EXPECT_TRUE(soft->source().streams[0].transforms());
+  EXPECT_FALSE(soft->source().streams[1].soft_deletes);
+  EXPECT_FALSE(soft->source().streams[2].soft_deletes);
 }
 
 TEST(ConfigTest, UnknownTopLevelKeyIsNamedWithLineAndSuggestion) {

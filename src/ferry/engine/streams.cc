@@ -56,6 +56,7 @@ config::StreamConfig StreamSettings(const config::SourceConfig& cfg, const std::
   sc.chunk_rows = cfg.chunk_rows;
   sc.chunk_rows_set = cfg.chunk_rows_set;
   sc.metadata_columns = cfg.metadata_columns;
+  sc.soft_deletes = cfg.soft_deletes;
   return sc;
 }
 

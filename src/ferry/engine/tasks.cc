@@ -78,8 +78,10 @@ bool Forward(StreamTask* t, Batch& b, bool deletes, const SyncOptions& opts, Sta
     *error = owned.status();
     return false;
   }
+  // Soft deletes arrive as the deleted rows, marked, to upsert.
+  const bool soft = deletes && t->transform && t->transform->soft_deletes();
   if ((*owned)->num_rows() > 0 &&
-      !t->edge->Send(graph::Message::Data(std::move(*owned), deletes))) {
+      !t->edge->Send(graph::Message::Data(std::move(*owned), deletes && !soft))) {
     return false;
   }
   if (removed.num_rows() == 0) return true;
@@ -118,6 +120,9 @@ Result<std::vector<std::unique_ptr<SourceRun>>> OpenSources(config::PipelineConf
       }
       run->transforms.push_back(std::move(transform));
       run->destinations.push_back(DestinationName(sc, settings, info));
+      if (cdc && settings.soft_deletes) {
+        FERRY_RETURN_IF_ERROR(InSource(sc, run->src->CheckDeleteImages(info)));
+      }
       if (prepare_capture && cdc) {
         FERRY_RETURN_IF_ERROR(InSource(sc, run->src->PrepareChangeCapture(info)));
       }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -212,6 +213,12 @@ struct CapturedRow {
 struct Side {
   std::vector<size_t> columns;  // batch positions of the compared columns
   std::vector<size_t> key;      // batch positions of the key columns
+  // Batch position of _ferry_deleted (soft deletes): rows where it is true are kept in the
+  // destination for the source's deletes, and are not compared.
+  std::optional<size_t> deleted;
+  bool Kept(const Batch& b, size_t r) const {
+    return deleted && b.column(*deleted).IsValid(r) && b.column(*deleted).ValueAt<uint8_t>(r) != 0;
+  }
 };
 
 class Capture {
@@ -226,6 +233,7 @@ class Capture {
 
   void Add(const Batch& b) {
     for (size_t r = 0; r < b.num_rows(); ++r) {
+      if (side_.Kept(b, r)) continue;
       const Fingerprint f = fp_.Of(b, r);
       if (!wanted_.count(f.key)) continue;
       std::vector<CapturedRow>& rows = rows_[f.key];
@@ -328,6 +336,10 @@ class Verifier {
             "read, and verify reads them now");
         continue;
       }
+      if (tf != nullptr && tf->soft_deletes() && f.name == config::kDeletedColumn) {
+        dst_side.deleted = j;
+        continue;
+      }
       if (KindOf(f.type) == ValueKind::kOther || KindOf(it->type) == ValueKind::kOther) {
         t->notes.push_back("column " + f.name + " (" + it->type.ToIceberg() +
                            ") is not compared: verify cannot compare values of its type yet");
@@ -370,12 +382,23 @@ class Verifier {
         for (size_t r = 0; r < b.num_rows(); ++r) src_fp.push_back(fp.Of(b, r));
       }));
     }
+    uint64_t kept_deleted = 0;
     if (scan) {
       RowFingerprinter fp(dst_side.columns, dst_side.key);
       FERRY_RETURN_IF_ERROR(scan->Read([&](const Batch& b) {
-        for (size_t r = 0; r < b.num_rows(); ++r) dst_fp.push_back(fp.Of(b, r));
+        for (size_t r = 0; r < b.num_rows(); ++r) {
+          if (dst_side.Kept(b, r)) {
+            ++kept_deleted;
+          } else {
+            dst_fp.push_back(fp.Of(b, r));
+          }
+        }
         return Status::OK();
       }));
+    }
+    if (dst_side.deleted) {
+      t->notes.push_back(std::to_string(kept_deleted) + " row(s) with " + config::kDeletedColumn +
+                         " true (deletes: soft) are not compared: the source deleted them");
     }
     t->source_rows = src_fp.size();
     t->destination_rows = dst_fp.size();

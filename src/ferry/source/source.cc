@@ -148,6 +148,7 @@ Status Source::AcknowledgeChanges(const StreamInfo& stream, Position) {
   return NoChangeLog(stream);
 }
 Status Source::CheckChangeCapture(const StreamInfo&) { return Status::OK(); }
+Status Source::CheckDeleteImages(const StreamInfo&) { return Status::OK(); }
 Status Source::CheckChangesRetained(const StreamInfo&, Position) { return Status::OK(); }
 Result<Source::SharedRead> Source::ReadSharedChanges(
     const std::vector<SharedStream>&, const SharedReadOptions&,

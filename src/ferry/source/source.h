@@ -200,7 +200,8 @@ class Source {
   // The position of the stream's newest change (none when none), as seen by the snapshot.
   virtual Result<Position> ChangeLogEnd(const StreamInfo& stream);
   // The last change of every key with from < position <= to: upserts as full rows, deletes as
-  // rows whose key columns are set (other columns NULL). `emit(batch, deletes)`.
+  // the rows deleted (every column as it was; key columns only where the log has no more: see
+  // CheckDeleteImages). `emit(batch, deletes)`.
   virtual Status ReadChanges(const StreamInfo& stream, Position from, Position to,
                              std::shared_ptr<const Schema> schema, size_t batch_rows,
                              const std::function<bool(Batch&, bool deletes)>& emit);
@@ -210,6 +211,10 @@ class Source {
   // Checks, before anything is installed or read, that the stream's changes can be captured
   // (server settings, privileges, keys); the error names the fix. Default: nothing to check.
   virtual Status CheckChangeCapture(const StreamInfo& stream);
+  // Checks that the stream's change log carries every column's value of a deleted row (needed by
+  // `deletes: soft`, which keeps the row as it was); the error names the fix. Default: it does
+  // (ReadChanges' deletes then have every column set).
+  virtual Status CheckDeleteImages(const StreamInfo& stream);
   // Checks (for `ferry check`) that the changes after `position`, where the stream's state
   // entry stands, can still be read: a log the server has already purged is an error naming the
   // fix. Default: nothing to check (the source keeps its changes until they are acknowledged).

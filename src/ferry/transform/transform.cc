@@ -339,6 +339,20 @@ Result<std::shared_ptr<Transform>> Transform::Make(const config::StreamConfig& s
     }
     t->output_.fields.push_back(f);
   }
+  if (sc.soft_deletes) {
+    if (!seen.insert(config::kDeletedColumn).second) {
+      return Status::InvalidArgument(what + ": the table has a column named " +
+                                     config::kDeletedColumn +
+                                     ", the column deletes: soft adds; rename the column "
+                                     "(rename_columns) or use deletes: hard");
+    }
+    Field f;
+    f.id = ++next_id;
+    f.name = config::kDeletedColumn;
+    f.type = DataType::Boolean();
+    t->output_.fields.push_back(f);
+    t->soft_deletes_ = true;
+  }
   t->filter_ = sc.filter;
   if (t->evaluates()) {
     auto ev = Evaluator::Make(*t->read_schema_, t->filter_, t->exprs_, what);
@@ -389,6 +403,7 @@ std::string Transform::Describe() const {
   for (size_t m = 0; m < metadata_.size(); ++m) {
     add("metadata: " + output_.fields[copied + exprs_.size() + m].name);
   }
+  if (soft_deletes_) add(std::string("deletes: soft (") + config::kDeletedColumn + ")");
   return out;
 }
 
@@ -422,29 +437,37 @@ Status Transform::Apply(Batch& in, bool keyed, bool deletes,
     src = &*projected;
   }
   *out = Batch(out_schema);
-  if (deletes || !evaluates()) {
+  // Soft deletes: a delete carries the row's last values and is written as that row, marked
+  // deleted, through the same filter (a row the filter rejects is not in the destination: its
+  // delete stays one) and computed columns.
+  const bool soft = deletes && soft_deletes_;
+  if ((deletes && !soft) || !evaluates()) {
     const size_t rows = src->num_rows();
     for (size_t i = 0; i < copied; ++i) std::swap(out->column(i), src->column(i));
     for (size_t i = copied; i < copied + exprs_.size(); ++i) {
       for (size_t r = 0; r < rows; ++r) out->column(i).AppendNull();
     }
     in.Clear();
-    AddMetadata(out);
+    AddMetadata(out, soft);
     return Status::OK();
   }
   FERRY_ASSIGN_OR_RETURN(auto ev, Take());
-  Status s = Compute(*src, ev.get(), keyed, out, removed);
+  Status s = Compute(*src, ev.get(), keyed || soft, out, removed);
   Give(std::move(ev));
   in.Clear();
   FERRY_RETURN_IF_ERROR(s);
-  AddMetadata(out);
-  if (removed->num_rows() > 0) AddMetadata(removed);
+  AddMetadata(out, soft);
+  if (removed->num_rows() > 0) AddMetadata(removed, false);
   return Status::OK();
 }
 
-void Transform::AddMetadata(Batch* b) const {
-  if (metadata_.empty()) return;
+void Transform::AddMetadata(Batch* b, bool deleted) const {
   const size_t rows = b->num_rows();
+  if (soft_deletes_) {
+    Column& col = b->column(b->num_columns() - 1);
+    for (size_t r = 0; r < rows; ++r) col.AppendBool(deleted);
+  }
+  if (metadata_.empty()) return;
   const size_t first = read_schema_->fields.size() + exprs_.size();
   const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::system_clock::now().time_since_epoch())

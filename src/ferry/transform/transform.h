@@ -54,8 +54,9 @@ class Transform {
   // One batch from the source (on read_schema, or on table_schema for changes) to batches on
   // `out_schema` (output_schema's layout, the sink's ids): `out` gets the rows to write; when
   // `keyed` (upserts by key), `removed` gets the rows the filter rejects, to delete by key.
-  // `deletes`: the batch holds deletes (key columns set), passed on without the filter. `in` is
-  // left empty (its columns may be moved out).
+  // `deletes`: the batch holds deletes (key columns set), passed on without the filter; with
+  // soft deletes (the rows' last values set) they become rows to upsert, marked deleted, which
+  // the filter judges like any row. `in` is left empty (its columns may be moved out).
   Status Apply(Batch& in, bool keyed, bool deletes, const std::shared_ptr<const Schema>& out_schema,
                Batch* out, Batch* removed) const;
 
@@ -65,6 +66,9 @@ class Transform {
 
   // Something to evaluate per row (a filter or a computed column).
   bool evaluates() const { return !filter_.empty() || !exprs_.empty(); }
+  // `deletes: soft`: Apply turns deletes (carrying the rows' last values) into rows to upsert,
+  // with _ferry_deleted (the output's last column) true.
+  bool soft_deletes() const { return soft_deletes_; }
   // `_ferry_source_table` is among its columns, and in its key when it has one.
   bool keys_by_source_table() const {
     return std::find(metadata_.begin(), metadata_.end(), Metadata::kSourceTable) != metadata_.end();
@@ -89,8 +93,10 @@ class Transform {
   enum class Metadata { kSourceTable, kSyncedAt };
   std::vector<Metadata> metadata_;  // metadata columns, in output order (after the computed)
   std::string source_table_;
-  // Fills the metadata columns of `b`'s rows (its other columns filled).
-  void AddMetadata(Batch* b) const;
+  // Fills the metadata columns of `b`'s rows (its other columns filled), and _ferry_deleted
+  // with `deleted` (soft deletes).
+  void AddMetadata(Batch* b, bool deleted) const;
+  bool soft_deletes_ = false;
   mutable std::mutex mu_;
   mutable std::vector<std::unique_ptr<Evaluator>> idle_;  // guarded by mu_
 };

@@ -368,5 +368,45 @@ TEST(Metadata, SourceTableJoinsTheKeyAndIsSetOnDeletesToo) {
   EXPECT_NE(clash.status().message().find("rename the column"), std::string::npos);
 }
 
+TEST(SoftDeletes, DeletesBecomeMarkedRowsThroughTheFilterAndComputedColumns) {
+  auto sc = Settings();
+  sc.soft_deletes = true;
+  sc.filter = "status = 'paid'";
+  sc.add_columns = {{"cents", "CAST(amount * 100 AS INTEGER)", "", 0}};
+  auto t = Transform::Make(sc, Orders(), "orders");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_TRUE((*t)->soft_deletes());
+  const Schema& o = (*t)->output_schema();
+  ASSERT_EQ(o.fields.size(), 8u);
+  EXPECT_EQ(o.fields[7].name, "_ferry_deleted");
+  EXPECT_EQ(o.fields[7].type.ToIceberg(), "boolean");
+  EXPECT_EQ(o.identifier_field_ids, (std::vector<int32_t>{1}));
+  EXPECT_NE((*t)->Describe().find("deletes: soft"), std::string::npos);
+  auto out_schema = std::make_shared<const Schema>(o);
+  for (bool deletes : {false, true}) {
+    Batch in = Fill((*t)->read_schema());
+    Batch out(out_schema), removed(out_schema);
+    ASSERT_TRUE((*t)->Apply(in, /*keyed=*/true, deletes, out_schema, &out, &removed).ok());
+    // A deleted row is judged by its last values: kept (marked) where the filter holds, deleted
+    // by key where it does not (the destination never had it).
+    EXPECT_EQ(Ids(out), (std::vector<int64_t>{1, 3, 5})) << deletes;
+    EXPECT_EQ(Ids(removed), (std::vector<int64_t>{2, 4, 6, 7})) << deletes;
+    for (size_t r = 0; r < out.num_rows(); ++r) {
+      ASSERT_TRUE(out.column(7).IsValid(r));
+      EXPECT_EQ(out.column(7).ValueAt<uint8_t>(r) != 0, deletes) << r;
+      // Its computed column from its last values, its other columns as they were.
+      EXPECT_EQ(out.column(1).GetBytes(r), "paid");
+    }
+    EXPECT_EQ(out.column(6).ValueAt<int64_t>(0), 1250);
+    EXPECT_EQ(removed.column(7).size(), removed.num_rows());
+  }
+  // A table with a column of that name must rename it first.
+  source::StreamInfo odd = Orders();
+  odd.columns[5].name = "_ferry_deleted";
+  auto clash = Transform::Make(sc, odd, "orders");
+  ASSERT_FALSE(clash.ok());
+  EXPECT_NE(clash.status().message().find("deletes: hard"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ferry::transform

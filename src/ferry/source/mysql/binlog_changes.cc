@@ -149,7 +149,7 @@ void BinlogChanges::DropTransaction() {
 }
 
 Status BinlogChanges::Append(size_t t, bool deleted, std::string_view packed, Batch* upserts,
-                             Batch* deletes, const std::vector<bool>& is_key) {
+                             Batch* deletes) {
   const BinlogTable& table = tables_[t];
   Batch& b = deleted ? *deletes : *upserts;
   for (size_t c = 0; c < table.columns.size(); ++c) {
@@ -168,7 +168,7 @@ Status BinlogChanges::Append(size_t t, bool deleted, std::string_view packed, Ba
       v = packed.substr(0, n);
       packed.remove_prefix(n);
     }
-    if (n == kNull || (deleted && !is_key[c])) {
+    if (n == kNull) {
       col.AppendNull();
       continue;
     }
@@ -184,14 +184,11 @@ Status BinlogChanges::Append(size_t t, bool deleted, std::string_view packed, Ba
 Status BinlogChanges::TakeBatches(
     size_t batch_rows, const std::function<bool(size_t table, Batch& batch, bool deletes)>& emit) {
   std::unique_ptr<Batch> upserts, deletes;
-  std::vector<bool> is_key;
   size_t current = tables_.size();
   auto start = [&](size_t t) {
     current = t;
     upserts = std::make_unique<Batch>(tables_[t].schema);
     deletes = std::make_unique<Batch>(tables_[t].schema);
-    is_key.assign(tables_[t].columns.size(), false);
-    for (size_t k : tables_[t].key) is_key[k] = true;
   };
   auto flush = [&](bool all) -> Status {
     if (current == tables_.size()) return Status::OK();
@@ -222,7 +219,7 @@ Status BinlogChanges::TakeBatches(
           }
           if (e.record.empty()) return Status::Corruption("a held change without its row");
           FERRY_RETURN_IF_ERROR(Append(e.table, e.record[0] == 'd', e.record.substr(1),
-                                       upserts.get(), deletes.get(), is_key));
+                                       upserts.get(), deletes.get()));
           return flush(false);
         }));
     FERRY_RETURN_IF_ERROR(flush(true));
@@ -234,7 +231,7 @@ Status BinlogChanges::TakeBatches(
       start(t);
       for (const auto& [key, change] : held_[t]) {
         FERRY_RETURN_IF_ERROR(
-            Append(t, change.deleted, change.packed, upserts.get(), deletes.get(), is_key));
+            Append(t, change.deleted, change.packed, upserts.get(), deletes.get()));
         FERRY_RETURN_IF_ERROR(flush(false));
       }
       FERRY_RETURN_IF_ERROR(flush(true));

@@ -113,8 +113,7 @@ class BinlogChanges {
   // limit.
   Status MaybeSpill();
   // Appends a held change to the batches of its table.
-  Status Append(size_t t, bool deleted, std::string_view packed, Batch* upserts, Batch* deletes,
-                const std::vector<bool>& is_key);
+  Status Append(size_t t, bool deleted, std::string_view packed, Batch* upserts, Batch* deletes);
 
   std::vector<Changes> held_;  // per table: since the last TakeBatches
   std::vector<Changes> txn_;   // per table: the open transaction

@@ -28,10 +28,12 @@ BinlogTable Items(Position position) {
   return t;
 }
 
-// What TakeBatches hands out: upserts by id -> name (NULL as "<null>"), deletes as ids.
+// What TakeBatches hands out: upserts by id -> name (NULL as "<null>"), deletes as ids (and the
+// deleted rows' last names: the full row image).
 struct Taken {
   std::map<int32_t, std::string> upserts;
   std::vector<int32_t> deletes;
+  std::map<int32_t, std::string> deleted_names;
 };
 Taken Take(BinlogChanges& c) {
   Taken out;
@@ -39,8 +41,10 @@ Taken Take(BinlogChanges& c) {
                  for (size_t r = 0; r < b.num_rows(); ++r) {
                    const int32_t id = b.column(0).ValueAt<int32_t>(r);
                    if (deletes) {
-                     EXPECT_FALSE(b.column(1).IsValid(r));
                      out.deletes.push_back(id);
+                     if (b.column(1).IsValid(r)) {
+                       out.deleted_names[id] = std::string(b.column(1).GetBytes(r));
+                     }
                    } else {
                      out.upserts[id] = b.column(1).IsValid(r) ? std::string(b.column(1).GetBytes(r))
                                                               : std::string("<null>");
@@ -63,6 +67,7 @@ TEST(BinlogChangesTest, TheLastChangeOfAKeyInCommittedTransactionsWins) {
   Taken t = Take(c);
   EXPECT_EQ(t.upserts, (std::map<int32_t, std::string>{{1, "b"}, {2, "<null>"}}));
   EXPECT_EQ(t.deletes, std::vector<int32_t>{3});
+  EXPECT_EQ(t.deleted_names, (std::map<int32_t, std::string>{{3, "gone"}}));
   EXPECT_EQ(c.pending_changes(), 0u);
   EXPECT_TRUE(Take(c).upserts.empty());
 }
@@ -74,6 +79,7 @@ TEST(BinlogChangesTest, AnUpdateThatChangesTheKeyDeletesTheOldRow) {
   Taken t = Take(c);
   EXPECT_EQ(t.upserts, (std::map<int32_t, std::string>{{-5, "x"}}));
   EXPECT_EQ(t.deletes, std::vector<int32_t>{5});
+  EXPECT_EQ(t.deleted_names, (std::map<int32_t, std::string>{{5, "x"}}));
 }
 
 TEST(BinlogChangesTest, TransactionsEndingAtOrBeforeTheTablesPositionAreSkipped) {

@@ -535,16 +535,22 @@ Status ChangeSet::OnRow(const PgOutputMessage& m) {
     FERRY_ASSIGN_OR_RETURN(old_values, ToColumns(rel, m.old_tuple, "an old row image"));
     if (!KeyOf(t, old_values, &old_key)) return no_key("an old row image");
   }
-  auto key_only = [&](const std::vector<Value>& values) {
+  // A delete keeps what the log has of the row: every value with REPLICA IDENTITY FULL (an old
+  // row image, 'O'), its key otherwise ('K').
+  auto deleted = [&](const std::vector<Value>& values) {
     Change c;
     c.deleted = true;
+    if (m.old_kind == 'O') {
+      c.values = values;
+      return c;
+    }
     c.values.resize(values.size());
     for (size_t k : table.key) c.values[k] = values[k];
     return c;
   };
   if (m.type == 'D') {
     if (m.old_kind == 0) return no_key("a delete");
-    return Put(target, t, old_key, key_only(old_values));
+    return Put(target, t, old_key, deleted(old_values));
   }
   FERRY_ASSIGN_OR_RETURN(auto values, ToColumns(rel, m.new_tuple, "a new row"));
   std::string key;
@@ -569,7 +575,7 @@ Status ChangeSet::OnRow(const PgOutputMessage& m) {
       }
     }
     if (m.old_kind != 0 && old_key != key) {
-      FERRY_RETURN_IF_ERROR(Put(target, t, old_key, key_only(old_values)));
+      FERRY_RETURN_IF_ERROR(Put(target, t, old_key, deleted(old_values)));
     }
   }
   Change c;
@@ -577,15 +583,14 @@ Status ChangeSet::OnRow(const PgOutputMessage& m) {
   return Put(target, t, std::move(key), std::move(c));
 }
 
-Status ChangeSet::Append(size_t t, const Change& change, Batch* upserts, Batch* deletes,
-                         const std::vector<bool>& is_key) {
+Status ChangeSet::Append(size_t t, const Change& change, Batch* upserts, Batch* deletes) {
   const ChangeTable& table = tables_[t];
   Batch& b = change.deleted ? *deletes : *upserts;
   for (size_t c = 0; c < table.columns.size(); ++c) {
     Column& col = b.column(c);
     if (c >= change.values.size()) return Status::Corruption("a held change is cut short");
     const Value& v = change.values[c];
-    if (v.kind == 'n' || (change.deleted && !is_key[c])) {
+    if (v.kind == 'n' || (change.deleted && v.kind == 'u')) {
       col.AppendNull();
       continue;
     }
@@ -610,7 +615,6 @@ Status ChangeSet::TakeBatches(
     size_t batch_rows, const std::function<bool(size_t table, Batch& batch, bool deletes)>& emit,
     const Resolver& resolve) {
   std::unique_ptr<Batch> upserts, deletes;
-  std::vector<bool> is_key;
   size_t current = tables_.size();
   std::vector<Change> unresolved;  // of table `current`, waiting for a lookup
   auto flush = [&](bool all) -> Status {
@@ -648,7 +652,7 @@ Status ChangeSet::TakeBatches(
           c.values[v].bytes = got ? *got : std::string();
         }
       }
-      FERRY_RETURN_IF_ERROR(Append(current, c, upserts.get(), deletes.get(), is_key));
+      FERRY_RETURN_IF_ERROR(Append(current, c, upserts.get(), deletes.get()));
       FERRY_RETURN_IF_ERROR(flush(false));
     }
     unresolved.clear();
@@ -660,8 +664,6 @@ Status ChangeSet::TakeBatches(
     current = t;
     upserts = std::make_unique<Batch>(tables_[t].schema);
     deletes = std::make_unique<Batch>(tables_[t].schema);
-    is_key.assign(tables_[t].columns.size(), false);
-    for (size_t k : tables_[t].key) is_key[k] = true;
     return Status::OK();
   };
   auto add = [&](size_t t, Change c) -> Status {
@@ -673,7 +675,7 @@ Status ChangeSet::TakeBatches(
       if (unresolved.size() >= kResolveKeys) return resolve_pending();
       return Status::OK();
     }
-    FERRY_RETURN_IF_ERROR(Append(t, c, upserts.get(), deletes.get(), is_key));
+    FERRY_RETURN_IF_ERROR(Append(t, c, upserts.get(), deletes.get()));
     return flush(false);
   };
   if (!held_runs_.empty()) {

@@ -185,8 +185,10 @@ class ChangeSet {
   };
   struct Change {
     bool deleted = false;
-    uint64_t seq = 0;           // arrival order (merges a streamed transaction's subxacts)
-    std::vector<Value> values;  // stream column order; for deletes only key columns are set
+    uint64_t seq = 0;  // arrival order (merges a streamed transaction's subxacts)
+    // Stream column order; a delete's are the row's old values (REPLICA IDENTITY FULL), or its
+    // key columns only.
+    std::vector<Value> values;
   };
   using Changes = std::unordered_map<std::string, Change>;
 
@@ -245,8 +247,7 @@ class ChangeSet {
   static std::string Encode(const Change& c);
   static Status Decode(std::string_view record, uint64_t seq, Change* c);
   // Appends a held change (resolved) to its table's batches.
-  Status Append(size_t t, const Change& change, Batch* upserts, Batch* deletes,
-                const std::vector<bool>& is_key);
+  Status Append(size_t t, const Change& change, Batch* upserts, Batch* deletes);
   void Recount() {
     pending_changes_ = held_changes_ + spilled_changes_;
     pending_bytes_ = held_bytes_ + spilled_bytes_;

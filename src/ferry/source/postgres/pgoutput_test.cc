@@ -189,6 +189,7 @@ ChangeTable Table(Lsn position = 0) {
 struct Seen {
   std::map<int32_t, std::optional<std::string>> upserts;
   std::set<int32_t> deletes;
+  std::map<int32_t, std::string> deleted_values;  // deleted rows whose old values came
 };
 
 Status Feed(ChangeSet* cs, const std::vector<std::string>& msgs, ChangeEvent* last = nullptr) {
@@ -213,6 +214,8 @@ Seen Take(ChangeSet* cs, const ChangeSet::Resolver& resolve = nullptr) {
           int32_t id = b.column(0).values<int32_t>()[r];
           if (deletes) {
             seen.deletes.insert(id);
+            if (b.column(1).IsValid(r))
+              seen.deleted_values[id] = std::string(b.column(1).GetBytes(r));
           } else {
             seen.upserts[id] =
                 b.column(1).IsValid(r)
@@ -293,6 +296,21 @@ TEST(ChangeSetTest, FullIdentityOldImageFillsUnchangedValues) {
                   .ok());
   // Nothing is looked up: a Take without a resolver would fail if anything were missing.
   EXPECT_EQ(Take(&cs).upserts, (std::map<int32_t, std::optional<std::string>>{{5, "kept"}}));
+}
+
+TEST(ChangeSetTest, DeletesCarryTheOldRowWithFullIdentityAndTheKeyOtherwise) {
+  ChangeSet cs({Table()});
+  ASSERT_TRUE(Feed(&cs, {Relation(kRel, "public", "t", {{true, "id", 23}, {true, "v", 25}}),
+                         Begin(0x100, 1), Delete(kRel, 'O', {Int4(1), Text("last")}),
+                         Delete(kRel, 'K', {Int4(2), Null()}),
+                         Update(kRel, 'O', {Int4(3), Text("moved")}, {Int4(30), Text("moved")}),
+                         Commit(0x100, 0x108)})
+                  .ok());
+  Seen s = Take(&cs);
+  EXPECT_EQ(s.deletes, (std::set<int32_t>{1, 2, 3}));
+  // What deletes: soft keeps: the row as it was, where the log has it.
+  EXPECT_EQ(s.deleted_values, (std::map<int32_t, std::string>{{1, "last"}, {3, "moved"}}));
+  EXPECT_EQ(s.upserts, (std::map<int32_t, std::optional<std::string>>{{30, "moved"}}));
 }
 
 TEST(ChangeSetTest, SchemaChangesAndTruncatesStopBeforeTheirTransaction) {

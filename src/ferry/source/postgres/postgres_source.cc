@@ -748,6 +748,30 @@ class PostgresSource final : public Source {
     return Status::OK();
   }
 
+  // A delete carries the row's old values only with REPLICA IDENTITY FULL (otherwise its key):
+  // for a partitioned table, that of every partition, whose rows the log carries.
+  Status CheckDeleteImages(const StreamInfo& stream) override {
+    FERRY_ASSIGN_OR_RETURN(const Relation* rel, Find(stream));
+    FERRY_ASSIGN_OR_RETURN(
+        auto r, conn_->Query("SELECT n.nspname, c.relname, c.relreplident FROM pg_class c JOIN "
+                             "pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind <> 'p' AND "
+                             "c.relreplident <> 'f' AND (c.oid = $1::oid OR c.oid IN (SELECT "
+                             "relid FROM pg_partition_tree($1::oid))) ORDER BY 1, 2",
+                             {std::to_string(rel->oid)}));
+    if (r.rows() == 0) return Status::OK();
+    std::string fix;
+    for (int i = 0; i < r.rows(); ++i) {
+      fix += (fix.empty() ? "" : "; ") + std::string("ALTER TABLE ") + QuoteIdent(r.Text(i, 0)) +
+             "." + QuoteIdent(r.Text(i, 1)) + " REPLICA IDENTITY FULL";
+    }
+    return Status::InvalidArgument(
+        "stream " + stream.name + " keeps deleted rows (deletes: soft) with their last values, " +
+        "and PostgreSQL's log carries a deleted row's values only with REPLICA IDENTITY FULL (" +
+        r.Text(0, 0) + "." + r.Text(0, 1) + " has REPLICA IDENTITY " +
+        ReplicaIdentityName(r.Text(0, 2)[0]) + ": its key only); run " + fix +
+        ", or use deletes: hard");
+  }
+
   Status PrepareChangeCapture(const StreamInfo& stream) override {
     FERRY_RETURN_IF_ERROR(CheckChangeCapture(stream));
     for (const auto& s : cdc_streams_) {

@@ -433,40 +433,38 @@ class SqliteSource final : public Source {
     FERRY_ASSIGN_OR_RETURN(auto rw, OpenWriter());
     const std::string ct = QuoteIdentifier(ChangeTable(stream));
     const std::string t = QuoteIdentifier(stream.name);
-    std::string cols, new_vals, key_cols, old_keys, key_changed;
+    std::string cols, new_vals, old_vals, key_changed;
     for (size_t i = 0; i < stream.columns.size(); ++i) {
       std::string q = QuoteIdentifier(stream.columns[i].name);
       cols += ", " + q;
       new_vals += ", NEW." + q;
+      old_vals += ", OLD." + q;
     }
     for (const auto& k : stream.primary_key) {
       std::string q = QuoteIdentifier(k);
-      key_cols += ", " + q;
-      old_keys += ", OLD." + q;
       key_changed +=
           std::string(key_changed.empty() ? "" : " OR ") + "OLD." + q + " IS NOT NEW." + q;
     }
-    std::string trig = "_ferry_cdc_" + stream.name;
-    std::string ddl =
-        "BEGIN IMMEDIATE;"
-        "CREATE TABLE IF NOT EXISTS main." +
-        ct +
-        " (_ferry_seq INTEGER PRIMARY KEY AUTOINCREMENT,"
-        " _ferry_op INTEGER NOT NULL" +
-        cols +
-        ");"
-        "CREATE TRIGGER IF NOT EXISTS main." +
-        QuoteIdentifier(trig + "_insert") + " AFTER INSERT ON " + t + " BEGIN INSERT INTO " + ct +
-        " (_ferry_op" + cols + ") VALUES (1" + new_vals +
-        "); END;"
-        "CREATE TRIGGER IF NOT EXISTS main." +
-        QuoteIdentifier(trig + "_update") + " AFTER UPDATE ON " + t + " BEGIN INSERT INTO " + ct +
-        " (_ferry_op" + key_cols + ") SELECT 2" + old_keys + " WHERE " + key_changed +
-        "; INSERT INTO " + ct + " (_ferry_op" + cols + ") VALUES (1" + new_vals +
-        "); END;"
-        "CREATE TRIGGER IF NOT EXISTS main." +
-        QuoteIdentifier(trig + "_delete") + " AFTER DELETE ON " + t + " BEGIN INSERT INTO " + ct +
-        " (_ferry_op" + key_cols + ") VALUES (2" + old_keys + "); END;";
+    // A delete records the row as it was (deletes: soft keeps it with its last values).
+    const std::string trig = "_ferry_cdc_" + stream.name;
+    const std::string record = " BEGIN INSERT INTO " + ct + " (_ferry_op" + cols + ") ";
+    std::string ddl = "BEGIN IMMEDIATE;CREATE TABLE IF NOT EXISTS main." + ct +
+                      " (_ferry_seq INTEGER PRIMARY KEY AUTOINCREMENT, _ferry_op INTEGER NOT NULL" +
+                      cols + ");";
+    FERRY_ASSIGN_OR_RETURN(std::string triggers, TriggerDdl(*rw, trig + "_insert",
+                                                            "AFTER INSERT ON " + t + record +
+                                                                "VALUES (1" + new_vals + "); END"));
+    ddl += triggers;
+    FERRY_ASSIGN_OR_RETURN(
+        triggers,
+        TriggerDdl(*rw, trig + "_update",
+                   "AFTER UPDATE ON " + t + record + "SELECT 2" + old_vals + " WHERE " +
+                       key_changed + ";" + record.substr(7) + "VALUES (1" + new_vals + "); END"));
+    ddl += triggers;
+    FERRY_ASSIGN_OR_RETURN(
+        triggers, TriggerDdl(*rw, trig + "_delete",
+                             "AFTER DELETE ON " + t + record + "VALUES (2" + old_vals + "); END"));
+    ddl += triggers;
     FERRY_ASSIGN_OR_RETURN(std::string displace, DisplaceTriggers(*rw, stream));
     ddl += displace + "COMMIT;";
     Status s = rw->Exec(ddl);
@@ -561,10 +559,10 @@ class SqliteSource final : public Source {
     std::sort(key.begin(), key.end());
     const std::string t = QuoteIdentifier(stream.name);
     const std::string ct = QuoteIdentifier(ChangeTable(stream));
-    std::string key_cols, same_key;
+    std::string cols, same_key;
+    for (const auto& c : stream.columns) cols += ", " + QuoteIdentifier(c.name);
     for (const auto& k : stream.primary_key) {
       const std::string q = QuoteIdentifier(k);
-      key_cols += ", " + q;
       same_key += std::string(same_key.empty() ? "" : " AND ") + q + " IS NEW." + q;
     }
     std::string body;
@@ -577,30 +575,40 @@ class SqliteSource final : public Source {
         const std::string q = QuoteIdentifier(c);
         match += std::string(match.empty() ? "" : " AND ") + q + " = NEW." + q;
       }
-      body += " INSERT INTO " + ct + " (_ferry_op" + key_cols + ") SELECT 3" + key_cols +
-              " FROM main." + t + " WHERE " + match + " AND NOT (" + same_key + ");";
+      body += " INSERT INTO " + ct + " (_ferry_op" + cols + ") SELECT 3" + cols + " FROM main." +
+              t + " WHERE " + match + " AND NOT (" + same_key + ");";
     }
     const std::string trig = "_ferry_cdc_" + stream.name;
     std::string ddl;
     for (const char* event : {"INSERT", "UPDATE"}) {
       std::string lower = event;
       std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-      const std::string name = trig + "_displace_" + lower;
-      const std::string create = "CREATE TRIGGER " + QuoteIdentifier(name) + " BEFORE " + event +
-                                 " ON " + t + " BEGIN" + body + " END";
-      // Made again only when the indexes changed (SQLite keeps the text as written).
-      FERRY_ASSIGN_OR_RETURN(auto have, rw.Prepare("SELECT sql FROM main.sqlite_schema WHERE "
-                                                   "type = 'trigger' AND name = ?1"));
-      have.Bind(1, name);
-      FERRY_ASSIGN_OR_RETURN(bool exists, have.Step());
-      const std::string current = exists && !have.IsNull(0) ? std::string(have.Text(0)) : "";
-      if (body.empty()) {
-        if (exists) ddl += "DROP TRIGGER main." + QuoteIdentifier(name) + ";";
-      } else if (current != create) {
-        if (exists) ddl += "DROP TRIGGER main." + QuoteIdentifier(name) + ";";
-        ddl += create + ";";
-      }
+      FERRY_ASSIGN_OR_RETURN(std::string d,
+                             TriggerDdl(rw, trig + "_displace_" + lower,
+                                        body.empty() ? ""
+                                                     : "BEFORE " + std::string(event) + " ON " + t +
+                                                           " BEGIN" + body + " END"));
+      ddl += d;
     }
+    return ddl;
+  }
+
+  // The DDL that leaves trigger `name` as "CREATE TRIGGER <name> <definition>" (none when
+  // `definition` is empty): nothing when it is so already, else the old one dropped and the new
+  // one made (SQLite keeps a trigger's text as written, so an older definition is told apart).
+  static Result<std::string> TriggerDdl(Database& rw, const std::string& name,
+                                        const std::string& definition) {
+    FERRY_ASSIGN_OR_RETURN(auto have, rw.Prepare("SELECT sql FROM main.sqlite_schema WHERE "
+                                                 "type = 'trigger' AND name = ?1"));
+    have.Bind(1, name);
+    FERRY_ASSIGN_OR_RETURN(bool exists, have.Step());
+    const std::string current = exists && !have.IsNull(0) ? std::string(have.Text(0)) : "";
+    const std::string create =
+        definition.empty() ? "" : "CREATE TRIGGER " + QuoteIdentifier(name) + " " + definition;
+    if (current == create) return std::string();
+    std::string ddl;
+    if (exists) ddl += "DROP TRIGGER main." + QuoteIdentifier(name) + ";";
+    if (!create.empty()) ddl += create + ";";
     return ddl;
   }
 
@@ -672,10 +680,6 @@ class SqliteSource final : public Source {
       Batch& b = del ? deletes : upserts;
       for (int c = 0; c < ncols; ++c) {
         Column& col = b.column(static_cast<size_t>(c));
-        if (del && !is_key[static_cast<size_t>(c)]) {
-          col.AppendNull();
-          continue;
-        }
         Status s = AppendValue(st, c + 1, &col);
         if (!s.ok()) {
           return Status::InvalidArgument("table " + stream.name + ", column " +
