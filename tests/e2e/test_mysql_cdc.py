@@ -554,6 +554,46 @@ class MysqlCdcTest(ferrytest.FerryTestCase):
         self.sync()
         self.assert_matches("items", "Odd `Name` Ü")
 
+    def test_soft_deletes_keep_deleted_rows_with_their_last_values(self):
+        # The server's own record of what was deleted (or moved to another key): a trigger copies
+        # the row as it was into `gone`, until its key comes back.
+        self.sql("""
+            CREATE TABLE gone LIKE items;
+            CREATE TRIGGER track_delete AFTER DELETE ON items FOR EACH ROW
+              REPLACE INTO gone VALUES (OLD.id, OLD.name, OLD.amount, OLD.at, OLD.note, OLD.data);
+            CREATE TRIGGER track_move AFTER UPDATE ON items FOR EACH ROW
+              REPLACE INTO gone SELECT OLD.id, OLD.name, OLD.amount, OLD.at, OLD.note, OLD.data
+              FROM DUAL WHERE OLD.id <> NEW.id;
+            CREATE TRIGGER track_moved_back AFTER UPDATE ON items FOR EACH ROW FOLLOWS track_move
+              DELETE FROM gone WHERE id = NEW.id;
+            CREATE TRIGGER track_back AFTER INSERT ON items FOR EACH ROW
+              DELETE FROM gone WHERE id = NEW.id;
+            CREATE VIEW expected_items AS
+              SELECT id, name, amount, at, note, data, FALSE AS _ferry_deleted FROM items
+              UNION ALL SELECT id, name, amount, at, note, data, TRUE FROM gone;
+        """)
+        self.configure(streams=["items"], extra="  deletes: soft")
+        self.sync()
+        assert_maria_table_matches(self, self.db, "expected_items", iceberg_table="items")
+        for i, point in enumerate([None, "sink.before_commit", "state.after_write"]):
+            with self.subTest(point=point):
+                self.change(30 + i)
+                # A deleted key back again: a live row again.
+                self.sql(f"INSERT INTO items (id, name) SELECT id, 'back {i}' FROM gone "
+                         f"WHERE id > 0 AND id % 41 = 0 ORDER BY id LIMIT {i + 1}")
+                if point:
+                    self.crash(point)
+                self.sync()
+                seen = assert_maria_table_matches(self, self.db, "expected_items",
+                                                  iceberg_table="items")
+        kept = [r for r in seen["duckdb_rows"] if r[-1] == "true"]
+        self.assertGreater(len(kept), 100)
+        # Every column of a deleted row as it was (the binary log's full row image).
+        self.assertTrue(all(r[1] is not None for r in kept))
+        self.assertGreater(sum(1 for r in kept if r[2] is not None and r[4] is not None), 100)
+        v = self.ferry("verify", "-c", self.pipeline, env=self.env)
+        self.assertIn("1 of 1 tables match", v.stdout)
+
     def test_changes_into_mariadb_killed_at_every_fault_point(self):
         target, state_db = self.db + "_copy", self.db + "_state"
         MARIA.create_database(target)

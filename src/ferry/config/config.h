@@ -87,7 +87,14 @@ inline constexpr int64_t kMaxTieRows = 100000;
 //                        joins the destination's key, so tables merged into one keep rows of
 //                        equal keys apart
 //   _ferry_synced_at     when ferry read the row (UTC)
-inline constexpr const char* kMetadataColumns[] = {"_ferry_source_table", "_ferry_synced_at"};
+//   _ferry_op            the row's last change: insert, update, delete (kept by deletes: soft) or
+//                        read (a load or an incremental window read it)
+//   _ferry_source_ts     when the source committed that change (UTC; NULL for reads and where
+//                        the log has no commit times)
+//   _ferry_position      where that change is in the source's log (its transaction's commit
+//                        LSN, binary log end, change-table sequence; NULL for reads)
+inline constexpr const char* kMetadataColumns[] = {
+    "_ferry_source_table", "_ferry_synced_at", "_ferry_op", "_ferry_source_ts", "_ferry_position"};
 // The column `deletes: soft` adds: true for a row the source deleted, false for the others.
 inline constexpr const char* kDeletedColumn = "_ferry_deleted";
 

@@ -98,7 +98,7 @@ destination: {type: iceberg, warehouse: ./w}
             std::string::npos);
   EXPECT_NE(err("  table_name: \"{schema}\"\n").find("has no {table}"), std::string::npos);
   EXPECT_NE(err("  table_name: \"{tabel}\"\n").find("has '{tabel}'"), std::string::npos);
-  EXPECT_NE(err("  streams: [{name: t, metadata_columns: [_ferry_op]}]\n").find("_ferry_op"),
+  EXPECT_NE(err("  streams: [{name: t, metadata_columns: [_ferry_ops]}]\n").find("_ferry_op"),
             std::string::npos);
   EXPECT_NE(err("  streams: [{name: t, filter: \" \"}]\n").find("filter is empty"),
             std::string::npos);

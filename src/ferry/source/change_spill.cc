@@ -248,7 +248,9 @@ Status ChangeSpill::Merge(const std::vector<int>& ids,
       sent = false;
     }
     if (!sent && !skip(r->run(), e.table)) {
-      FERRY_RETURN_IF_ERROR(each(e));
+      Entry from = e;
+      from.run = r->run();
+      FERRY_RETURN_IF_ERROR(each(from));
       sent = true;
       if ((++merged & 1023) == 0) FaultPoint("source.reading_spill");
     }

@@ -37,6 +37,7 @@ class ChangeSpill {
     std::string_view key;
     uint64_t seq = 0;
     std::string_view record;
+    int run = -1;  // the run it was read from (Merge, ReadBack)
   };
 
   // `dir` must exist. `setting` names what moves it, for messages ("temp_dir").

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ferry/base/status.h"
+#include "ferry/types/batch.h"
 
 namespace ferry::source {
 
@@ -60,6 +61,19 @@ class Position {
   bool operator==(const Position& other) const { return (*this <=> other) == 0; }
 
   static std::string_view KindName(Kind kind);
+
+  // A change's origin (types/batch.h) holds its position as raw numbers: these write and read
+  // them.
+  void StampOn(RowOrigin* origin) const {
+    origin->position_kind = static_cast<uint8_t>(kind_);
+    origin->position_major = major_;
+    origin->position_minor = minor_;
+  }
+  static Position Of(const RowOrigin& origin) {
+    if (origin.position_kind > static_cast<uint8_t>(Kind::kBinlog)) return Position();
+    return Position(static_cast<Kind>(origin.position_kind), origin.position_major,
+                    origin.position_minor);
+  }
 
  private:
   constexpr Position(Kind kind, uint64_t major, uint64_t minor)

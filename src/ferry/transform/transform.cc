@@ -333,9 +333,19 @@ Result<std::shared_ptr<Transform>> Transform::Make(const config::StreamConfig& s
       if (!t->output_.identifier_field_ids.empty()) {
         t->output_.identifier_field_ids.insert(t->output_.identifier_field_ids.begin(), f.id);
       }
-    } else {
+    } else if (m == "_ferry_synced_at") {
       f.type = DataType::TimestampTz();
       t->metadata_.push_back(Metadata::kSyncedAt);
+    } else if (m == "_ferry_op") {
+      f.type = DataType::String();
+      f.required = true;
+      t->metadata_.push_back(Metadata::kOp);
+    } else if (m == "_ferry_source_ts") {
+      f.type = DataType::TimestampTz();
+      t->metadata_.push_back(Metadata::kSourceTs);
+    } else {
+      f.type = DataType::String();
+      t->metadata_.push_back(Metadata::kPosition);
     }
     t->output_.fields.push_back(f);
   }
@@ -428,6 +438,8 @@ Status Transform::Apply(Batch& in, bool keyed, bool deletes,
                         const std::shared_ptr<const Schema>& out_schema, Batch* out,
                         Batch* removed) const {
   const size_t copied = read_schema_->fields.size();
+  std::vector<RowOrigin> origins;
+  std::swap(origins, in.origins());
   // Changes carry every column of the table: keep the chosen ones.
   std::optional<Batch> projected;
   Batch* src = &in;
@@ -448,45 +460,80 @@ Status Transform::Apply(Batch& in, bool keyed, bool deletes,
       for (size_t r = 0; r < rows; ++r) out->column(i).AppendNull();
     }
     in.Clear();
-    AddMetadata(out, soft);
+    AddMetadata(out, soft, origins, nullptr);
     return Status::OK();
   }
   FERRY_ASSIGN_OR_RETURN(auto ev, Take());
-  Status s = Compute(*src, ev.get(), keyed || soft, out, removed);
+  std::vector<uint32_t> kept, dropped;
+  Status s = Compute(*src, ev.get(), keyed || soft, out, removed, &kept, &dropped);
   Give(std::move(ev));
   in.Clear();
   FERRY_RETURN_IF_ERROR(s);
-  AddMetadata(out, soft);
-  if (removed->num_rows() > 0) AddMetadata(removed, false);
+  AddMetadata(out, soft, origins, &kept);
+  if (removed->num_rows() > 0) AddMetadata(removed, false, origins, &dropped);
   return Status::OK();
 }
 
-void Transform::AddMetadata(Batch* b, bool deleted) const {
-  const size_t rows = b->num_rows();
+void Transform::AddMetadata(Batch* b, bool deleted, const std::vector<RowOrigin>& origins,
+                            const std::vector<uint32_t>* rows) const {
+  const size_t rows_n = b->num_rows();
   if (soft_deletes_) {
     Column& col = b->column(b->num_columns() - 1);
-    for (size_t r = 0; r < rows; ++r) col.AppendBool(deleted);
+    for (size_t r = 0; r < rows_n; ++r) col.AppendBool(deleted);
   }
   if (metadata_.empty()) return;
   const size_t first = read_schema_->fields.size() + exprs_.size();
   const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
+  static const RowOrigin kRead;
+  const auto origin = [&](size_t r) -> const RowOrigin& {
+    if (origins.empty()) return kRead;
+    const size_t i = rows != nullptr ? (*rows)[r] : r;
+    return i < origins.size() ? origins[i] : kRead;
+  };
   for (size_t m = 0; m < metadata_.size(); ++m) {
     Column& col = b->column(first + m);
-    for (size_t r = 0; r < rows; ++r) {
-      if (metadata_[m] == Metadata::kSourceTable) {
-        col.AppendBytes(source_table_);
-      } else {
-        col.AppendInt64(now);
+    for (size_t r = 0; r < rows_n; ++r) {
+      switch (metadata_[m]) {
+        case Metadata::kSourceTable:
+          col.AppendBytes(source_table_);
+          break;
+        case Metadata::kSyncedAt:
+          col.AppendInt64(now);
+          break;
+        case Metadata::kOp: {
+          static constexpr const char* kNames[] = {"read", "insert", "update", "delete"};
+          col.AppendBytes(kNames[static_cast<size_t>(origin(r).op) & 3]);
+          break;
+        }
+        case Metadata::kSourceTs:
+          if (origin(r).commit_us == RowOrigin::kNoTime) {
+            col.AppendNull();
+          } else {
+            col.AppendInt64(origin(r).commit_us);
+          }
+          break;
+        case Metadata::kPosition: {
+          const source::Position p = source::Position::Of(origin(r));
+          if (p.none()) {
+            col.AppendNull();
+          } else {
+            col.AppendBytes(p.ToString());
+          }
+          break;
+        }
       }
     }
   }
 }
 
-Status Transform::Compute(Batch& in, Evaluator* ev, bool keyed, Batch* out, Batch* removed) const {
+Status Transform::Compute(Batch& in, Evaluator* ev, bool keyed, Batch* out, Batch* removed,
+                          std::vector<uint32_t>* kept_rows,
+                          std::vector<uint32_t>* dropped_rows) const {
   const size_t copied = read_schema_->fields.size();
-  std::vector<uint32_t> kept, dropped;
+  std::vector<uint32_t>& kept = *kept_rows;
+  std::vector<uint32_t>& dropped = *dropped_rows;
   kept.reserve(in.num_rows());
   FERRY_RETURN_IF_ERROR(
       ev->Run(in, keyed && !filter_.empty(), [&](size_t row, const Evaluator::Row& values) {

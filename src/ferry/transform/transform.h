@@ -79,8 +79,10 @@ class Transform {
   // An evaluator for this call, from the pool (or a new one); back when done.
   Result<std::unique_ptr<Evaluator>> Take() const;
   void Give(std::unique_ptr<Evaluator> e) const;
-  // `in`'s columns may be moved out (every row kept).
-  Status Compute(Batch& in, Evaluator* ev, bool keyed, Batch* out, Batch* removed) const;
+  // `in`'s columns may be moved out (every row kept). `kept` and `dropped`: the input rows of
+  // `out` and of `removed`.
+  Status Compute(Batch& in, Evaluator* ev, bool keyed, Batch* out, Batch* removed,
+                 std::vector<uint32_t>* kept, std::vector<uint32_t>* dropped) const;
 
   std::string what_;  // "stream orders", for messages
   source::StreamInfo read_;
@@ -90,12 +92,14 @@ class Transform {
   Schema output_;
   std::string filter_;
   std::vector<std::string> exprs_;  // computed columns' expressions, in output order
-  enum class Metadata { kSourceTable, kSyncedAt };
+  enum class Metadata { kSourceTable, kSyncedAt, kOp, kSourceTs, kPosition };
   std::vector<Metadata> metadata_;  // metadata columns, in output order (after the computed)
   std::string source_table_;
   // Fills the metadata columns of `b`'s rows (its other columns filled), and _ferry_deleted
-  // with `deleted` (soft deletes).
-  void AddMetadata(Batch* b, bool deleted) const;
+  // with `deleted` (soft deletes). Row r of `b` came from input row `rows[r]` (r when null), whose
+  // change is origins[rows[r]] (a read when `origins` is empty).
+  void AddMetadata(Batch* b, bool deleted, const std::vector<RowOrigin>& origins,
+                   const std::vector<uint32_t>* rows) const;
   bool soft_deletes_ = false;
   mutable std::mutex mu_;
   mutable std::vector<std::unique_ptr<Evaluator>> idle_;  // guarded by mu_

@@ -160,11 +160,12 @@ Batch::Batch(std::shared_ptr<const Schema> schema) : schema_(std::move(schema)) 
 size_t Batch::MemoryBytes() const {
   size_t n = 0;
   for (const auto& c : columns_) n += c.MemoryBytes();
-  return n;
+  return n + origins_.capacity() * sizeof(RowOrigin);
 }
 
 void Batch::Clear() {
   for (auto& c : columns_) c.Clear();
+  origins_.clear();
 }
 
 }  // namespace ferry

@@ -122,6 +122,20 @@ class Column {
   std::unique_ptr<Column> child_;  // lists: the elements
 };
 
+// What a change log says of one row of a change batch: the kind of change, when the source
+// committed it and where in the log (a source::Position's kind and numbers: source/position.h
+// turns them back into one). Sources fill Batch::origins() for the changes they hand out; rows of
+// loads and windows have none: they are reads.
+struct RowOrigin {
+  enum class Op : uint8_t { kRead, kInsert, kUpdate, kDelete };
+  static constexpr int64_t kNoTime = INT64_MIN;
+  Op op = Op::kRead;
+  uint8_t position_kind = 0;    // source::Position::Kind; 0: none
+  int64_t commit_us = kNoTime;  // microseconds since the Unix epoch; kNoTime: not known
+  uint64_t position_major = 0;
+  uint64_t position_minor = 0;
+};
+
 class Batch {
  public:
   explicit Batch(std::shared_ptr<const Schema> schema);
@@ -140,9 +154,14 @@ class Batch {
   }
   void Clear();
 
+  // Per row, what its change log says of it (RowOrigin): empty, or one per row.
+  std::vector<RowOrigin>& origins() { return origins_; }
+  const std::vector<RowOrigin>& origins() const { return origins_; }
+
  private:
   std::shared_ptr<const Schema> schema_;
   std::vector<Column> columns_;
+  std::vector<RowOrigin> origins_;
 };
 
 // Sources hand a batch on once it holds `batch_rows` rows, or once its buffers hold

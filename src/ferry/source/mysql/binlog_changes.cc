@@ -24,8 +24,9 @@ bool BinlogChanges::KeyOf(size_t t, const std::vector<std::optional<std::string_
   return true;
 }
 
-Status BinlogChanges::Put(size_t t, bool deleted,
+Status BinlogChanges::Put(size_t t, RowOrigin::Op op,
                           const std::vector<std::optional<std::string_view>>& row) {
+  const bool deleted = op == RowOrigin::Op::kDelete;
   FERRY_CHECK(t < tables_.size());
   const BinlogTable& table = tables_[t];
   std::string key;
@@ -36,6 +37,7 @@ Status BinlogChanges::Put(size_t t, bool deleted,
   }
   Change c;
   c.deleted = deleted;
+  c.origin.op = op;
   size_t size = 4 * table.columns.size();
   for (size_t i = 0; i < row.size() && i < table.columns.size(); ++i) {
     if (row[i]) size += row[i]->size();
@@ -66,8 +68,9 @@ Result<int> BinlogChanges::SpillMaps(std::vector<Changes>* maps) {
       maps,
       [](const Change& c) {
         std::string r;
-        r.reserve(c.packed.size() + 1);
-        r.push_back(c.deleted ? 'd' : 'u');  // deleted flag + packed row
+        r.reserve(c.packed.size() + 1 + sizeof c.origin);
+        r.push_back(c.deleted ? 'd' : 'u');  // deleted flag, origin, packed row
+        r.append(reinterpret_cast<const char*>(&c.origin), sizeof c.origin);
         r.append(c.packed);
         return r;
       },
@@ -100,14 +103,18 @@ Status BinlogChanges::Update(size_t t, const std::vector<std::optional<std::stri
   std::string new_key;
   if (KeyOf(t, before, &old_key) && KeyOf(t, after, &new_key) && old_key != new_key) {
     // The key changed: the old row is gone.
-    FERRY_RETURN_IF_ERROR(Put(t, /*deleted=*/true, before));
+    FERRY_RETURN_IF_ERROR(Put(t, RowOrigin::Op::kDelete, before));
   }
-  return Put(t, /*deleted=*/false, after);
+  return Put(t, RowOrigin::Op::kUpdate, after);
 }
 
-void BinlogChanges::Commit(Position end) {
+void BinlogChanges::Commit(Position end, int64_t commit_us) {
+  RowOrigin committed;
+  committed.commit_us = commit_us;
+  end.StampOn(&committed);
   // The transaction's runs join the held ones; tables that hold it already skip their entries.
   for (int run : txn_runs_) {
+    run_commits_[run] = committed;
     std::vector<bool>& skip = skipped_[run];
     skip.assign(tables_.size(), false);
     for (size_t t = 0; t < tables_.size(); ++t) skip[t] = !Counts(t, end);
@@ -131,6 +138,8 @@ void BinlogChanges::Commit(Position end) {
         }
         held_bytes_ += bytes;
         it->second = std::move(change);
+        it->second.origin.commit_us = commit_us;
+        end.StampOn(&it->second.origin);
       }
     }
     txn_[t].clear();
@@ -141,17 +150,21 @@ void BinlogChanges::Commit(Position end) {
 
 void BinlogChanges::DropTransaction() {
   for (auto& txn : txn_) txn.clear();
-  for (int run : txn_runs_) spill_->DropRun(run);
+  for (int run : txn_runs_) {
+    spill_->DropRun(run);
+    run_commits_.erase(run);
+  }
   txn_runs_.clear();
   txn_changes_ = txn_bytes_ = 0;
   txn_spilled_changes_ = txn_spilled_bytes_ = 0;
   Recount();
 }
 
-Status BinlogChanges::Append(size_t t, bool deleted, std::string_view packed, Batch* upserts,
-                             Batch* deletes) {
+Status BinlogChanges::Append(size_t t, const RowOrigin& origin, std::string_view packed,
+                             Batch* upserts, Batch* deletes) {
   const BinlogTable& table = tables_[t];
-  Batch& b = deleted ? *deletes : *upserts;
+  Batch& b = origin.op == RowOrigin::Op::kDelete ? *deletes : *upserts;
+  b.origins().push_back(origin);
   for (size_t c = 0; c < table.columns.size(); ++c) {
     Column& col = b.column(c);
     if (packed.size() < sizeof(uint32_t)) {
@@ -217,21 +230,30 @@ Status BinlogChanges::TakeBatches(
             FERRY_RETURN_IF_ERROR(flush(true));
             start(e.table);
           }
-          if (e.record.empty()) return Status::Corruption("a held change without its row");
-          FERRY_RETURN_IF_ERROR(Append(e.table, e.record[0] == 'd', e.record.substr(1),
+          RowOrigin origin;
+          if (e.record.size() < 1 + sizeof origin) {
+            return Status::Corruption("a held change without its row");
+          }
+          std::memcpy(&origin, e.record.data() + 1, sizeof origin);
+          if (auto it = run_commits_.find(e.run); it != run_commits_.end()) {
+            origin.commit_us = it->second.commit_us;
+            Position::Of(it->second).StampOn(&origin);
+          }
+          FERRY_RETURN_IF_ERROR(Append(e.table, origin, e.record.substr(1 + sizeof origin),
                                        upserts.get(), deletes.get()));
           return flush(false);
         }));
     FERRY_RETURN_IF_ERROR(flush(true));
     held_runs_.clear();
     skipped_.clear();
+    run_commits_.clear();
   } else {
     for (size_t t = 0; t < tables_.size(); ++t) {
       if (held_[t].empty()) continue;
       start(t);
       for (const auto& [key, change] : held_[t]) {
         FERRY_RETURN_IF_ERROR(
-            Append(t, change.deleted, change.packed, upserts.get(), deletes.get()));
+            Append(t, change.origin, change.packed, upserts.get(), deletes.get()));
         FERRY_RETURN_IF_ERROR(flush(false));
       }
       FERRY_RETURN_IF_ERROR(flush(true));

@@ -62,13 +62,19 @@ class BinlogChanges {
   // A row of table `t` in stream column order (nullopt: NULL). `deleted`: the row is gone (its
   // key columns are what counts). Goes into the open transaction. kInvalidArgument when a key
   // column is NULL (a table without a usable key cannot be followed).
-  Status Put(size_t t, bool deleted, const std::vector<std::optional<std::string_view>>& row);
+  Status Put(size_t t, bool deleted, const std::vector<std::optional<std::string_view>>& row) {
+    return Put(t, deleted ? RowOrigin::Op::kDelete : RowOrigin::Op::kInsert, row);
+  }
+  // The same, of an insert, an update's new row or a delete (the kind of change the row's
+  // origin says: see TakeBatches).
+  Status Put(size_t t, RowOrigin::Op op, const std::vector<std::optional<std::string_view>>& row);
   // An UPDATE: `before` and `after` images in stream column order.
   Status Update(size_t t, const std::vector<std::optional<std::string_view>>& before,
                 const std::vector<std::optional<std::string_view>>& after);
-  // The open transaction ended at `end` (the event after its XID or COMMIT): its changes of every
-  // table whose position is before `end` are held; the rest are already in their tables.
-  void Commit(Position end);
+  // The open transaction ended at `end` (the event after its XID or COMMIT), logged at
+  // `commit_us` (microseconds since the epoch): its changes of every table whose position is
+  // before `end` are held; the rest are already in their tables.
+  void Commit(Position end, int64_t commit_us = RowOrigin::kNoTime);
   // Forgets the open transaction's changes.
   void DropTransaction();
   // Whether table t's changes in a transaction ending at `end` count (end is after its position).
@@ -80,8 +86,9 @@ class BinlogChanges {
   size_t pending_bytes() const { return pending_bytes_; }
 
   // Hands out every held change as batches of at most `batch_rows` rows: emit(table, batch,
-  // deletes). A value that does not convert exactly is an error naming the table, column and key.
-  // Clears what was held.
+  // deletes), each row's origin (kind of change, its transaction's commit time and end) in
+  // batch.origins(). A value that does not convert exactly is an error naming the table, column and
+  // key. Clears what was held.
   Status TakeBatches(size_t batch_rows,
                      const std::function<bool(size_t table, Batch& batch, bool deletes)>& emit);
 
@@ -93,6 +100,7 @@ class BinlogChanges {
   struct Change {
     bool deleted = false;
     uint64_t seq = 0;  // arrival order: the later change of a key wins, in memory or on disk
+    RowOrigin origin;  // its kind; its transaction's commit time and end, set at the commit
     std::string packed;
   };
   using Changes = std::unordered_map<std::string, Change>;
@@ -113,7 +121,10 @@ class BinlogChanges {
   // limit.
   Status MaybeSpill();
   // Appends a held change to the batches of its table.
-  Status Append(size_t t, bool deleted, std::string_view packed, Batch* upserts, Batch* deletes);
+  Status Append(size_t t, const RowOrigin& origin, std::string_view packed, Batch* upserts,
+                Batch* deletes);
+  // Runs of transactions written before their commit: its time and end (Commit).
+  std::map<int, RowOrigin> run_commits_;
 
   std::vector<Changes> held_;  // per table: since the last TakeBatches
   std::vector<Changes> txn_;   // per table: the open transaction

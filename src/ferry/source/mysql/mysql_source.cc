@@ -519,7 +519,7 @@ class MysqlSource final : public Source {
     };
     // A transaction (or a statement outside one) ended where the next event starts.
     auto ended = [&](Position at) {
-      changes.Commit(at);
+      changes.Commit(at, commit_time_us);
       in_txn = standalone = false;
       boundary = std::max(boundary, at);
       return ends_here(/*quiet=*/false);
@@ -709,9 +709,9 @@ class MysqlSource final : public Source {
                   m->Project(after, n, &after_row);
                   switch (rows->kind) {
                     case binlog::RowsEvent::Kind::kWrite:
-                      return changes.Put(t, false, after_row);
+                      return changes.Put(t, RowOrigin::Op::kInsert, after_row);
                     case binlog::RowsEvent::Kind::kDelete:
-                      return changes.Put(t, true, before_row);
+                      return changes.Put(t, RowOrigin::Op::kDelete, before_row);
                     case binlog::RowsEvent::Kind::kUpdate:
                       return changes.Update(t, before_row, after_row);
                   }

@@ -20,6 +20,7 @@ Status ChangeSet::Apply(const PgOutputMessage& m, ChangeEvent* event, std::strin
       if (in_txn_ || in_stream_) return Status::Corruption("a Begin message inside a transaction");
       in_txn_ = true;
       txn_lsn_ = m.lsn;
+      txn_time_ = m.commit_time_us;
       txn_bytes_ = 0;
       for (size_t t = 0; t < tables_.size(); ++t) {
         if (!txn_[t].empty()) txn_[t].clear();
@@ -168,6 +169,7 @@ void ChangeSet::DropRun(int run) {
   if (spill_ != nullptr) spill_->DropRun(run);
   run_sizes_.erase(run);
   skipped_.erase(run);
+  run_commits_.erase(run);
 }
 
 Status ChangeSet::JoinCommitted(std::vector<int>* runs, const std::vector<bool>* skip) {
@@ -246,6 +248,10 @@ Status ChangeSet::OnStreamCommit(const PgOutputMessage& m, ChangeEvent* event,
   // Its runs join the held ones; tables that held it already skip their entries.
   std::vector<bool> skip(tables_.size(), false);
   for (size_t t = 0; t < tables_.size(); ++t) skip[t] = m.lsn < tables_[t].position;
+  RowOrigin committed;
+  committed.commit_us = m.commit_time_us;
+  Position::Lsn(m.lsn).StampOn(&committed);
+  for (int run : runs) run_commits_[run] = committed;
   FERRY_RETURN_IF_ERROR(JoinCommitted(&runs, &skip));
   Recount();
   for (size_t t = 0; t < tables_.size(); ++t) {
@@ -255,7 +261,11 @@ Status ChangeSet::OnStreamCommit(const PgOutputMessage& m, ChangeEvent* event,
     for (auto& [xid, tables] : tx.subs) {
       for (auto& [key, change] : tables[t]) {
         auto [pos, added] = merged.try_emplace(key);
-        if (added || change.seq > pos->second.seq) pos->second = std::move(change);
+        if (added || change.seq > pos->second.seq) {
+          pos->second = std::move(change);
+          pos->second.origin.commit_us = committed.commit_us;
+          Position::Lsn(m.lsn).StampOn(&pos->second.origin);
+        }
       }
     }
     Hold(t, merged);
@@ -415,6 +425,10 @@ const ChangeSet::Change* ChangeSet::Find(size_t table, const std::string& key) c
 
 Status ChangeSet::Put(std::vector<Changes>& target, size_t table, std::string key, Change c) {
   c.seq = ++seq_;
+  if (!in_stream_) {  // a streamed transaction's commit is known at its end
+    c.origin.commit_us = txn_time_;
+    Position::Lsn(txn_lsn_).StampOn(&c.origin);
+  }
   const size_t bytes = BytesOf(key, c);
   size_t* group = &txn_bytes_;
   if (in_stream_) group = &streamed_[stream_xid_].sub_bytes[current_sub_];
@@ -432,10 +446,11 @@ Status ChangeSet::Put(std::vector<Changes>& target, size_t table, std::string ke
 
 std::string ChangeSet::Encode(const Change& c) {
   std::string r;
-  size_t n = 1;
+  size_t n = 1 + sizeof c.origin;
   for (const auto& v : c.values) n += 5 + v.bytes.size();
   r.reserve(n);
   r.push_back(c.deleted ? 'd' : 'u');
+  r.append(reinterpret_cast<const char*>(&c.origin), sizeof c.origin);
   for (const auto& v : c.values) {
     r.push_back(v.kind);
     const uint32_t len = static_cast<uint32_t>(v.bytes.size());
@@ -451,6 +466,9 @@ Status ChangeSet::Decode(std::string_view r, uint64_t seq, Change* c) {
   c->seq = seq;
   c->values.clear();
   r.remove_prefix(1);
+  if (r.size() < sizeof c->origin) return Status::Corruption("a held change is cut short");
+  std::memcpy(&c->origin, r.data(), sizeof c->origin);
+  r.remove_prefix(sizeof c->origin);
   while (!r.empty()) {
     if (r.size() < 5) return Status::Corruption("a held change is cut short");
     Value v;
@@ -540,6 +558,7 @@ Status ChangeSet::OnRow(const PgOutputMessage& m) {
   auto deleted = [&](const std::vector<Value>& values) {
     Change c;
     c.deleted = true;
+    c.origin.op = RowOrigin::Op::kDelete;
     if (m.old_kind == 'O') {
       c.values = values;
       return c;
@@ -580,12 +599,14 @@ Status ChangeSet::OnRow(const PgOutputMessage& m) {
   }
   Change c;
   c.values = std::move(values);
+  c.origin.op = m.type == 'I' ? RowOrigin::Op::kInsert : RowOrigin::Op::kUpdate;
   return Put(target, t, std::move(key), std::move(c));
 }
 
 Status ChangeSet::Append(size_t t, const Change& change, Batch* upserts, Batch* deletes) {
   const ChangeTable& table = tables_[t];
   Batch& b = change.deleted ? *deletes : *upserts;
+  b.origins().push_back(change.origin);
   for (size_t c = 0; c < table.columns.size(); ++c) {
     Column& col = b.column(c);
     if (c >= change.values.size()) return Status::Corruption("a held change is cut short");
@@ -644,6 +665,7 @@ Status ChangeSet::TakeBatches(
       Change& c = unresolved[i];
       if (!rows[i]) {
         c.deleted = true;  // the row is gone: a later change in the log deletes it anyway
+        c.origin.op = RowOrigin::Op::kDelete;
       } else {
         for (size_t v = 0; v < c.values.size() && v < rows[i]->size(); ++v) {
           if (c.values[v].kind != 'u') continue;
@@ -694,6 +716,10 @@ Status ChangeSet::TakeBatches(
         },
         [&](const ChangeSpill::Entry& e) -> Status {
           FERRY_RETURN_IF_ERROR(Decode(e.record, e.seq, &c));
+          if (auto it = run_commits_.find(e.run); it != run_commits_.end()) {
+            c.origin.commit_us = it->second.commit_us;
+            Position::Of(it->second).StampOn(&c.origin);
+          }
           return add(e.table, std::move(c));
         }));
     for (int run : held_runs_) DropRun(run);

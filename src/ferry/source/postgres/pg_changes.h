@@ -162,12 +162,12 @@ class ChangeSet {
   size_t pending_bytes() const { return pending_bytes_; }
 
   // Hands out every held change as batches of at most `batch_rows` rows: emit(table, batch,
-  // deletes). Values are decoded here; a value the Iceberg type cannot hold is an error naming the
-  // table and column. Clears what was held.
-  // Changes read back from spill files that still lack an unchanged TOASTed value are filled by
-  // `resolve(table, keys, rows)`: for each key (key order, binary send format) the table's
-  // current row (binary values in column order), or nullopt when it no longer exists (the change
-  // becomes a delete). At most kResolveKeys keys of one table per call.
+  // deletes), each row's origin (kind of change, commit time, commit LSN) in batch.origins().
+  // Values are decoded here; a value the Iceberg type cannot hold is an error naming the table and
+  // column. Clears what was held. Changes read back from spill files that still lack an unchanged
+  // TOASTed value are filled by `resolve(table, keys, rows)`: for each key (key order, binary send
+  // format) the table's current row (binary values in column order), or nullopt when it no longer
+  // exists (the change becomes a delete). At most kResolveKeys keys of one table per call.
   using Row = std::optional<std::vector<std::optional<std::string>>>;
   using Resolver = std::function<Status(
       size_t table, const std::vector<std::vector<std::string>>& keys, std::vector<Row>* rows)>;
@@ -186,6 +186,9 @@ class ChangeSet {
   struct Change {
     bool deleted = false;
     uint64_t seq = 0;  // arrival order (merges a streamed transaction's subxacts)
+    // Its kind, and its transaction's commit time and position (a streamed transaction's are
+    // set at its commit: in memory then, through run_commits_ for its runs on disk).
+    RowOrigin origin;
     // Stream column order; a delete's are the row's old values (REPLICA IDENTITY FULL), or its
     // key columns only.
     std::vector<Value> values;
@@ -263,6 +266,9 @@ class ChangeSet {
   std::vector<bool> skip_;                  // per table: the open transaction is already there
   bool in_txn_ = false;
   Lsn txn_lsn_ = 0;  // the open transaction's commit position (its Begin's final LSN)
+  int64_t txn_time_ = RowOrigin::kNoTime;  // and its commit time
+  // Runs of streamed transactions, written before their commit was known: its time and position.
+  std::map<int, RowOrigin> run_commits_;
   std::unordered_map<uint32_t, StreamedTxn> streamed_;  // by top-level xid
   bool in_stream_ = false;
   uint32_t stream_xid_ = 0;  // the transaction of the open stream block

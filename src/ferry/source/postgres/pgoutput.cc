@@ -173,7 +173,7 @@ Status ParsePgOutput(std::string_view data, PgOutputMessage* out, bool in_stream
   switch (out->type) {
     case 'B':
       out->lsn = r.U64();
-      r.U64();
+      out->commit_time_us = static_cast<int64_t>(r.U64()) + kMicrosFrom1970To2000;
       out->xid = r.U32();
       break;
     case 'C':

@@ -71,7 +71,7 @@ struct PgOutputMessage {
   // B: final_lsn; C: commit_lsn
   Lsn lsn = 0;
   Lsn end_lsn = 0;  // C: the end of the commit record: the position to acknowledge
-  // C, c: when the transaction committed on the server, microseconds since the Unix epoch.
+  // B, C, c: when the transaction committed on the server, microseconds since the Unix epoch.
   int64_t commit_time_us = 0;
   uint32_t xid = 0;     // B; S, c, A: the streamed transaction; in a stream block: its subxact
   uint32_t subxid = 0;  // A: the subtransaction rolled back (== xid: the whole transaction)

@@ -445,7 +445,9 @@ class SqliteSource final : public Source {
       key_changed +=
           std::string(key_changed.empty() ? "" : " OR ") + "OLD." + q + " IS NOT NEW." + q;
     }
-    // A delete records the row as it was (deletes: soft keeps it with its last values).
+    // Operations: 1 insert, 4 update (the new row; 1 in capture installed before updates were
+    // told apart), 2 delete (the row as it was: deletes: soft keeps its last values), 3 maybe
+    // displaced (DisplaceTriggers).
     const std::string trig = "_ferry_cdc_" + stream.name;
     const std::string record = " BEGIN INSERT INTO " + ct + " (_ferry_op" + cols + ") ";
     std::string ddl = "BEGIN IMMEDIATE;CREATE TABLE IF NOT EXISTS main." + ct +
@@ -459,7 +461,7 @@ class SqliteSource final : public Source {
         triggers,
         TriggerDdl(*rw, trig + "_update",
                    "AFTER UPDATE ON " + t + record + "SELECT 2" + old_vals + " WHERE " +
-                       key_changed + ";" + record.substr(7) + "VALUES (1" + new_vals + "); END"));
+                       key_changed + ";" + record.substr(7) + "VALUES (4" + new_vals + "); END"));
     ddl += triggers;
     FERRY_ASSIGN_OR_RETURN(
         triggers, TriggerDdl(*rw, trig + "_delete",
@@ -646,7 +648,7 @@ class SqliteSource final : public Source {
     }
     // The last change of each key in the window: earlier ones are superseded.
     std::string sql = "SELECT CASE WHEN l._ferry_op = 3 THEN CASE WHEN " + found +
-                      " THEN 1 ELSE 2 END ELSE l._ferry_op END" + cols +
+                      " THEN 4 ELSE 2 END ELSE l._ferry_op END" + cols +
                       ", l._ferry_seq FROM (SELECT *, row_number() OVER (PARTITION BY " + keys +
                       " ORDER BY _ferry_seq DESC) AS _ferry_rn FROM main." +
                       QuoteIdentifier(ChangeTable(stream)) +
@@ -664,7 +666,8 @@ class SqliteSource final : public Source {
       auto more = st.Step();
       if (!more.ok()) return more.status().WithContext("reading changes of " + stream.name);
       if (!*more) break;
-      const bool del = st.Int64(0) == 2;
+      const int64_t op = st.Int64(0);
+      const bool del = op == 2;
       const std::string* null_key = nullptr;
       for (int c = 0; c < ncols && !null_key; ++c) {
         if (is_key[static_cast<size_t>(c)] && st.IsNull(c + 1)) {
@@ -678,6 +681,12 @@ class SqliteSource final : public Source {
                        "change " + std::to_string(st.Int64(ncols + 1)) + " of the change table");
       }
       Batch& b = del ? deletes : upserts;
+      RowOrigin origin;  // change tables carry no commit times
+      origin.op = del       ? RowOrigin::Op::kDelete
+                  : op == 4 ? RowOrigin::Op::kUpdate
+                            : RowOrigin::Op::kInsert;
+      Position::Sequence(st.Int64(ncols + 1)).StampOn(&origin);
+      b.origins().push_back(origin);
       for (int c = 0; c < ncols; ++c) {
         Column& col = b.column(static_cast<size_t>(c));
         Status s = AppendValue(st, c + 1, &col);
