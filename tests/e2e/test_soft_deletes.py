@@ -12,6 +12,7 @@ import io
 import os
 import signal
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -21,6 +22,7 @@ import pgserver  # noqa: E402
 from test_postgres_to_iceberg import assert_pg_table_matches  # noqa: E402
 
 FILTER = "status <> 'cancelled' AND amount > 0"
+META = "      metadata_columns: [_ferry_op, _ferry_source_ts, _ferry_position]\n"
 
 SQLITE_PIPELINE = """
 name: soft
@@ -169,6 +171,43 @@ class SqliteSoftDeletesTest(ferrytest.FerryTestCase):
                 self.assertEqual(p.returncode, -signal.SIGKILL, f"{point}: {p.stderr}")
                 self.sync()
                 self.assert_matches()
+
+    def test_metadata_columns_say_what_each_change_was_and_where(self):
+        self.write_pipeline(SQLITE_PIPELINE.format(filter=FILTER).replace(
+            "      chunk_rows: 400\n", "      chunk_rows: 400\n" + META))
+        self.sync()
+        rows = self.rows_by_id()
+        self.assertTrue(all(r[-4:-1] == ["read", None, None] for r in rows.values()))
+        con = self.source()
+        live = [r[0] for r in con.execute(f"SELECT id FROM orders WHERE {FILTER} ORDER BY id")]
+        a, b, c = live[:3]
+        con.execute("UPDATE orders SET customer = 'changed' WHERE id = ?", (a,))
+        con.execute("DELETE FROM orders WHERE id = ?", (b,))
+        con.execute("INSERT INTO orders VALUES (900001, 'new', 'paid', 2, 's', '2024-01-01', 'n1')")
+        con.commit()
+        con.execute("UPDATE orders SET customer = 'later' WHERE id = ?", (c,))
+        con.commit()
+        con.close()
+        self.sync()
+        rows = self.rows_by_id()
+        ops = {k: r[-4] for k, r in rows.items() if r[-4] != "read"}
+        self.assertEqual(ops, {str(a): "update", str(b): "delete", "900001": "insert",
+                               str(c): "update"})
+        # SQLite's change tables carry no commit times; positions are change-table sequences.
+        self.assertTrue(all(rows[k][-3] is None for k in ops))
+        seq = {k: int(rows[k][-2].lstrip("#")) for k in ops}
+        self.assertLess(seq["900001"], seq[str(c)])
+        self.assertLess(seq[str(a)], seq[str(c)])
+        v = self.ferry("verify", "-c", self.pipeline)
+        self.assertIn("1 of 1 tables match", v.stdout)
+        self.assertIn("column _ferry_op is not compared", v.stdout)
+
+    def rows_by_id(self):
+        seen = self.inspect(self.catalog_tables()[("lake", "kept_orders")])
+        names = [f["name"] for f in seen["schema"]["fields"]]
+        self.assertEqual(names[-4:], ["_ferry_op", "_ferry_source_ts", "_ferry_position",
+                                      "_ferry_deleted"])
+        return {r[0]: r for r in seen["duckdb_rows"]}
 
     def test_modes_that_see_no_deletes_refuse_soft_deletes(self):
         self.write_pipeline(SQLITE_PIPELINE.format(filter=FILTER).replace(
@@ -355,6 +394,53 @@ class PostgresSoftDeletesTest(ferrytest.FerryTestCase):
         self.assertTrue(any(r[5] and r[5].startswith("long text") for r in kept))
         v = self.ferry("verify", "-c", self.pipeline, env=self.env)
         self.assertIn("1 of 1 tables match", v.stdout)
+
+    def test_metadata_columns_say_what_each_change_was_when_and_where(self):
+        self.configure()
+        with open(self.pipeline, encoding="utf-8") as f:
+            text = f.read()
+        self.write_pipeline(text.replace("      deletes: soft\n", "      deletes: soft\n" + META))
+        self.sync()
+        rows = self.rows_by_id()
+        self.assertTrue(all(r[-4:-1] == ["read", None, None] for r in rows.values()))
+
+        def lsn():
+            x, y = SERVER.psql("SELECT pg_current_wal_lsn()", db=self.db).strip().split("/")
+            return (int(x, 16) << 32) | int(y, 16)
+
+        # Ids 16, 18 and 20 pass the filter.
+        before, t0 = lsn(), time.time()
+        SERVER.psql("""
+            BEGIN;
+            UPDATE sales.items SET amount = amount + 1 WHERE id = 16;
+            DELETE FROM sales.items WHERE id = 20;
+            INSERT INTO sales.items VALUES (90000, 'new', 'paid', 5, 's', now(), NULL);
+            COMMIT;
+            UPDATE sales.items SET name = 'later' WHERE id = 18;
+        """, db=self.db)
+        after, t1 = lsn(), time.time()
+        self.sync()
+        rows = self.rows_by_id()
+        changed = {k: r for k, r in rows.items() if r[-4] != "read"}
+        self.assertEqual({k: r[-4] for k, r in changed.items()},
+                         {"16": "update", "20": "delete", "90000": "insert", "18": "update"})
+        for k, r in changed.items():
+            self.assertTrue(t0 - 1 <= int(r[-3]) / 1e6 <= t1 + 1, r)
+            x, y = r[-2].split("/")
+            self.assertTrue(before <= ((int(x, 16) << 32) | int(y, 16)) <= after, r)
+        # One transaction, one commit: its rows share time and position; the later one is after.
+        self.assertEqual(len({tuple(changed[k][-3:-1]) for k in ("16", "20", "90000")}), 1)
+        self.assertGreater(int(changed["18"][-3]), int(changed["16"][-3]) - 1)
+        self.assertNotEqual(changed["18"][-2], changed["16"][-2])
+        v = self.ferry("verify", "-c", self.pipeline, env=self.env)
+        self.assertIn("1 of 1 tables match", v.stdout)
+
+    def rows_by_id(self):
+        seen = self.inspect(self.catalog_tables()[("pgsoft", "soft_items")])
+        names = [f["name"] for f in seen["schema"]["fields"]]
+        self.assertEqual(names[-4:], ["_ferry_op", "_ferry_source_ts", "_ferry_position",
+                                      "_ferry_deleted"])
+        return {r[0]: r for r in seen["duckdb_rows"]}
 
     def test_a_postgres_destination_keeps_deleted_rows_too(self):
         target = SERVER.create_test_database("softdst", self._testMethodName)

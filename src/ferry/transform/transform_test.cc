@@ -408,5 +408,48 @@ TEST(SoftDeletes, DeletesBecomeMarkedRowsThroughTheFilterAndComputedColumns) {
   EXPECT_NE(clash.status().message().find("deletes: hard"), std::string::npos);
 }
 
+TEST(Metadata, EachRowSaysItsChangeWhenAndWhere) {
+  auto sc = Settings();
+  sc.metadata_columns = {"_ferry_op", "_ferry_source_ts", "_ferry_position"};
+  sc.filter = "status = 'paid'";
+  auto t = Transform::Make(sc, Orders(), "orders");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const Schema& o = (*t)->output_schema();
+  ASSERT_EQ(o.fields.size(), 9u);
+  EXPECT_EQ(o.fields[6].type.ToIceberg(), "string");
+  EXPECT_EQ(o.fields[7].type.ToIceberg(), "timestamptz");
+  EXPECT_EQ(o.fields[8].type.ToIceberg(), "string");
+  auto out_schema = std::make_shared<const Schema>(o);
+  // A change batch: each row's origin; rows the filter drops take theirs along.
+  Batch in = Fill((*t)->read_schema());
+  for (size_t r = 0; r < in.num_rows(); ++r) {
+    RowOrigin origin;
+    origin.op = r % 2 == 0 ? RowOrigin::Op::kInsert : RowOrigin::Op::kUpdate;
+    origin.commit_us = r == 2 ? RowOrigin::kNoTime : int64_t{1700000000000000} + r;
+    source::Position::Lsn(0x1000 + r).StampOn(&origin);
+    in.origins().push_back(origin);
+  }
+  Batch out(out_schema), removed(out_schema);
+  ASSERT_TRUE((*t)->Apply(in, /*keyed=*/true, false, out_schema, &out, &removed).ok());
+  ASSERT_EQ(Ids(out), (std::vector<int64_t>{1, 3, 5}));  // rows 0, 2, 4
+  EXPECT_EQ(out.column(6).GetBytes(0), "insert");
+  EXPECT_EQ(out.column(7).ValueAt<int64_t>(0), int64_t{1700000000000000});
+  EXPECT_FALSE(out.column(7).IsValid(1));  // row 2: no commit time known
+  EXPECT_EQ(out.column(8).GetBytes(1), "0/1002");
+  EXPECT_EQ(out.column(8).GetBytes(2), "0/1004");
+  EXPECT_EQ(removed.num_rows(), 4u);
+  EXPECT_EQ(removed.column(6).GetBytes(0), "update");
+  // A load's rows are reads, with no commit time or position.
+  Batch load = Fill((*t)->read_schema());
+  Batch out2(out_schema), removed2(out_schema);
+  ASSERT_TRUE((*t)->Apply(load, false, false, out_schema, &out2, &removed2).ok());
+  ASSERT_EQ(out2.num_rows(), 3u);
+  for (size_t r = 0; r < out2.num_rows(); ++r) {
+    EXPECT_EQ(out2.column(6).GetBytes(r), "read");
+    EXPECT_FALSE(out2.column(7).IsValid(r));
+    EXPECT_FALSE(out2.column(8).IsValid(r));
+  }
+}
+
 }  // namespace
 }  // namespace ferry::transform

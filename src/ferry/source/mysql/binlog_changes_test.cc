@@ -28,6 +28,12 @@ BinlogTable Items(Position position) {
   return t;
 }
 
+std::string OriginText(const RowOrigin& o) {
+  static const char* kOps[] = {"read", "insert", "update", "delete"};
+  return std::string(" ") + kOps[static_cast<int>(o.op)] + " " + std::to_string(o.commit_us) + " " +
+         Position::Of(o).ToString();
+}
+
 // What TakeBatches hands out: upserts by id -> name (NULL as "<null>"), deletes as ids (and the
 // deleted rows' last names: the full row image).
 struct Taken {
@@ -70,6 +76,32 @@ TEST(BinlogChangesTest, TheLastChangeOfAKeyInCommittedTransactionsWins) {
   EXPECT_EQ(t.deleted_names, (std::map<int32_t, std::string>{{3, "gone"}}));
   EXPECT_EQ(c.pending_changes(), 0u);
   EXPECT_TRUE(Take(c).upserts.empty());
+}
+
+// Each change says what it was, and when and where its transaction ended (set at the commit).
+TEST(BinlogChangesTest, EveryChangeCarriesItsKindCommitTimeAndEnd) {
+  BinlogChanges c({Items(Position::Binlog(1, 100))});
+  ASSERT_TRUE(c.Put(0, RowOrigin::Op::kInsert, Row{"1", "a"}).ok());
+  ASSERT_TRUE(c.Put(0, RowOrigin::Op::kInsert, Row{"2", "b"}).ok());
+  c.Commit(Position::Binlog(1, 200), 1700000000000000);
+  ASSERT_TRUE(c.Update(0, Row{"1", "a"}, Row{"1", "c"}).ok());
+  ASSERT_TRUE(c.Put(0, RowOrigin::Op::kDelete, Row{"2", "b"}).ok());
+  ASSERT_TRUE(c.Update(0, Row{"5", "x"}, Row{"6", "x"}).ok());
+  c.Commit(Position::Binlog(2, 40), 1700000001000000);
+  std::map<int32_t, std::string> seen;
+  ASSERT_TRUE(c.TakeBatches(100, [&](size_t, Batch& b, bool) {
+                 EXPECT_EQ(b.origins().size(), b.num_rows());
+                 for (size_t r = 0; r < b.num_rows(); ++r) {
+                   seen[b.column(0).ValueAt<int32_t>(r)] = OriginText(b.origins().at(r));
+                 }
+                 return true;
+               }).ok());
+  EXPECT_EQ(seen, (std::map<int32_t, std::string>{
+                      {1, " update 1700000001000000 binlog 000002:40"},
+                      {2, " delete 1700000001000000 binlog 000002:40"},
+                      {5, " delete 1700000001000000 binlog 000002:40"},
+                      {6, " update 1700000001000000 binlog 000002:40"},
+                  }));
 }
 
 TEST(BinlogChangesTest, AnUpdateThatChangesTheKeyDeletesTheOldRow) {
@@ -167,7 +199,7 @@ TEST(BinlogChangesSpillTest, SpilledChangesGiveWhatMemoryGives) {
         if (drop) {
           c->DropTransaction();
         } else {
-          c->Commit(Position::Binlog(1, pos));
+          c->Commit(Position::Binlog(1, pos), static_cast<int64_t>(pos) * 1000000);
         }
       }
       if (txn == 120) {
@@ -177,7 +209,8 @@ TEST(BinlogChangesSpillTest, SpilledChangesGiveWhatMemoryGives) {
           ASSERT_TRUE(c->TakeBatches(64, [&, out = out](size_t t, Batch& batch, bool deletes) {
                          for (size_t r = 0; r < batch.num_rows(); ++r) {
                            (*out)[{t, batch.column(0).ValueAt<int32_t>(r)}] =
-                               deletes ? "<deleted>" : std::string(batch.column(1).GetBytes(r));
+                               (deletes ? "<deleted>" : std::string(batch.column(1).GetBytes(r))) +
+                               OriginText(batch.origins().at(r));
                          }
                          return true;
                        }).ok());
@@ -191,7 +224,8 @@ TEST(BinlogChangesSpillTest, SpilledChangesGiveWhatMemoryGives) {
       EXPECT_TRUE(c.TakeBatches(64, [&](size_t t, Batch& b, bool deletes) {
                      for (size_t r = 0; r < b.num_rows(); ++r) {
                        out[{t, b.column(0).ValueAt<int32_t>(r)}] =
-                           deletes ? "<deleted>" : std::string(b.column(1).GetBytes(r));
+                           (deletes ? "<deleted>" : std::string(b.column(1).GetBytes(r))) +
+                           OriginText(b.origins().at(r));
                      }
                      return true;
                    }).ok());

@@ -15,8 +15,9 @@ std::string B32(uint32_t v) { return B16(uint16_t(v >> 16)) + B16(uint16_t(v & 0
 std::string B64(uint64_t v) { return B32(uint32_t(v >> 32)) + B32(uint32_t(v & 0xFFFFFFFF)); }
 std::string Str(const std::string& s) { return s + std::string(1, '\0'); }
 
-std::string Begin(uint64_t final_lsn, uint32_t xid) {
-  return "B" + B64(final_lsn) + B64(0) + B32(xid);
+// `at`: the commit time, in microseconds since 2000-01-01 (pgoutput's epoch).
+std::string Begin(uint64_t final_lsn, uint32_t xid, uint64_t at = 0) {
+  return "B" + B64(final_lsn) + B64(at) + B32(xid);
 }
 std::string Commit(uint64_t lsn, uint64_t end) {
   return "C" + std::string(1, '\0') + B64(lsn) + B64(end) + B64(0);
@@ -60,8 +61,8 @@ std::string Delete(uint32_t relid, char kind, const std::vector<V>& old_row) {
 // Streamed transactions: the block markers, and a message of (sub)transaction `xid` inside one.
 std::string StreamStart(uint32_t xid) { return "S" + B32(xid) + std::string(1, 1); }
 std::string StreamStop() { return "E"; }
-std::string StreamCommit(uint32_t xid, uint64_t lsn, uint64_t end) {
-  return "c" + B32(xid) + std::string(1, '\0') + B64(lsn) + B64(end) + B64(0);
+std::string StreamCommit(uint32_t xid, uint64_t lsn, uint64_t end, uint64_t at = 0) {
+  return "c" + B32(xid) + std::string(1, '\0') + B64(lsn) + B64(end) + B64(at);
 }
 std::string StreamAbort(uint32_t xid, uint32_t subxid) { return "A" + B32(xid) + B32(subxid); }
 std::string By(uint32_t xid, const std::string& msg) {
@@ -190,6 +191,8 @@ struct Seen {
   std::map<int32_t, std::optional<std::string>> upserts;
   std::set<int32_t> deletes;
   std::map<int32_t, std::string> deleted_values;  // deleted rows whose old values came
+  // Per key, its change's origin: "<op> <commit time> <position>".
+  std::map<int32_t, std::string> origins;
 };
 
 Status Feed(ChangeSet* cs, const std::vector<std::string>& msgs, ChangeEvent* last = nullptr) {
@@ -210,8 +213,14 @@ Seen Take(ChangeSet* cs, const ChangeSet::Resolver& resolve = nullptr) {
   Status s = cs->TakeBatches(
       2,
       [&](size_t, Batch& b, bool deletes) {
+        EXPECT_EQ(b.origins().size(), b.num_rows());
         for (size_t r = 0; r < b.num_rows(); ++r) {
           int32_t id = b.column(0).values<int32_t>()[r];
+          if (r < b.origins().size()) {
+            const RowOrigin& o = b.origins()[r];
+            seen.origins[id] = std::to_string(static_cast<int>(o.op)) + " " +
+                               std::to_string(o.commit_us) + " " + Position::Of(o).ToString();
+          }
           if (deletes) {
             seen.deletes.insert(id);
             if (b.column(1).IsValid(r))
@@ -311,6 +320,28 @@ TEST(ChangeSetTest, DeletesCarryTheOldRowWithFullIdentityAndTheKeyOtherwise) {
   // What deletes: soft keeps: the row as it was, where the log has it.
   EXPECT_EQ(s.deleted_values, (std::map<int32_t, std::string>{{1, "last"}, {3, "moved"}}));
   EXPECT_EQ(s.upserts, (std::map<int32_t, std::optional<std::string>>{{30, "moved"}}));
+}
+
+// Each change says what it was and where its transaction committed: the commit's time (from the
+// Begin, or a streamed transaction's Stream Commit) and LSN.
+TEST(ChangeSetTest, EveryChangeCarriesItsKindCommitTimeAndPosition) {
+  ChangeSet cs({Table()});
+  const uint64_t t2000 = 946684800000000;  // 2000-01-01 in microseconds since 1970
+  const std::string rel = Relation(kRel, "public", "t", {{true, "id", 23}, {false, "v", 25}});
+  ASSERT_TRUE(Feed(&cs, {rel, Begin(0x100, 1, 5), Insert(kRel, {Int4(1), Text("a")}),
+                         Insert(kRel, {Int4(2), Text("b")}), Commit(0x100, 0x108), StreamStart(9),
+                         By(9, rel), By(9, Insert(kRel, {Int4(4), Text("s")})), StreamStop(),
+                         Begin(0x200, 2, 7), Update(kRel, 0, {}, {Int4(1), Text("a2")}),
+                         Delete(kRel, 'K', {Int4(2), Null()}), Insert(kRel, {Int4(3), Text("c")}),
+                         Commit(0x200, 0x208), StreamCommit(9, 0x300, 0x308, 11)})
+                  .ok());
+  Seen s = Take(&cs);
+  EXPECT_EQ(s.origins, (std::map<int32_t, std::string>{
+                           {1, "2 " + std::to_string(t2000 + 7) + " 0/200"},
+                           {2, "3 " + std::to_string(t2000 + 7) + " 0/200"},
+                           {3, "1 " + std::to_string(t2000 + 7) + " 0/200"},
+                           {4, "1 " + std::to_string(t2000 + 11) + " 0/300"},
+                       }));
 }
 
 TEST(ChangeSetTest, SchemaChangesAndTruncatesStopBeforeTheirTransaction) {
@@ -685,7 +716,7 @@ TEST_F(ChangeSetSpillTest, SpilledChangesGiveWhatMemoryGives) {
           }
           msgs.push_back(StreamStop());
           // A plain transaction between the blocks.
-          msgs.push_back(Begin(lsn + 0x10, xid + 5000));
+          msgs.push_back(Begin(lsn + 0x10, xid + 5000, lsn * 2));
           msgs.push_back(change(99));
           msgs.push_back(Commit(lsn + 0x10, lsn + 0x18));
           lsn += 0x20;
@@ -694,10 +725,10 @@ TEST_F(ChangeSetSpillTest, SpilledChangesGiveWhatMemoryGives) {
         if (next() % 6 == 0) {
           msgs.push_back(StreamAbort(xid, xid));
         } else {
-          msgs.push_back(StreamCommit(xid, lsn, lsn + 8));
+          msgs.push_back(StreamCommit(xid, lsn, lsn + 8, lsn * 3));
         }
       } else {
-        msgs.push_back(Begin(lsn, xid));
+        msgs.push_back(Begin(lsn, xid, lsn * 5));
         const int n = static_cast<int>(next() % 40) + 1;
         for (int i = 0; i < n; ++i) msgs.push_back(change(i));
         msgs.push_back(Commit(lsn, lsn + 8));
@@ -716,6 +747,7 @@ TEST_F(ChangeSetSpillTest, SpilledChangesGiveWhatMemoryGives) {
     Seen b = Take(&spilled);
     EXPECT_EQ(b.upserts, a.upserts);
     EXPECT_EQ(b.deletes, a.deletes);
+    EXPECT_EQ(b.origins, a.origins);  // streamed transactions' runs stamped at their commit
     EXPECT_GT(a.upserts.size() + a.deletes.size(), 50u);
     EXPECT_EQ(spill.disk_bytes(), 0u);
   }
