@@ -209,6 +209,27 @@ class SqliteSoftDeletesTest(ferrytest.FerryTestCase):
                                       "_ferry_deleted"])
         return {r[0]: r for r in seen["duckdb_rows"]}
 
+    def test_a_sqlite_destination_keeps_deleted_rows_too(self):
+        self.write_pipeline(SQLITE_PIPELINE.format(filter=FILTER).replace(
+            "destination: {type: iceberg, warehouse: ./warehouse, namespace: lake}",
+            "destination: {type: sqlite, path: ./replica.db}"))
+        cols = ("id, customer_name, status, amount, created, code, amount_cents, "
+                "_ferry_deleted")
+        for r in range(3):
+            if r:
+                self.change(r)
+            self.sync()
+            con = self.source()
+            want = sorted(con.execute(f"SELECT {cols} FROM expected").fetchall())
+            con.close()
+            replica = self.source(os.path.join(self.dir, "replica.db"))
+            got = sorted(replica.execute(f'SELECT {cols} FROM "kept_orders"').fetchall())
+            replica.close()
+            # The replica's dates are ISO text and its booleans 0/1, as the source's view has them.
+            self.assertEqual(len(got), len(want), f"round {r}")
+            self.assertEqual(got, want, f"round {r}")
+        self.assertGreater(sum(1 for row in got if row[-1] == 1), 100)
+
     def test_modes_that_see_no_deletes_refuse_soft_deletes(self):
         self.write_pipeline(SQLITE_PIPELINE.format(filter=FILTER).replace(
             "      chunk_rows: 400\n", "      chunk_rows: 400\n      mode: incremental\n"
