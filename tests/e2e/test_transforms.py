@@ -346,6 +346,111 @@ class MergedByNameTest(ferrytest.FerryTestCase):
                 self.assert_union()
 
 
+SHARDS_PIPELINE = """
+name: shards
+source:
+  type: sqlite
+  path: ./source.db
+  mode: {mode}
+  metadata_columns: [_ferry_source_table]
+  streams:
+    - {{name: orders_1, chunk_rows: 300}}
+    - {{name: orders_2, chunk_rows: 300}}
+    - {{name: orders_3, chunk_rows: 300}}
+    - {{name: other, chunk_rows: 300}}
+route:
+  - {{match: "orders_[0-9]+", table: orders}}
+destination: {{type: iceberg, warehouse: ./warehouse, namespace: lake}}
+state: ./state.json
+"""
+
+
+class ShardsOfOneSourceTest(ferrytest.FerryTestCase):
+    """Several tables of ONE source routed into one table (shards): read by one reader, one after
+    the other (loads, SQLite change tables), their checkpoints aligned as one source's; each
+    shard's rows kept apart by `_ferry_source_table`, each shard's progress its own part of the
+    table's marker. Kills at the fault points, in the middle of the loads too."""
+
+    def setUp(self):
+        super().setUp()
+        con = self.source()
+        con.execute("PRAGMA journal_mode=WAL")
+        for n in (1, 2, 3):
+            con.execute(f"CREATE TABLE orders_{n} (id INTEGER PRIMARY KEY, item TEXT, qty INTEGER)")
+            # The same ids in every shard.
+            con.executemany(f"INSERT INTO orders_{n} VALUES (?, ?, ?)",
+                            [(i, f"shard {n} item {i}", i % 9) for i in range(1, 1001 + 100 * n)])
+        con.execute("CREATE TABLE other (id INTEGER PRIMARY KEY, v TEXT)")
+        con.executemany("INSERT INTO other VALUES (?, ?)", [(i, f"v{i}") for i in range(1, 700)])
+        con.execute("CREATE VIEW expected AS " + " UNION ALL ".join(
+            f"SELECT id, item, qty, 'orders_{n}' AS _ferry_source_table FROM orders_{n}"
+            for n in (1, 2, 3)))
+        con.execute("CREATE VIEW expected_other AS SELECT id, v, 'other' AS _ferry_source_table "
+                    "FROM other")
+        con.commit()
+        con.close()
+
+    def sync(self, **kw):
+        return self.ferry("sync", "--once", "-c", self.pipeline, **kw)
+
+    def assert_matches(self):
+        seen = self.assert_table_equals_source("lake", "orders", source_table="expected")
+        self.assert_table_equals_source("lake", "other", source_table="expected_other")
+        v = self.ferry("verify", "-c", self.pipeline)
+        self.assertIn("2 of 2 tables match", v.stdout)
+        return seen
+
+    def change(self, n):
+        con = self.source()
+        for shard in (1, 2, 3):
+            con.execute(f"UPDATE orders_{shard} SET qty = qty + 10 WHERE id % 7 = ?", (n % 7,))
+            con.execute(f"DELETE FROM orders_{shard} WHERE id % 13 = ?", ((n + shard) % 13,))
+            con.execute(f"INSERT INTO orders_{shard} VALUES (?, 'new', ?)", (5000 + n, shard))
+        con.execute("UPDATE other SET v = v || '!' WHERE id % 5 = ?", (n % 5,))
+        con.commit()
+        con.close()
+
+    def test_check_shows_the_shards_meeting_in_one_table(self):
+        self.write_pipeline(SHARDS_PIPELINE.format(mode="cdc"))
+        check = self.ferry("check", "-c", self.pipeline)
+        self.assertIn("by key (_ferry_source_table, id): each source's rows kept apart",
+                      check.stdout)
+        self.assertEqual(check.stdout.count("-> lake.orders "), 3, check.stdout)
+        # Without the column the shards' equal ids would meet: check says so.
+        self.write_pipeline(SHARDS_PIPELINE.format(mode="cdc").replace(
+            "  metadata_columns: [_ferry_source_table]\n", ""))
+        check = self.ferry("check", "-c", self.pipeline)
+        self.assertIn("keys must not collide", check.stdout)
+
+    def test_a_full_refresh_of_shards_killed_mid_load_resumes_exactly(self):
+        self.write_pipeline(SHARDS_PIPELINE.format(mode="full_refresh"))
+        for point in ("sink.after_commit:3", "sink.before_commit:7", "state.after_write:9"):
+            with self.subTest(point=point):
+                p = self.sync(env={"FERRY_FAULT": point}, check=False)
+                self.assertEqual(p.returncode, -signal.SIGKILL, f"{point}: {p.stderr}")
+                self.sync()
+                self.assert_matches()
+                self.change(len(point))
+
+    def test_cdc_of_shards_survives_kills_in_the_backfill_and_the_changes(self):
+        self.write_pipeline(SHARDS_PIPELINE.format(mode="cdc"))
+        p = self.sync(env={"FERRY_FAULT": "sink.after_commit:4"}, check=False)
+        self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr)
+        self.change(1)
+        self.sync()
+        self.assert_matches()
+        for n, point in enumerate(("sink.data_written", "sink.before_commit", "sink.after_commit",
+                                   "state.after_write")):
+            with self.subTest(point=point):
+                self.change(n + 2)
+                p = self.sync(env={"FERRY_FAULT": point}, check=False)
+                self.assertEqual(p.returncode, -signal.SIGKILL, f"{point}: {p.stderr}")
+                self.sync()
+                self.assert_matches()
+        state = self.ferry("state", "-c", self.pipeline)
+        self.assertIn("orders_2", state.stdout)
+
+
 SERVER = None
 PG_PIPELINE = """
 name: {name}
@@ -525,6 +630,54 @@ class PostgresTransformsTest(ferrytest.FerryTestCase):
             self.assertEqual(columns_of(target, "copy.sales_items"), cols)
         finally:
             SERVER.drop_test_database(target)
+
+    def test_shards_of_one_database_merge_into_one_table_through_kills(self):
+        # Three schemas with the same table, routed into one; the same ids in each. The change
+        # log is one (logical replication): the shards' checkpoints fall together.
+        SERVER.psql("".join(f"""
+            CREATE SCHEMA shard_{n};
+            CREATE TABLE shard_{n}.orders (id bigint PRIMARY KEY, item text, qty int);
+            INSERT INTO shard_{n}.orders SELECT i, 'shard {n} ' || i, i % 9
+              FROM generate_series(1, {1500 + 300 * n}) i;
+        """ for n in (1, 2, 3)) + "CREATE VIEW expected AS " + " UNION ALL ".join(
+            f"SELECT id, item, qty, 'shard_{n}.orders' AS _ferry_source_table FROM shard_{n}.orders"
+            for n in (1, 2, 3)), db=self.db)
+        self.write_pipeline(f"""
+name: {self.db}
+source:
+  type: postgres
+  dsn: "{SERVER.dsn(self.db)}"
+  metadata_columns: [_ferry_source_table]
+  streams:
+    - {{name: shard_1.orders, mode: cdc, chunk_rows: 500}}
+    - {{name: shard_2.orders, mode: cdc, chunk_rows: 500}}
+    - {{name: shard_3.orders, mode: cdc, chunk_rows: 500}}
+route:
+  - {{match: "shard_[0-9]+\\\\.orders", table: orders}}
+destination: {{type: iceberg, warehouse: ./warehouse, namespace: pgshaped}}
+state: ./state.json
+""")
+        p = self.sync(env={"FERRY_FAULT": "sink.after_commit:3"}, check=False)
+        self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr)
+        self.sync()
+        assert_pg_table_matches(self, SERVER, self.db, "pgshaped", "orders",
+                                source_table="expected")
+        for n, point in enumerate(("source.mid_transaction", "sink.data_written",
+                                   "sink.before_commit", "sink.after_commit", "state.after_write")):
+            with self.subTest(point=point):
+                SERVER.psql("".join(f"""
+                    UPDATE shard_{k}.orders SET qty = qty + 1 WHERE id % 5 = {n};
+                    DELETE FROM shard_{k}.orders WHERE id % 17 = {n + k};
+                    INSERT INTO shard_{k}.orders SELECT i, 'new', {k}
+                      FROM generate_series({9000 + 100 * n}, {9000 + 100 * n + 40}) i;
+                """ for k in (1, 2, 3)), db=self.db)
+                p = self.sync(env={"FERRY_FAULT": point}, check=False)
+                self.assertEqual(p.returncode, -signal.SIGKILL, f"{point}: {p.stderr}")
+                self.sync()
+                assert_pg_table_matches(self, SERVER, self.db, "pgshaped", "orders",
+                                        source_table="expected")
+        v = self.ferry("verify", "-c", self.pipeline, env=self.env)
+        self.assertIn("1 of 1 tables match", v.stdout)
 
     def test_incremental_deletes_rows_that_stop_matching(self):
         self.configure("incremental\n      cursor: at")

@@ -65,6 +65,11 @@ Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport
   auto dst = sink::Sink::Open(cfg.destination, cfg.name);
   if (!dst.ok()) return dst.status().WithContext("destination");
   FERRY_ASSIGN_OR_RETURN(auto loaded, state::OpenFileStateStore(cfg.state_path)->Load());
+  // How many streams of each source each table merges (MarkerPart).
+  std::map<std::pair<const SourceRun*, std::string>, size_t> of_source;
+  for (const auto& s : sources) {
+    for (const auto& d : s->destinations) ++of_source[{s.get(), (*dst)->TableName(d)}];
+  }
   for (const auto& s : sources) {
     for (size_t i = 0; i < s->streams.size(); ++i) {
       const source::StreamInfo& info = s->streams[i];
@@ -75,7 +80,8 @@ Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport
       r.mode = std::string(config::SyncModeName(sc.mode));
       r.state = loaded ? loaded->Stream(StateNamespace(*s->cfg, info), info.name) : Json(nullptr);
       FERRY_ASSIGN_OR_RETURN(Json marker, (*dst)->ReadMarker(s->destinations[i]));
-      r.marker = PartOfMarker(marker, s->cfg->name);
+      r.marker = PartOfMarker(
+          marker, MarkerPart(cfg, *s->cfg, info.name, of_source[{s.get(), r.table}]));
       if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
         auto d = DecideCdc(r.state, r.marker, sc.mode == config::SyncMode::kCdc,
                            s->src->position_kind(), info.table_id);

@@ -369,13 +369,13 @@ class SinkNode : public graph::Node {
   Json TableMarker(const std::vector<Json>& markers) {
     if (!table_->merged) return markers.front();
     Json m = {{"sources", Json::object()}};
-    for (size_t i = 0; i < parts(); ++i) m["sources"][part(i).source->cfg->name] = markers[i];
+    for (size_t i = 0; i < parts(); ++i) m["sources"][part(i).marker_part] = markers[i];
     return m;
   }
   // How part i's source writes change-log positions (its records are read so).
   source::Position::Kind Kind(size_t i) { return part(i).source->src->position_kind(); }
   Json PartMarker(const Json& table_marker, size_t i) {
-    return PartOfMarker(table_marker, table_->merged ? part(i).source->cfg->name : "");
+    return PartOfMarker(table_marker, table_->merged ? part(i).marker_part : "");
   }
 
   // Records the progress of the parts `which` (every part when empty) in one state write.
@@ -579,7 +579,7 @@ class SinkNode : public graph::Node {
     for (size_t i : in) {
       part(i).changes.landed = true;
       markers[i] = part(i).changes.ToJson();
-      positions.push_back((table_->merged ? part(i).source->cfg->name + ":" : std::string()) +
+      positions.push_back((table_->merged ? part(i).marker_part + ":" : std::string()) +
                           part(i).changes.position.ToString());
     }
     auto landed = [&](const Json& m) {

@@ -129,6 +129,12 @@ std::string SourceLabel(const config::SourceConfig& cfg, const std::string& stre
   return cfg.name.empty() ? stream : cfg.name + ":" + stream;
 }
 
+std::string MarkerPart(const config::PipelineConfig& cfg, const config::SourceConfig& sc,
+                       const std::string& stream, size_t source_streams) {
+  if (source_streams > 1) return SourceLabel(sc, stream);
+  return cfg.merged() ? sc.name : std::string();
+}
+
 Status InSource(const config::SourceConfig& cfg, const Status& s) {
   return cfg.name.empty() ? s : s.WithContext("source " + cfg.name);
 }

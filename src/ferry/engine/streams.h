@@ -45,6 +45,13 @@ Schema DestinationSchema(const transform::Transform* t, const source::StreamInfo
 // several sources ("east:orders").
 std::string SourceLabel(const config::SourceConfig& cfg, const std::string& stream);
 
+// The name of a stream's part in its destination table's marker: "" when the table has this one
+// stream and the pipeline one source (the marker is the stream's own); its source's name when
+// several sources merge their tables into it; the stream's label (SourceLabel) when its source
+// has several streams in the table (`source_streams`: shards routed into one table).
+std::string MarkerPart(const config::PipelineConfig& cfg, const config::SourceConfig& sc,
+                       const std::string& stream, size_t source_streams);
+
 // `s` with the source's name as context when the pipeline has several sources.
 Status InSource(const config::SourceConfig& cfg, const Status& s);
 

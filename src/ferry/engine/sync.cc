@@ -3,6 +3,8 @@
 // waves of tables, then each source's shared change log; and acknowledges what landed.
 #include "ferry/engine/sync.h"
 
+#include <algorithm>
+
 #include "ferry/base/log.h"
 
 #include "ferry/engine/ticker.h"
@@ -81,7 +83,6 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& options, SyncRepo
         tables.push_back(std::make_unique<TableTask>());
         table = tables.back().get();
         table->table = t->report->table;
-        table->merged = cfg.merged();
         table->series = m.Table(cfg.name, table->table);
       }
       for (StreamTask* other : table->parts) {
@@ -118,9 +119,14 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& options, SyncRepo
     if (!out.ok()) return out.status();
     std::shared_ptr<sink::SinkStream> shared = std::move(*out);
     const Json marker = shared->Marker();
+    table->merged = cfg.merged() || table->parts.size() > 1;
     for (StreamTask* t : table->parts) {
       t->out = shared;
-      t->marker = PartOfMarker(marker, table->merged ? t->source->cfg->name : "");
+      const size_t of_source =
+          std::count_if(table->parts.begin(), table->parts.end(),
+                        [&](const StreamTask* o) { return o->source == t->source; });
+      t->marker_part = MarkerPart(cfg, *t->source->cfg, t->info.name, of_source);
+      t->marker = PartOfMarker(marker, t->marker_part);
     }
     FERRY_RETURN_IF_ERROR(PlanTable(table.get(), &recorder, cfg.state_path));
     for (StreamTask* t : table->parts) {
@@ -165,7 +171,14 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& options, SyncRepo
       ao.max_concurrent = cfg.checkpoint.max_concurrent;
       ao.tolerable_failures = cfg.checkpoint.tolerable_failures;
       std::vector<StreamTask*> parts = table->parts;
-      for (StreamTask* t : parts) ao.input_names.push_back(t->label);
+      // A source's parts are read by one reader: they align as one input (graph/align.h).
+      std::vector<SourceRun*> readers;
+      for (StreamTask* t : parts) {
+        ao.input_names.push_back(t->label);
+        auto at = std::find(readers.begin(), readers.end(), t->source);
+        ao.groups.push_back(static_cast<size_t>(at - readers.begin()));
+        if (at == readers.end()) readers.push_back(t->source);
+      }
       ao.request = [parts](size_t i) { parts[i]->source->coordinator.Request(); };
       auto node =
           std::make_unique<graph::AlignNode>("align " + table->table, inputs, table->edge, ao);

@@ -34,10 +34,6 @@ Status CheckSameTable(const std::string& table, const config::SourceConfig& sa,
                       const config::SourceConfig& sb, const source::StreamInfo& b,
                       const Schema& schema_b) {
   const std::string la = SourceLabel(sa, a.name), lb = SourceLabel(sb, b.name);
-  if (&sa == &sb) {
-    return Status::InvalidArgument("streams " + la + " and " + lb + " both map to table " + table +
-                                   "; list only one of them");
-  }
   const config::SyncMode ma = StreamSettings(sa, a.name).mode;
   const config::SyncMode mb = StreamSettings(sb, b.name).mode;
   if (ma != mb) {

@@ -101,6 +101,7 @@ struct StreamTask {
   }
   std::string destination;       // the destination's name of its table (the sink's `stream`)
   Json marker;                   // its marker as the table holds it (its part, in a merged table's)
+  std::string marker_part;       // the name of its part in a merged table's marker (MarkerPart)
   FullRefreshProgress progress;  // full refresh
   IncrementalProgress window;    // incremental: the window this sync reads (its id and start)
   WindowBounds bounds;           // incremental: what it reads (engine/window.h)
@@ -127,13 +128,14 @@ struct StreamTask {
   metrics::StreamSeries series;  // its metrics
 };
 
-// A destination table and the streams that feed it: one, or one per source (merged). The parts
+// A destination table and the streams that feed it: one, or several (merged: one per source, or
+// several tables of one source routed into it). The parts
 // of a merged table commit together, each checkpoint with every part's progress in one marker.
 struct TableTask {
   std::string table;
   std::vector<StreamTask*> parts;
   std::shared_ptr<graph::Edge> edge;  // what its sink receives (merged: aligned)
-  bool merged = false;                // the pipeline has several sources
+  bool merged = false;  // several sources, or several streams of one source: a marker per part
   bool active = true;                 // something to do this sync
   metrics::TableSeries series;        // its metrics
 };

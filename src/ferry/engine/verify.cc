@@ -178,6 +178,7 @@ struct VerifiedPart {
   const config::SourceConfig* cfg = nullptr;
   std::shared_ptr<transform::Transform> transform;  // nullptr: rows are written as read
   std::string destination;                          // the destination's name of its table
+  std::string marker_part;  // its part of the table's marker (MarkerPart)
   std::string Label() const { return SourceLabel(*cfg, info.name); }
   // What its loads and windows read, and on what.
   const source::StreamInfo& read_info() const { return transform ? transform->read_info() : info; }
@@ -497,7 +498,7 @@ class Verifier {
       const std::string& cursor = *p.settings.cursor;
       WindowBounds bounds;
       FERRY_ASSIGN_OR_RETURN(Json table_marker, dst_->ReadMarker(p.destination));
-      const Json marker = PartOfMarker(table_marker, p.cfg->name);
+      const Json marker = PartOfMarker(table_marker, p.marker_part);
       if (marker.is_object() && marker.value("mode", "") == "incremental") {
         FERRY_ASSIGN_OR_RETURN(IncrementalProgress mk,
                                IncrementalProgress::FromJson(marker, "the table's marker"));
@@ -621,9 +622,9 @@ class Verifier {
   // Whether the stream's change log explains the differences: changes are waiting to be applied
   // (replication lag), or none is (a divergence: no sync will mend it), or it cannot be told.
   std::string CdcLag(const VerifiedPart& p) {
-    auto table_marker = dst_->ReadMarker(p.info.name);
+    auto table_marker = dst_->ReadMarker(p.destination);
     if (!table_marker.ok()) return "";
-    const Json marker = PartOfMarker(*table_marker, p.cfg->name);
+    const Json marker = PartOfMarker(*table_marker, p.marker_part);
     // A backfill's cdc_start when its changes are not applied yet.
     auto proven = ProvenPosition(marker, "the table's marker", p.src->position_kind());
     if (!proven.ok() || !*proven) return "";
@@ -723,6 +724,14 @@ Status RunVerify(config::PipelineConfig& cfg, const VerifyOptions& options,
     for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
     return Status::InvalidArgument("--table " + name + " is not a stream of the pipeline; its " +
                                    "streams are: " + (listed.empty() ? "(none)" : listed));
+  }
+  for (auto& [table, parts] : tables) {
+    for (VerifiedPart& p : parts) {
+      const size_t of_source = std::count_if(parts.begin(), parts.end(), [&](const VerifiedPart& o) {
+        return o.cfg == p.cfg;
+      });
+      p.marker_part = MarkerPart(cfg, *p.cfg, p.info.name, of_source);
+    }
   }
   // Every stream of a source is read at one point of it.
   for (auto& src : sources) FERRY_RETURN_IF_ERROR(src->BeginSnapshot());

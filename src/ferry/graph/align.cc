@@ -1,5 +1,6 @@
 #include "ferry/graph/align.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -27,26 +28,24 @@ std::string AlignNode::InputName(size_t i) const {
 }
 
 void AlignNode::Pump(size_t i) {
+  const size_t g = GroupOf(i);
   while (true) {
     std::optional<Message> m = inputs_[i]->Receive();
     if (!m) {
       arrivals_.Send(Arrival{i, std::nullopt});
       return;
     }
-    const bool hold = m->kind == Message::Kind::kBarrier && options_.exactly_once;
     const bool end = m->kind == Message::Kind::kEnd;
-    if (hold) {
-      std::lock_guard<std::mutex> lock(gate_mu_);
-      held_[i] = true;
+    if (options_.exactly_once) {
+      // Nothing of a group passes while one of its inputs waits at a barrier: the checkpoint
+      // aligns (or is abandoned) first.
+      std::unique_lock<std::mutex> lock(gate_mu_);
+      gate_cv_.wait(lock, [&] { return !held_[g] || stopping_; });
+      if (stopping_) return;
+      if (m->kind == Message::Kind::kBarrier) held_[g] = true;
     }
     if (!arrivals_.Send(Arrival{i, std::move(m)})) return;
     if (end) return;
-    if (hold) {
-      // Nothing after the barrier is read until the checkpoint aligns (or is abandoned).
-      std::unique_lock<std::mutex> lock(gate_mu_);
-      gate_cv_.wait(lock, [&] { return !held_[i] || stopping_; });
-      if (stopping_) return;
-    }
   }
 }
 
@@ -77,7 +76,9 @@ bool AlignNode::Emit(bool final_checkpoint) {
 
 Status AlignNode::Run() {
   const size_t n = inputs_.size();
-  held_.assign(n, false);
+  size_t groups = n;
+  for (size_t i = 0; i < n; ++i) groups = std::max(groups, GroupOf(i) + 1);
+  held_.assign(groups, false);
   pending_.assign(n, {});
   ended_.assign(n, false);
   std::vector<bool> waiting(n, false);  // Run's view of held_
@@ -106,21 +107,30 @@ Status AlignNode::Run() {
     aligning_since.reset();
     Release();
   };
+  // Per group: every input ended, or one has reached a barrier.
+  auto reached = [&](size_t g) {
+    bool all_ended = true;
+    for (size_t i = 0; i < n; ++i) {
+      if (GroupOf(i) != g || ended_[i]) continue;
+      all_ended = false;
+      if (options_.exactly_once ? waiting[i] : !pending_[i].empty() || options_.keyed) {
+        return true;
+      }
+    }
+    return all_ended;
+  };
   auto complete = [&] {
     bool any = false;
     for (size_t i = 0; i < n; ++i) {
       if (!pending_[i].empty()) any = true;
-      if (ended_[i]) continue;
-      if (options_.exactly_once ? !waiting[i] : pending_[i].empty() && !options_.keyed) {
-        return false;
-      }
+      if (!reached(GroupOf(i))) return false;
     }
     return any;
   };
   auto request_others = [&] {
     if (!options_.request) return;
     for (size_t j = 0; j < n; ++j) {
-      if (!ended_[j] && !waiting[j] && pending_[j].empty()) options_.request(j);
+      if (!ended_[j] && !reached(GroupOf(j))) options_.request(j);
     }
   };
 
@@ -138,7 +148,7 @@ Status AlignNode::Run() {
       if (r == Channel<Arrival>::ReceiveResult::kTimedOut) {
         std::string late;
         for (size_t j = 0; j < n; ++j) {
-          if (ended_[j] || waiting[j]) continue;
+          if (ended_[j] || reached(GroupOf(j))) continue;
           late += (late.empty() ? "" : ", ") + InputName(j);
         }
         ++abandoned_total_;

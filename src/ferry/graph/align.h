@@ -29,6 +29,13 @@
 //   they queue for the sink).
 // - at_least_once: every barrier goes out at once, as a checkpoint of its input alone.
 //
+// groups: inputs fed by one reader, one after the other or interleaved (several tables of one
+// source merged into one table: the source reads them in turn, or from one log). A group counts
+// as one input: a barrier of any of its inputs holds the whole group (nothing of its other inputs
+// passes either), and a checkpoint aligns once every group has an input at a barrier or has
+// ended. So the reader never waits for a barrier of an input it has not started, and no input's
+// data crosses another's barrier of the same reader.
+//
 // Messages keep their order per input; each carries its input's index in Message::origin. A
 // combined barrier is Barrier{seq, "aligned", {"inputs": [[position, ...], ...]}} (one list per
 // input, in input order; a list is empty for an input that sent no barrier since the last one).
@@ -53,6 +60,8 @@ struct AlignOptions {
   int max_concurrent = 1;
   int tolerable_failures = 10;
   std::vector<std::string> input_names;  // for messages; default "input <i>"
+  // Per input, its group (inputs fed by one reader share one); empty: each input alone.
+  std::vector<size_t> groups;
   // Asks the source behind input `i` for a barrier soon (its next consistent point). Called when
   // another input's barrier starts a checkpoint that `i` has not reached.
   std::function<void(size_t i)> request;
@@ -90,7 +99,8 @@ class AlignNode : public Node {
 
   std::mutex gate_mu_;
   std::condition_variable gate_cv_;
-  std::vector<bool> held_;  // guarded by gate_mu_: input i waits at a barrier
+  std::vector<bool> held_;  // guarded by gate_mu_: group g waits at a barrier
+  size_t GroupOf(size_t i) const { return i < options_.groups.size() ? options_.groups[i] : i; }
   bool stopping_ = false;   // guarded by gate_mu_
 
   // Run's own state (one thread).

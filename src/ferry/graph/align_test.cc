@@ -136,6 +136,73 @@ TEST(AlignNodeTest, ExactlyOnceHoldsAnInputBackUntilEveryInputReachesItsBarrier)
   EXPECT_TRUE(h.Finish().ok());
 }
 
+// Inputs fed by one reader (a source's shards) align as one: a barrier of A completes the
+// group's part of a checkpoint (B, not started, is not waited for), and holds B too, so nothing
+// of B passes before the checkpoint goes out.
+TEST(AlignNodeTest, InputsOfOneReaderAlignAsOneAndAreHeldTogether) {
+  AlignOptions o;
+  o.groups = {0, 0, 1};  // A and B read in turn by one reader; C by another
+  Harness h(3, o);
+  h.Row(0, 1);
+  h.Barrier(0, 10);
+  h.End(0);
+  h.Row(1, 5);  // B starts after A's end
+  h.Row(2, 100);
+  auto first = h.Next();
+  ASSERT_TRUE(first);
+  auto second = h.Next();
+  ASSERT_TRUE(second);
+  EXPECT_EQ((std::set<int64_t>{first->value, second->value}), (std::set<int64_t>{1, 100}));
+  // B's row waits behind A's barrier while C has not reached one.
+  EXPECT_FALSE(h.Next(std::chrono::milliseconds(300)));
+  h.Barrier(2, 20);
+  auto cp = h.Next();
+  ASSERT_TRUE(cp);
+  ASSERT_EQ(cp->kind, Out::kBarrier);
+  EXPECT_EQ(Positions(cp->inputs[0]), std::vector<int64_t>{10});
+  EXPECT_TRUE(cp->inputs[1].empty());
+  EXPECT_EQ(Positions(cp->inputs[2]), std::vector<int64_t>{20});
+  auto b = h.Next();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->value, 5);
+  EXPECT_EQ(b->origin, 1u);
+  h.Barrier(1, 11);
+  h.End(1);
+  h.End(2);
+  auto rest = h.Drain();
+  ASSERT_EQ(rest.size(), 2u);
+  ASSERT_EQ(rest[0].kind, Out::kBarrier);
+  EXPECT_EQ(Positions(rest[0].inputs[1]), std::vector<int64_t>{11});
+  EXPECT_EQ(rest[1].kind, Out::kEnd);
+  EXPECT_TRUE(h.Finish().ok());
+}
+
+// One reader's inputs alone: each barrier is a checkpoint at once, in the reader's order.
+TEST(AlignNodeTest, OneReadersInputsNeverWaitForAnInputItHasNotStarted) {
+  AlignOptions o;
+  o.groups = {0, 0};
+  Harness h(2, o);
+  h.Row(0, 1);
+  h.Barrier(0, 10);
+  auto row = h.Next();
+  ASSERT_TRUE(row);
+  auto cp = h.Next();
+  ASSERT_TRUE(cp);
+  ASSERT_EQ(cp->kind, Out::kBarrier);
+  EXPECT_EQ(Positions(cp->inputs[0]), std::vector<int64_t>{10});
+  h.End(0);
+  h.Row(1, 2);
+  h.Barrier(1, 20);
+  h.End(1);
+  auto rest = h.Drain();
+  ASSERT_EQ(rest.size(), 3u);
+  EXPECT_EQ(rest[0].value, 2);
+  ASSERT_EQ(rest[1].kind, Out::kBarrier);
+  EXPECT_EQ(Positions(rest[1].inputs[1]), std::vector<int64_t>{20});
+  EXPECT_EQ(rest[2].kind, Out::kEnd);
+  EXPECT_TRUE(h.Finish().ok());
+}
+
 TEST(AlignNodeTest, AtLeastOnceLetsDataAfterABarrierThrough) {
   AlignOptions o;
   o.exactly_once = false;
