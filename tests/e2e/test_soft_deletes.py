@@ -426,7 +426,7 @@ class PostgresSoftDeletesTest(ferrytest.FerryTestCase):
         self.assertTrue(all(r[-4:-1] == ["read", None, None] for r in rows.values()))
 
         def lsn():
-            x, y = SERVER.psql("SELECT pg_current_wal_lsn()", db=self.db).strip().split("/")
+            x, y = SERVER.psql("SELECT pg_current_wal_insert_lsn()", db=self.db).strip().split("/")
             return (int(x, 16) << 32) | int(y, 16)
 
         # Ids 16, 18 and 20 pass the filter.

@@ -424,20 +424,22 @@ class ShardsOfOneSourceTest(ferrytest.FerryTestCase):
 
     def test_a_full_refresh_of_shards_killed_mid_load_resumes_exactly(self):
         self.write_pipeline(SHARDS_PIPELINE.format(mode="full_refresh"))
-        for point in ("sink.after_commit:3", "sink.before_commit:7", "state.after_write:9"):
+        for n, point in enumerate(("sink.after_commit:3", "sink.before_commit:7",
+                                   "state.after_write:9")):
             with self.subTest(point=point):
                 p = self.sync(env={"FERRY_FAULT": point}, check=False)
                 self.assertEqual(p.returncode, -signal.SIGKILL, f"{point}: {p.stderr}")
                 self.sync()
                 self.assert_matches()
-                self.change(len(point))
+                self.change(n)
 
     def test_cdc_of_shards_survives_kills_in_the_backfill_and_the_changes(self):
         self.write_pipeline(SHARDS_PIPELINE.format(mode="cdc"))
         p = self.sync(env={"FERRY_FAULT": "sink.after_commit:4"}, check=False)
         self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr)
         self.change(1)
-        self.sync()
+        self.sync()  # the backfill, resumed
+        self.sync()  # the changes made meanwhile
         self.assert_matches()
         for n, point in enumerate(("sink.data_written", "sink.before_commit", "sink.after_commit",
                                    "state.after_write")):
@@ -639,7 +641,7 @@ class PostgresTransformsTest(ferrytest.FerryTestCase):
             CREATE TABLE shard_{n}.orders (id bigint PRIMARY KEY, item text, qty int);
             INSERT INTO shard_{n}.orders SELECT i, 'shard {n} ' || i, i % 9
               FROM generate_series(1, {1500 + 300 * n}) i;
-        """ for n in (1, 2, 3)) + "CREATE VIEW expected AS " + " UNION ALL ".join(
+        """ for n in (1, 2, 3)) + "CREATE VIEW expected_shards AS " + " UNION ALL ".join(
             f"SELECT id, item, qty, 'shard_{n}.orders' AS _ferry_source_table FROM shard_{n}.orders"
             for n in (1, 2, 3)), db=self.db)
         self.write_pipeline(f"""
@@ -661,7 +663,7 @@ state: ./state.json
         self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr)
         self.sync()
         assert_pg_table_matches(self, SERVER, self.db, "pgshaped", "orders",
-                                source_table="expected")
+                                source_table="expected_shards")
         for n, point in enumerate(("source.mid_transaction", "sink.data_written",
                                    "sink.before_commit", "sink.after_commit", "state.after_write")):
             with self.subTest(point=point):
@@ -675,7 +677,7 @@ state: ./state.json
                 self.assertEqual(p.returncode, -signal.SIGKILL, f"{point}: {p.stderr}")
                 self.sync()
                 assert_pg_table_matches(self, SERVER, self.db, "pgshaped", "orders",
-                                        source_table="expected")
+                                        source_table="expected_shards")
         v = self.ferry("verify", "-c", self.pipeline, env=self.env)
         self.assertIn("1 of 1 tables match", v.stdout)
 

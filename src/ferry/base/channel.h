@@ -81,6 +81,10 @@ class Channel {
 
   size_t capacity() const { return capacity_; }
 
+  // Called on every item as it goes in, under the channel's lock (e.g. to number the items of
+  // several channels one producer feeds, in the order it sends them). Set before any Send.
+  void SetStamp(std::function<void(T&)> stamp) { stamp_ = std::move(stamp); }
+
  private:
   size_t Weigh(const T& item) const { return weigh_ ? weigh_(item) : 0; }
   bool HasRoom(size_t w) const {  // mu_ held
@@ -95,6 +99,7 @@ class Channel {
     return item;
   }
   void Push(T item, size_t w) {  // mu_ held
+    if (stamp_) stamp_(item);
     items_.emplace_back(std::move(item), w);
     weight_ += w;
     not_empty_.notify_one();
@@ -103,6 +108,7 @@ class Channel {
   const size_t capacity_;
   const size_t weight_limit_ = 0;
   const Weigher weigh_;
+  std::function<void(T&)> stamp_;
   std::mutex mu_;
   std::condition_variable not_full_;
   std::condition_variable not_empty_;

@@ -80,8 +80,8 @@ Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport
       r.mode = std::string(config::SyncModeName(sc.mode));
       r.state = loaded ? loaded->Stream(StateNamespace(*s->cfg, info), info.name) : Json(nullptr);
       FERRY_ASSIGN_OR_RETURN(Json marker, (*dst)->ReadMarker(s->destinations[i]));
-      r.marker = PartOfMarker(
-          marker, MarkerPart(cfg, *s->cfg, info.name, of_source[{s.get(), r.table}]));
+      r.marker =
+          PartOfMarker(marker, MarkerPart(cfg, *s->cfg, info.name, of_source[{s.get(), r.table}]));
       if (sc.mode == config::SyncMode::kCdc || sc.mode == config::SyncMode::kCdcOnly) {
         auto d = DecideCdc(r.state, r.marker, sc.mode == config::SyncMode::kCdc,
                            s->src->position_kind(), info.table_id);

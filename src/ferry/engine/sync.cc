@@ -179,6 +179,13 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& options, SyncRepo
         ao.groups.push_back(static_cast<size_t>(at - readers.begin()));
         if (at == readers.end()) readers.push_back(t->source);
       }
+      for (size_t g = 0; g < readers.size(); ++g) {
+        std::vector<std::shared_ptr<graph::Edge>> edges;
+        for (size_t i = 0; i < parts.size(); ++i) {
+          if (ao.groups[i] == g) edges.push_back(inputs[i]);
+        }
+        if (edges.size() > 1) graph::GroupEdges(edges);
+      }
       ao.request = [parts](size_t i) { parts[i]->source->coordinator.Request(); };
       auto node =
           std::make_unique<graph::AlignNode>("align " + table->table, inputs, table->edge, ao);

@@ -136,8 +136,8 @@ struct TableTask {
   std::vector<StreamTask*> parts;
   std::shared_ptr<graph::Edge> edge;  // what its sink receives (merged: aligned)
   bool merged = false;  // several sources, or several streams of one source: a marker per part
-  bool active = true;                 // something to do this sync
-  metrics::TableSeries series;        // its metrics
+  bool active = true;   // something to do this sync
+  metrics::TableSeries series;  // its metrics
 };
 
 // Counts a batch handed to a stream's sink, for progress lines and metrics.

@@ -178,7 +178,7 @@ struct VerifiedPart {
   const config::SourceConfig* cfg = nullptr;
   std::shared_ptr<transform::Transform> transform;  // nullptr: rows are written as read
   std::string destination;                          // the destination's name of its table
-  std::string marker_part;  // its part of the table's marker (MarkerPart)
+  std::string marker_part;                          // its part of the table's marker (MarkerPart)
   std::string Label() const { return SourceLabel(*cfg, info.name); }
   // What its loads and windows read, and on what.
   const source::StreamInfo& read_info() const { return transform ? transform->read_info() : info; }
@@ -727,9 +727,8 @@ Status RunVerify(config::PipelineConfig& cfg, const VerifyOptions& options,
   }
   for (auto& [table, parts] : tables) {
     for (VerifiedPart& p : parts) {
-      const size_t of_source = std::count_if(parts.begin(), parts.end(), [&](const VerifiedPart& o) {
-        return o.cfg == p.cfg;
-      });
+      const size_t of_source = std::count_if(parts.begin(), parts.end(),
+                                             [&](const VerifiedPart& o) { return o.cfg == p.cfg; });
       p.marker_part = MarkerPart(cfg, *p.cfg, p.info.name, of_source);
     }
   }

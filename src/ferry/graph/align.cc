@@ -1,7 +1,9 @@
 #include "ferry/graph/align.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "ferry/base/fault.h"
@@ -22,6 +24,21 @@ AlignNode::AlignNode(std::string name, std::vector<std::shared_ptr<Edge>> inputs
       options_(std::move(options)),
       arrivals_(inputs_.size() + 1) {}
 
+void GroupEdges(const std::vector<std::shared_ptr<Edge>>& edges) {
+  auto counter = std::make_shared<std::atomic<uint64_t>>(0);
+  for (const auto& e : edges) {
+    e->SetStamp([counter](Message& m) { m.seq = counter->fetch_add(1) + 1; });
+  }
+}
+
+bool AlignNode::Ordered(size_t i) const {
+  const size_t g = GroupOf(i);
+  for (size_t j = 0; j < inputs_.size(); ++j) {
+    if (j != i && GroupOf(j) == g) return true;
+  }
+  return false;
+}
+
 std::string AlignNode::InputName(size_t i) const {
   if (i < options_.input_names.size()) return options_.input_names[i];
   return "input " + std::to_string(i);
@@ -29,6 +46,7 @@ std::string AlignNode::InputName(size_t i) const {
 
 void AlignNode::Pump(size_t i) {
   const size_t g = GroupOf(i);
+  const bool ordered = Ordered(i);
   while (true) {
     std::optional<Message> m = inputs_[i]->Receive();
     if (!m) {
@@ -37,12 +55,16 @@ void AlignNode::Pump(size_t i) {
     }
     const bool end = m->kind == Message::Kind::kEnd;
     if (options_.exactly_once) {
-      // Nothing of a group passes while one of its inputs waits at a barrier: the checkpoint
-      // aligns (or is abandoned) first.
+      // Nothing the reader sent after a barrier passes until the checkpoint aligns (or is
+      // abandoned): of a numbered group, what it sent before the barrier still does.
       std::unique_lock<std::mutex> lock(gate_mu_);
-      gate_cv_.wait(lock, [&] { return !held_[g] || stopping_; });
+      gate_cv_.wait(lock,
+                    [&] { return stopping_ || !held_[g] || (ordered && m->seq < held_seq_[g]); });
       if (stopping_) return;
-      if (m->kind == Message::Kind::kBarrier) held_[g] = true;
+      if (m->kind == Message::Kind::kBarrier) {
+        held_seq_[g] = held_[g] ? std::min(held_seq_[g], m->seq) : m->seq;
+        held_[g] = true;
+      }
     }
     if (!arrivals_.Send(Arrival{i, std::move(m)})) return;
     if (end) return;
@@ -79,6 +101,12 @@ Status AlignNode::Run() {
   size_t groups = n;
   for (size_t i = 0; i < n; ++i) groups = std::max(groups, GroupOf(i) + 1);
   held_.assign(groups, false);
+  held_seq_.assign(groups, 0);
+  // A numbered group's messages, taken in the order its reader sent them.
+  std::vector<uint64_t> next_seq(groups, 1);
+  std::vector<std::map<uint64_t, Arrival>> early(groups);
+  std::vector<bool> ordered(n);
+  for (size_t i = 0; i < n; ++i) ordered[i] = Ordered(i);
   pending_.assign(n, {});
   ended_.assign(n, false);
   std::vector<bool> waiting(n, false);  // Run's view of held_
@@ -134,6 +162,72 @@ Status AlignNode::Run() {
     }
   };
 
+  // One message, in its input's order (and its group's): nullopt to go on, else how Run ends.
+  auto handle = [&](Arrival& x) -> std::optional<Status> {
+    const size_t i = x.input;
+    Message& m = *x.message;
+    switch (m.kind) {
+      case Message::Kind::kBatch:
+        m.origin = static_cast<uint32_t>(i);
+        if (!output_->Send(std::move(m))) return Status::Cancelled(name_ + ": stopped");
+        break;
+      case Message::Kind::kBarrier: {
+        pending_[i].push_back(std::move(m.barrier.position));
+        if (options_.exactly_once) {
+          waiting[i] = true;
+          if (!aligning_since) aligning_since = Clock::now();
+        }
+        if (complete()) {
+          if (!Emit(/*final_checkpoint=*/false)) {
+            return Status::Cancelled(name_ + ": stopped");
+          }
+          consecutive_abandons = 0;
+          release();
+        } else {
+          request_others();
+          FaultPoint("graph.aligning");
+        }
+        break;
+      }
+      case Message::Kind::kEnd:
+        ended_[i] = true;
+        --live;
+        if (live > 0 && complete()) {
+          if (!Emit(/*final_checkpoint=*/false)) {
+            return Status::Cancelled(name_ + ": stopped");
+          }
+          consecutive_abandons = 0;
+          release();
+        }
+        break;
+    }
+    return std::nullopt;
+  };
+  // Of each numbered group, the messages next in its reader's order, up to the group's barrier
+  // while a checkpoint waits on other inputs (what was sent after it waits for the release).
+  auto drain = [&]() -> std::optional<Status> {
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (size_t g = 0; g < early.size(); ++g) {
+        while (!early[g].empty()) {
+          if (options_.exactly_once) {
+            bool waits = false;
+            for (size_t i = 0; i < n; ++i) waits = waits || (GroupOf(i) == g && waiting[i]);
+            if (waits) break;
+          }
+          auto it = early[g].find(next_seq[g]);
+          if (it == early[g].end()) break;
+          Arrival x = std::move(it->second);
+          early[g].erase(it);
+          ++next_seq[g];
+          progress = true;
+          if (auto s = handle(x)) return s;
+        }
+      }
+    }
+    return std::nullopt;
+  };
+
   while (live > 0) {
     std::optional<Arrival> a;
     if (aligning_since && options_.alignment_timeout_ms > 0) {
@@ -178,52 +272,26 @@ Status AlignNode::Run() {
               "commit: raise checkpoint.alignment_timeout, or tolerable_failures"));
         }
         release();
+        if (auto s = drain()) return finish(*s);
         continue;
       }
     } else {
       a = arrivals_.Receive();
       if (!a) return finish(Status::Cancelled(name_ + ": stopped"));
     }
-    const size_t i = a->input;
     if (!a->message) {
-      return finish(Status::Cancelled(name_ + ": " + InputName(i) + " stopped before its end"));
+      return finish(
+          Status::Cancelled(name_ + ": " + InputName(a->input) + " stopped before its end"));
     }
-    Message& m = *a->message;
-    switch (m.kind) {
-      case Message::Kind::kBatch:
-        m.origin = static_cast<uint32_t>(i);
-        if (!output_->Send(std::move(m))) return finish(Status::Cancelled(name_ + ": stopped"));
-        break;
-      case Message::Kind::kBarrier: {
-        pending_[i].push_back(std::move(m.barrier.position));
-        if (options_.exactly_once) {
-          waiting[i] = true;
-          if (!aligning_since) aligning_since = Clock::now();
-        }
-        if (complete()) {
-          if (!Emit(/*final_checkpoint=*/false)) {
-            return finish(Status::Cancelled(name_ + ": stopped"));
-          }
-          consecutive_abandons = 0;
-          release();
-        } else {
-          request_others();
-          FaultPoint("graph.aligning");
-        }
-        break;
-      }
-      case Message::Kind::kEnd:
-        ended_[i] = true;
-        --live;
-        if (live > 0 && complete()) {
-          if (!Emit(/*final_checkpoint=*/false)) {
-            return finish(Status::Cancelled(name_ + ": stopped"));
-          }
-          consecutive_abandons = 0;
-          release();
-        }
-        break;
+    if (ordered[a->input] && a->message->seq != 0) {
+      // A numbered group's messages go on in the order its reader sent them (drain, below).
+      const size_t g = GroupOf(a->input);
+      const uint64_t seq = a->message->seq;
+      early[g].emplace(seq, std::move(*a));
+    } else if (auto s = handle(*a)) {
+      return finish(*s);
     }
+    if (auto s = drain()) return finish(*s);
   }
   // Every input has ended: what is left goes out as the last checkpoint, then the end.
   bool rest = false;

@@ -30,11 +30,13 @@
 // - at_least_once: every barrier goes out at once, as a checkpoint of its input alone.
 //
 // groups: inputs fed by one reader, one after the other or interleaved (several tables of one
-// source merged into one table: the source reads them in turn, or from one log). A group counts
-// as one input: a barrier of any of its inputs holds the whole group (nothing of its other inputs
-// passes either), and a checkpoint aligns once every group has an input at a barrier or has
-// ended. So the reader never waits for a barrier of an input it has not started, and no input's
-// data crosses another's barrier of the same reader.
+// source merged into one table: the source reads them in turn, or from one log). Their messages
+// are numbered in the order the reader sent them (Message::seq, stamped by the edges: see
+// GroupEdges), and the node takes a group's messages in that order, whichever pump brings them
+// first. A group counts as one input: a barrier of any of its inputs holds what the reader sent
+// after it, on every input of the group, and a checkpoint aligns once every group has an input
+// at a barrier or has ended. So the reader is never waited for on an input it has not started,
+// and nothing it sent after a barrier joins that barrier's checkpoint.
 //
 // Messages keep their order per input; each carries its input's index in Message::origin. A
 // combined barrier is Barrier{seq, "aligned", {"inputs": [[position, ...], ...]}} (one list per
@@ -66,6 +68,10 @@ struct AlignOptions {
   // another input's barrier starts a checkpoint that `i` has not reached.
   std::function<void(size_t i)> request;
 };
+
+// Makes `edges` (fed by one reader) number their messages in the order it sends them, for an
+// AlignNode that has them in one group.
+void GroupEdges(const std::vector<std::shared_ptr<Edge>>& edges);
 
 class AlignNode : public Node {
  public:
@@ -100,8 +106,13 @@ class AlignNode : public Node {
   std::mutex gate_mu_;
   std::condition_variable gate_cv_;
   std::vector<bool> held_;  // guarded by gate_mu_: group g waits at a barrier
+  // Guarded by gate_mu_: of a held group whose messages are numbered, the barrier's number: what
+  // the reader sent before it still passes.
+  std::vector<uint64_t> held_seq_;
   size_t GroupOf(size_t i) const { return i < options_.groups.size() ? options_.groups[i] : i; }
-  bool stopping_ = false;   // guarded by gate_mu_
+  // Its group has several inputs: their messages are numbered and taken in order.
+  bool Ordered(size_t i) const;
+  bool stopping_ = false;  // guarded by gate_mu_
 
   // Run's own state (one thread).
   std::vector<std::vector<Json>> pending_;  // barrier positions per input since the last emit

@@ -30,12 +30,20 @@ class Harness {
  public:
   // `acknowledge`: Next() acknowledges every combined barrier it reads, as a sink that has
   // committed it; false leaves them in progress.
-  explicit Harness(size_t inputs, AlignOptions options, bool acknowledge = true)
+  // `number`: a group's edges number their messages (GroupEdges); false: the test does (Seq).
+  explicit Harness(size_t inputs, AlignOptions options, bool acknowledge = true, bool number = true)
       : schema_(OneColumn()), acknowledge_(acknowledge) {
     for (size_t i = 0; i < inputs; ++i) inputs_.push_back(std::make_shared<Edge>(4));
     output_ = std::make_shared<Edge>(4);
     if (options.input_names.empty()) {
       for (size_t i = 0; i < inputs; ++i) options.input_names.push_back(std::string(1, 'A' + i));
+    }
+    // A group's inputs number their messages, as one reader's edges do.
+    std::map<size_t, std::vector<std::shared_ptr<Edge>>> groups;
+    for (size_t i = 0; i < options.groups.size(); ++i)
+      groups[options.groups[i]].push_back(inputs_[i]);
+    for (const auto& [g, edges] : groups) {
+      if (edges.size() > 1 && number) GroupEdges(edges);
     }
     node_ = std::make_unique<AlignNode>("align", inputs_, output_, std::move(options));
     runner_ = std::thread([this] { status_ = node_->Run(); });
@@ -56,6 +64,19 @@ class Harness {
         Message::MakeBarrier({CheckpointId(position), "s", Json{{"position", position}}})));
   }
   void End(size_t input) { ASSERT_TRUE(inputs_[input]->Send(Message::End())); }
+  // A row or a barrier numbered `seq` by the test (as one reader's edges number them).
+  void RowSeq(size_t input, int64_t v, uint64_t seq) {
+    auto b = std::make_unique<Batch>(schema_);
+    b->column(0).AppendInt64(v);
+    Message m = Message::Data(std::move(b));
+    m.seq = seq;
+    ASSERT_TRUE(inputs_[input]->Send(std::move(m)));
+  }
+  void BarrierSeq(size_t input, int64_t position, uint64_t seq) {
+    Message m = Message::MakeBarrier({CheckpointId(position), "s", Json{{"position", position}}});
+    m.seq = seq;
+    ASSERT_TRUE(inputs_[input]->Send(std::move(m)));
+  }
   void Close(size_t input) { inputs_[input]->Close(); }
 
   // The next output message, or nullopt after `wait` without one.
@@ -175,6 +196,37 @@ TEST(AlignNodeTest, InputsOfOneReaderAlignAsOneAndAreHeldTogether) {
   EXPECT_EQ(Positions(rest[0].inputs[1]), std::vector<int64_t>{11});
   EXPECT_EQ(rest[1].kind, Out::kEnd);
   EXPECT_TRUE(h.Finish().ok());
+}
+
+// What one reader sent after a barrier never joins that barrier's checkpoint, even when its pump
+// brings it first: B's row (sent after A's barrier) reaches the node before A's row and barrier,
+// and still waits for the checkpoint.
+TEST(AlignNodeTest, OneReadersMessagesAreTakenInTheOrderItSentThem) {
+  AlignOptions o;
+  o.groups = {0, 0, 1};
+  Harness h(3, o, /*acknowledge=*/true, /*number=*/false);
+  h.RowSeq(1, 5, 3);  // sent after A's barrier (seq 2), arrives first
+  EXPECT_FALSE(h.Next(std::chrono::milliseconds(200)));
+  h.RowSeq(0, 1, 1);
+  h.BarrierSeq(0, 10, 2);
+  auto first = h.Next();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->value, 1);
+  // B's row is after the group's barrier: it waits while C has not reached one.
+  EXPECT_FALSE(h.Next(std::chrono::milliseconds(300)));
+  h.Barrier(2, 20);
+  auto cp = h.Next();
+  ASSERT_TRUE(cp);
+  ASSERT_EQ(cp->kind, Out::kBarrier);
+  EXPECT_EQ(Positions(cp->inputs[0]), std::vector<int64_t>{10});
+  EXPECT_TRUE(cp->inputs[1].empty());
+  auto b = h.Next();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->value, 5);
+  h.RowSeq(1, 6, 4);
+  auto c = h.Next();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->value, 6);
 }
 
 // One reader's inputs alone: each barrier is a checkpoint at once, in the reader's order.

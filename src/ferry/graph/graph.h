@@ -45,6 +45,9 @@ struct Message {
   std::unique_ptr<Batch> batch;
   bool deletes = false;  // kBatch: the rows name keys to delete (CDC); only key columns are set
   uint32_t origin = 0;   // which input of an AlignNode the message came from
+  // Its place among the messages one reader sends on several edges (AlignOptions::groups; the
+  // edges number them: Channel::SetStamp); 0: not numbered.
+  uint64_t seq = 0;
   Barrier barrier;
 
   static Message Data(std::unique_ptr<Batch> b, bool deletes = false) {
