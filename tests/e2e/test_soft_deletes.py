@@ -7,8 +7,6 @@ source deletes (or moves to another key) into a `gone` table, and a view in the 
 Read back through DuckDB and icebird (and PostgreSQL for a PostgreSQL destination); the crash suite
 kills the sync at every fault point of a pipeline using columns, a filter, a route and soft
 deletes."""
-import csv
-import io
 import os
 import signal
 import sys
@@ -19,7 +17,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ferrytest  # noqa: E402
 import pgserver  # noqa: E402
+import test_transforms  # noqa: E402
 from test_postgres_to_iceberg import assert_pg_table_matches  # noqa: E402
+from test_transforms import rows_as_text  # noqa: E402
 
 FILTER = "status <> 'cancelled' AND amount > 0"
 META = "      metadata_columns: [_ferry_op, _ferry_source_ts, _ferry_position]\n"
@@ -332,6 +332,7 @@ def pg_change(db, n):
 def setUpModule():
     global SERVER
     SERVER = pgserver.start_for_module()
+    test_transforms.SERVER = SERVER  # its rows_as_text reads this server
 
 
 def tearDownModule():
@@ -480,13 +481,6 @@ class PostgresSoftDeletesTest(ferrytest.FerryTestCase):
         finally:
             SERVER.drop_test_database(target)
 
-
-def rows_as_text(db, schema, table, columns):
-    """Every row as a tuple of PostgreSQL's text forms, sorted."""
-    cols = ", ".join(f'"{c}"::text' for c in columns)
-    out = SERVER.psql(f'COPY (SELECT {cols} FROM "{schema}"."{table}") TO STDOUT (FORMAT csv)',
-                      db=db)
-    return sorted(tuple(r) for r in csv.reader(io.StringIO(out)))
 
 
 if __name__ == "__main__":
