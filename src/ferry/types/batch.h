@@ -134,6 +134,28 @@ struct RowOrigin {
   int64_t commit_us = kNoTime;  // microseconds since the Unix epoch; kNoTime: not known
   uint64_t position_major = 0;
   uint64_t position_minor = 0;
+
+  // Its form in spill records: the fields one after another, kPackedBytes in all.
+  static constexpr size_t kPackedBytes = 2 + 3 * sizeof(uint64_t);
+  void AppendPacked(std::string* out) const {
+    char b[kPackedBytes];
+    b[0] = static_cast<char>(op);
+    b[1] = static_cast<char>(position_kind);
+    std::memcpy(b + 2, &commit_us, 8);
+    std::memcpy(b + 10, &position_major, 8);
+    std::memcpy(b + 18, &position_minor, 8);
+    out->append(b, kPackedBytes);
+  }
+  // `in` holds kPackedBytes.
+  static RowOrigin Unpacked(const char* in) {
+    RowOrigin o;
+    o.op = static_cast<Op>(static_cast<uint8_t>(in[0]) & 3);
+    o.position_kind = static_cast<uint8_t>(in[1]);
+    std::memcpy(&o.commit_us, in + 2, 8);
+    std::memcpy(&o.position_major, in + 10, 8);
+    std::memcpy(&o.position_minor, in + 18, 8);
+    return o;
+  }
 };
 
 class Batch {

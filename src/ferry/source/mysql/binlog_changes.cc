@@ -68,9 +68,9 @@ Result<int> BinlogChanges::SpillMaps(std::vector<Changes>* maps) {
       maps,
       [](const Change& c) {
         std::string r;
-        r.reserve(c.packed.size() + 1 + sizeof c.origin);
+        r.reserve(c.packed.size() + 1 + RowOrigin::kPackedBytes);
         r.push_back(c.deleted ? 'd' : 'u');  // deleted flag, origin, packed row
-        r.append(reinterpret_cast<const char*>(&c.origin), sizeof c.origin);
+        c.origin.AppendPacked(&r);
         r.append(c.packed);
         return r;
       },
@@ -230,17 +230,17 @@ Status BinlogChanges::TakeBatches(
             FERRY_RETURN_IF_ERROR(flush(true));
             start(e.table);
           }
-          RowOrigin origin;
-          if (e.record.size() < 1 + sizeof origin) {
+          if (e.record.size() < 1 + RowOrigin::kPackedBytes) {
             return Status::Corruption("a held change without its row");
           }
-          std::memcpy(&origin, e.record.data() + 1, sizeof origin);
+          RowOrigin origin = RowOrigin::Unpacked(e.record.data() + 1);
           if (auto it = run_commits_.find(e.run); it != run_commits_.end()) {
             origin.commit_us = it->second.commit_us;
             Position::Of(it->second).StampOn(&origin);
           }
-          FERRY_RETURN_IF_ERROR(Append(e.table, origin, e.record.substr(1 + sizeof origin),
-                                       upserts.get(), deletes.get()));
+          FERRY_RETURN_IF_ERROR(Append(e.table, origin,
+                                       e.record.substr(1 + RowOrigin::kPackedBytes), upserts.get(),
+                                       deletes.get()));
           return flush(false);
         }));
     FERRY_RETURN_IF_ERROR(flush(true));

@@ -446,11 +446,11 @@ Status ChangeSet::Put(std::vector<Changes>& target, size_t table, std::string ke
 
 std::string ChangeSet::Encode(const Change& c) {
   std::string r;
-  size_t n = 1 + sizeof c.origin;
+  size_t n = 1 + RowOrigin::kPackedBytes;
   for (const auto& v : c.values) n += 5 + v.bytes.size();
   r.reserve(n);
   r.push_back(c.deleted ? 'd' : 'u');
-  r.append(reinterpret_cast<const char*>(&c.origin), sizeof c.origin);
+  c.origin.AppendPacked(&r);
   for (const auto& v : c.values) {
     r.push_back(v.kind);
     const uint32_t len = static_cast<uint32_t>(v.bytes.size());
@@ -466,9 +466,9 @@ Status ChangeSet::Decode(std::string_view r, uint64_t seq, Change* c) {
   c->seq = seq;
   c->values.clear();
   r.remove_prefix(1);
-  if (r.size() < sizeof c->origin) return Status::Corruption("a held change is cut short");
-  std::memcpy(&c->origin, r.data(), sizeof c->origin);
-  r.remove_prefix(sizeof c->origin);
+  if (r.size() < RowOrigin::kPackedBytes) return Status::Corruption("a held change is cut short");
+  c->origin = RowOrigin::Unpacked(r.data());
+  r.remove_prefix(RowOrigin::kPackedBytes);
   while (!r.empty()) {
     if (r.size() < 5) return Status::Corruption("a held change is cut short");
     Value v;
