@@ -597,6 +597,54 @@ class MysqlCdcTest(ferrytest.FerryTestCase):
         v = self.ferry("verify", "-c", self.pipeline, env=self.env)
         self.assertIn("1 of 1 tables match", v.stdout)
 
+    def test_a_mariadb_destination_keeps_soft_deleted_rows(self):
+        target, state_db = self.db + "_soft", self.db + "_softstate"
+        MARIA.create_database(target)
+        self.addCleanup(MARIA.drop_database, target)
+        self.addCleanup(MARIA.drop_database, state_db)
+        self.sql("""
+            CREATE TABLE gone LIKE items;
+            CREATE TRIGGER track_delete AFTER DELETE ON items FOR EACH ROW
+              REPLACE INTO gone VALUES (OLD.id, OLD.name, OLD.amount, OLD.at, OLD.note, OLD.data);
+            CREATE TRIGGER track_move AFTER UPDATE ON items FOR EACH ROW
+              REPLACE INTO gone SELECT OLD.id, OLD.name, OLD.amount, OLD.at, OLD.note, OLD.data
+              FROM DUAL WHERE OLD.id <> NEW.id;
+            CREATE TRIGGER track_moved_back AFTER UPDATE ON items FOR EACH ROW FOLLOWS track_move
+              DELETE FROM gone WHERE id = NEW.id;
+            CREATE TRIGGER track_back AFTER INSERT ON items FOR EACH ROW
+              DELETE FROM gone WHERE id = NEW.id;
+        """)
+        self.write_pipeline(f"""
+name: {self.db}
+source:
+  type: mysql
+  url: "{MARIA.url(self.db)}"
+  server_id: 4343
+  streams:
+    - name: items
+      mode: cdc
+      deletes: soft
+destination:
+  type: mariadb
+  url: "mysql://root:${{MARIADB_PASSWORD}}@127.0.0.1:{MARIA.port}/{target}"
+  state_database: {state_db}
+state: ./state.json
+""")
+        cols = ("id, name, CAST(amount AS CHAR), HEX(CONVERT(note USING utf8mb4)), HEX(data), "
+                "CAST(at AS CHAR)")
+        for n in range(3):
+            if n:
+                self.change(600 + n)
+            self.sync()
+            live = MARIA.rows(f"SELECT {cols} FROM items", db=self.db)
+            gone = MARIA.rows(f"SELECT {cols} FROM gone", db=self.db)
+            want = sorted([tuple(r) + ("0",) for r in live] + [tuple(r) + ("1",) for r in gone])
+            got = sorted(tuple(r) for r in MARIA.rows(
+                f"SELECT {cols}, CAST(_ferry_deleted AS CHAR) FROM items", db=target))
+            self.assertEqual(len(got), len(want), f"round {n}")
+            self.assertEqual(got, want, f"round {n}")
+        self.assertGreater(sum(1 for r in got if r[-1] == "1"), 50)
+
     def test_metadata_columns_say_what_each_change_was_when_and_where(self):
         self.configure(streams=["items"], extra="  deletes: soft\n  metadata_columns: "
                        "[_ferry_op, _ferry_source_ts, _ferry_position]")
