@@ -340,6 +340,44 @@ class SqliteToRedisTest(RedisTestCase):
                 self.assert_matches()
         self.verify_passes()
 
+    def test_soft_deletes_keep_deleted_rows_marked(self):
+        # `pairs` (a composite key) with deletes: soft: a deleted row's hash stays, with its last
+        # values and _ferry_deleted true; a crash between changes loses or doubles nothing.
+        self.configure(mode="cdc", streams="  deletes: soft\n  streams: [pairs]\n")
+        self.sync()
+        gone = {}
+
+        def expected():
+            out = {}
+            for k, h in self.expected("pairs", PAIRS_DECL, ["a", "b"]).items():
+                out[k] = dict(h, _ferry_deleted=b"false")
+            for k, h in gone.items():
+                out.setdefault(k, dict(h, _ferry_deleted=b"true"))
+            return out
+
+        def canon(field, v):
+            return v if field == "_ferry_deleted" else sqlite_canon(PAIRS_DECL)(field, v)
+
+        self.assert_rows("pairs", expected(), canon)
+        for n, point in enumerate((None, "sink.before_commit", "state.after_write")):
+            with self.subTest(point=point):
+                before = self.expected("pairs", PAIRS_DECL, ["a", "b"])
+                con = self.source()
+                con.execute("UPDATE pairs SET v = ? WHERE b % 7 = ?", (f"last {n}", n))
+                con.execute("DELETE FROM pairs WHERE b % 7 = ? AND b % 2 = 0", (n,))
+                con.commit()
+                con.close()
+                after = self.expected("pairs", PAIRS_DECL, ["a", "b"])
+                for k in set(before) - set(after):
+                    h = dict(before[k])
+                    h["v"] = sqlite_text(PAIRS_DECL["v"], f"last {n}")
+                    gone[k] = h
+                if point:
+                    self.crash(point)
+                self.sync()
+                self.assert_rows("pairs", expected(), canon)
+        self.assertGreater(len(gone), 10)
+
     def test_incremental_windows_crash_at_every_fault_point(self):
         self.configure(mode="incremental",
                        streams=f'  streams:\n    - {{name: {json.dumps(ODD)}, cursor: "Id"}}\n')
