@@ -65,6 +65,21 @@ CREATE TABLE unfollowed (id int PRIMARY KEY, v text);
 """
 STREAMS = ["items", "Odd `Name` Ü", "all_types"]
 
+# The server's own record of the rows `items` loses (deleted, or moved to another key): each as it
+# was, in `gone`, until its key comes back. What deletes: soft must keep.
+TRACK_DELETED = """
+CREATE TABLE gone LIKE items;
+CREATE TRIGGER track_delete AFTER DELETE ON items FOR EACH ROW
+  REPLACE INTO gone VALUES (OLD.id, OLD.name, OLD.amount, OLD.at, OLD.note, OLD.data);
+CREATE TRIGGER track_move AFTER UPDATE ON items FOR EACH ROW
+  REPLACE INTO gone SELECT OLD.id, OLD.name, OLD.amount, OLD.at, OLD.note, OLD.data
+  FROM DUAL WHERE OLD.id <> NEW.id;
+CREATE TRIGGER track_moved_back AFTER UPDATE ON items FOR EACH ROW FOLLOWS track_move
+  DELETE FROM gone WHERE id = NEW.id;
+CREATE TRIGGER track_back AFTER INSERT ON items FOR EACH ROW
+  DELETE FROM gone WHERE id = NEW.id;
+"""
+
 
 def setUpModule():
     global MARIA
@@ -557,17 +572,7 @@ class MysqlCdcTest(ferrytest.FerryTestCase):
     def test_soft_deletes_keep_deleted_rows_with_their_last_values(self):
         # The server's own record of what was deleted (or moved to another key): a trigger copies
         # the row as it was into `gone`, until its key comes back.
-        self.sql("""
-            CREATE TABLE gone LIKE items;
-            CREATE TRIGGER track_delete AFTER DELETE ON items FOR EACH ROW
-              REPLACE INTO gone VALUES (OLD.id, OLD.name, OLD.amount, OLD.at, OLD.note, OLD.data);
-            CREATE TRIGGER track_move AFTER UPDATE ON items FOR EACH ROW
-              REPLACE INTO gone SELECT OLD.id, OLD.name, OLD.amount, OLD.at, OLD.note, OLD.data
-              FROM DUAL WHERE OLD.id <> NEW.id;
-            CREATE TRIGGER track_moved_back AFTER UPDATE ON items FOR EACH ROW FOLLOWS track_move
-              DELETE FROM gone WHERE id = NEW.id;
-            CREATE TRIGGER track_back AFTER INSERT ON items FOR EACH ROW
-              DELETE FROM gone WHERE id = NEW.id;
+        self.sql(TRACK_DELETED + """
             CREATE VIEW expected_items AS
               SELECT id, name, amount, at, note, data, FALSE AS _ferry_deleted FROM items
               UNION ALL SELECT id, name, amount, at, note, data, TRUE FROM gone;
@@ -602,18 +607,7 @@ class MysqlCdcTest(ferrytest.FerryTestCase):
         MARIA.create_database(target)
         self.addCleanup(MARIA.drop_database, target)
         self.addCleanup(MARIA.drop_database, state_db)
-        self.sql("""
-            CREATE TABLE gone LIKE items;
-            CREATE TRIGGER track_delete AFTER DELETE ON items FOR EACH ROW
-              REPLACE INTO gone VALUES (OLD.id, OLD.name, OLD.amount, OLD.at, OLD.note, OLD.data);
-            CREATE TRIGGER track_move AFTER UPDATE ON items FOR EACH ROW
-              REPLACE INTO gone SELECT OLD.id, OLD.name, OLD.amount, OLD.at, OLD.note, OLD.data
-              FROM DUAL WHERE OLD.id <> NEW.id;
-            CREATE TRIGGER track_moved_back AFTER UPDATE ON items FOR EACH ROW FOLLOWS track_move
-              DELETE FROM gone WHERE id = NEW.id;
-            CREATE TRIGGER track_back AFTER INSERT ON items FOR EACH ROW
-              DELETE FROM gone WHERE id = NEW.id;
-        """)
+        self.sql(TRACK_DELETED)
         self.write_pipeline(f"""
 name: {self.db}
 source:
