@@ -12,7 +12,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libsqlite3-dev sqlite3 libzstd-dev libsnappy-dev zlib1g-dev libcurl4-openssl-dev
   libpq-dev postgresql
-  libmariadb-dev mariadb-server redis-server
+  libmariadb-dev mariadb-server redis-server librdkafka-dev kcat
   prometheus-cpp-dev libcivetweb-dev prometheus
   ceph-mon ceph-osd radosgw ceph-common
   nlohmann-json3-dev libyaml-cpp-dev libgtest-dev

@@ -813,6 +813,17 @@ Result<std::string> Options::TakeString(const std::string& key) {
   return it->second.text;
 }
 
+std::map<std::string, std::string> Options::TakeMap(const std::string& key) {
+  std::map<std::string, std::string> out;
+  const std::string prefix = key + ".";
+  for (auto it = values_.lower_bound(prefix);
+       it != values_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    it->second.used = true;
+    out[it->first.substr(prefix.size())] = it->second.text;
+  }
+  return out;
+}
+
 std::optional<std::string> Options::TakeOptionalString(const std::string& key) {
   auto it = values_.find(key);
   if (it == values_.end()) return std::nullopt;

@@ -48,6 +48,8 @@ class Options {
   bool Has(const std::string& key) const { return values_.count(key) != 0; }
 
   Result<std::string> TakeString(const std::string& key);  // required
+  // The keys of the nested mapping `key:` ({name: text}, in name order), taken; empty when none.
+  std::map<std::string, std::string> TakeMap(const std::string& key);
   std::optional<std::string> TakeOptionalString(const std::string& key);
   Result<std::string> TakePath(const std::string& key);  // required, made absolute
   // Required: where files live, as a URI. A URI with a scheme ("s3://bucket/prefix") is kept as

@@ -3,6 +3,7 @@
 #include "ferry/sink/sink.h"
 
 #include "ferry/sink/iceberg/iceberg_sink.h"
+#include "ferry/sink/kafka/kafka_sink.h"
 #include "ferry/sink/mysql/mysql_sink.h"
 #include "ferry/sink/postgres/postgres_sink.h"
 #include "ferry/sink/redis/redis_sink.h"
@@ -27,7 +28,7 @@ struct DestinationType {
 constexpr DestinationType kDestinations[] = {
     {"iceberg", nullptr, OpenIcebergSink}, {"postgres", "postgresql", OpenPostgresSink},
     {"mysql", "mariadb", OpenMysqlSink},   {"sqlite", nullptr, OpenSqliteSink},
-    {"redis", nullptr, OpenRedisSink},
+    {"redis", nullptr, OpenRedisSink},     {"kafka", nullptr, OpenKafkaSink},
 };
 
 }  // namespace
