@@ -2,11 +2,12 @@
 // ports, transactions and idempotence), kept alive in this process. No Kafka broker is
 // installable on the test machines; clients (ferry, kcat) connect to it as to any cluster.
 //
-//   ferry_kafka_mock [--brokers N] [--partitions N]
+//   ferry_kafka_mock [--brokers N] [--partitions N]   (N partitions: the `topic` command's default)
 //
 // Prints "bootstrap <host:port,...>" on stdout once the brokers listen, then reads commands on
 // stdin, one a line, answering "ok" or "error <message>":
-//   topic <name> <partitions>          creates a topic
+//   topic <name> [partitions]          creates a topic (topics a producer asks for are created
+//                                      with 4 partitions; the mock keeps 5 MB a partition)
 //   errors <api key> <error code>...   the next requests of that API (all brokers) fail with
 //                                      these errors, one each (rd_kafka_mock_push_request_errors)
 //   clear <api key>                    drops the errors still pushed for that API
@@ -38,8 +39,6 @@ int main(int argc, char** argv) {
   }
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  // Topics a client asks for are created with this many partitions.
-  const std::string parts = std::to_string(partitions);
   if (rd_kafka_conf_set(conf, "log_level", "3", err, sizeof(err)) != RD_KAFKA_CONF_OK) {
     std::cerr << err << "\n";
     return 1;

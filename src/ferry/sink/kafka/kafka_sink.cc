@@ -508,9 +508,11 @@ class KafkaStream final : public SinkStream {
       in_txn_ = false;
       DropProducer();
       pending_ = 0;
-      return Status::CommitFailed(
+      // Not retried: a retry would fence the other writer in turn.
+      return Status::InvalidArgument(
           doing + ": the producer was fenced: another sync of pipeline '" + s_.pipeline +
-          "' started a producer with the same transactional.id; this one stops");
+          "' (elsewhere, with the same name and brokers) started a producer with the same "
+          "transactional.id; this one stops. Give each pipeline its own name");
     }
     if (!st.ok() && abortable) {
       Abort();
