@@ -461,8 +461,10 @@ Status Transform::Apply(Batch& in, bool keyed, bool deletes,
     }
     in.Clear();
     AddMetadata(out, soft, origins, nullptr);
+    out->origins() = std::move(origins);
     return Status::OK();
   }
+  const size_t rows_in = src->num_rows();
   FERRY_ASSIGN_OR_RETURN(auto ev, Take());
   std::vector<uint32_t> kept, dropped;
   Status s = Compute(*src, ev.get(), keyed || soft, out, removed, &kept, &dropped);
@@ -471,6 +473,11 @@ Status Transform::Apply(Batch& in, bool keyed, bool deletes,
   FERRY_RETURN_IF_ERROR(s);
   AddMetadata(out, soft, origins, &kept);
   if (removed->num_rows() > 0) AddMetadata(removed, false, origins, &dropped);
+  // The rows keep their origins (destinations that write changes as events read them).
+  if (origins.size() == rows_in) {
+    for (uint32_t r : kept) out->origins().push_back(origins[r]);
+    for (uint32_t r : dropped) removed->origins().push_back(origins[r]);
+  }
   return Status::OK();
 }
 

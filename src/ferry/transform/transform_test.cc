@@ -439,6 +439,11 @@ TEST(Metadata, EachRowSaysItsChangeWhenAndWhere) {
   EXPECT_EQ(out.column(8).GetBytes(2), "0/1004");
   EXPECT_EQ(removed.num_rows(), 4u);
   EXPECT_EQ(removed.column(6).GetBytes(0), "update");
+  // The rows keep their origins, for destinations that write events (Kafka).
+  ASSERT_EQ(out.origins().size(), 3u);
+  EXPECT_EQ(out.origins()[1].position_major, 0x1002u);
+  ASSERT_EQ(removed.origins().size(), 4u);
+  EXPECT_EQ(removed.origins()[0].op, RowOrigin::Op::kUpdate);
   // A load's rows are reads, with no commit time or position.
   Batch load = Fill((*t)->read_schema());
   Batch out2(out_schema), removed2(out_schema);
