@@ -114,6 +114,16 @@ class KafkaTestCase(ferrytest.FerryTestCase):
     def events(self, table):
         return KAFKA.committed_events(topic_of(self.name, table), self.name)
 
+    def verify_passes(self):
+        """`ferry verify` reads each topic back (each key's last event) and compares it with
+        the source."""
+        p = self.ferry("verify", "--json", "-c", self.pipeline, env=self.env, check=False)
+        tables = json.loads(p.stdout)
+        for t in tables:
+            self.assertTrue(t["matches"], json.dumps(t, indent=1))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return tables
+
     def assert_topic(self, table, expected, canon, key_cols, binary=()):
         """`expected`: {key tuple: {column: canonical value}} of non-NULL columns; the topic's
         committed events reduced by key must equal it, and no change event may appear twice."""
@@ -242,6 +252,7 @@ class SqliteToKafkaTest(KafkaTestCase):
         self.assertEqual(keys, {f"{self.name}/{ODD}", f"{self.name}/pairs"})
         self.assertEqual(set(self.load_counts(ODD).values()), {1})
         self.assertEqual(len(self.load_counts(ODD)), 3000)
+        self.assertEqual(len(self.verify_passes()), 2)
 
     def test_crash_during_the_load_resumes_exactly_once(self):
         for point, hit in [("sink.data_written", 2), ("sink.before_commit", 2),
@@ -295,6 +306,7 @@ class SqliteToKafkaTest(KafkaTestCase):
             after = [e for e in events if e["partition"] == d["partition"]
                      and e["offset"] > d["offset"] and e["key"] == d["key"]]
             self.assertIsNone(after[0]["value"])
+        self.verify_passes()
 
     def test_flat_events_and_deletes_without_tombstones(self):
         self.configure(mode="cdc", extra="  format: flat\n  deletes: event\n  topic: \"cdc-{name}\"\n")
@@ -343,6 +355,7 @@ class SqliteToKafkaTest(KafkaTestCase):
         KAFKA.errors(kafkamock.API_ADD_PARTITIONS_TO_TXN, *([kafkamock.ERR_PRODUCER_FENCED] * 1))
         p = self.sync(check=False)
         KAFKA.clear(kafkamock.API_ADD_PARTITIONS_TO_TXN)
+        print("ADDPARTS", p.returncode, p.stderr[-1500:])
         self.sync()
         self.assert_matches()
 
@@ -483,6 +496,7 @@ class PostgresToKafkaTest(KafkaTestCase):
              if r["value"] is not None and json.loads(r["value"])["op"] == "u"][0]
         self.assertRegex(e["source"]["position"], r"^[0-9A-F]+/[0-9A-F]+")
         self.assertGreater(e["source"]["ts_ms"], 1.7e12)
+        self.verify_passes()
 
     def test_random_kills_under_live_writes(self):
         self.sync()

@@ -112,11 +112,13 @@ class KafkaMock:
         return out
 
     def checkpoints(self, pipeline, state_topic="ferry.checkpoints"):
-        """The pipeline's checkpoint records: [(key, marker or None, commit id)] in log order."""
+        """The pipeline's checkpoint records: [(key, marker or None, commit id)] in log order
+        (not its columns records, whose keys end in NUL "columns")."""
         return [(r["key"], json.loads(r["value"]) if r["value"] is not None else None,
                  r["commit"])
                 for r in self.records(state_topic)
-                if r["key"] is not None and r["key"].startswith(pipeline + "/")]
+                if r["key"] is not None and r["key"].startswith(pipeline + "/")
+                and "\x00" not in r["key"]]
 
     def committed_events(self, topic, pipeline, state_topic="ferry.checkpoints"):
         """The records of `topic` whose transaction committed (see the module's doc)."""

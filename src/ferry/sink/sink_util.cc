@@ -137,6 +137,27 @@ Result<Field> FieldFromColumnsEntry(const nlohmann::json& c, int32_t id) {
   return f;
 }
 
+Result<Schema> SchemaFromColumnsJson(const nlohmann::json& arr) {
+  auto bad = [](const std::string& why) { return Status::Corruption(why); };
+  Schema s;
+  int32_t id = 0;
+  for (const nlohmann::json& c : arr) {
+    auto f = FieldFromColumnsEntry(c, ++id);
+    if (!f.ok()) {
+      return bad(f.status().code() == StatusCode::kNotSupported
+                     ? "name an unknown type '" + f.status().message() + "'"
+                     : "hold an entry without a name and a type: " + f.status().message());
+    }
+    if (c.value("key", false)) s.identifier_field_ids.push_back(f->id);
+    s.fields.push_back(std::move(*f));
+  }
+  if (s.fields.empty()) return bad("are empty");
+  for (Field& f : s.fields) {
+    if (f.type.is_list()) f.type = f.type.WithElementId(++id);
+  }
+  return s;
+}
+
 Status CheckBatchColumns(const Batch& batch, const Schema& schema, const std::string& table) {
   bool same = batch.num_columns() == schema.fields.size();
   for (size_t i = 0; same && i < batch.num_columns(); ++i) {

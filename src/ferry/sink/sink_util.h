@@ -108,6 +108,10 @@ nlohmann::json ColumnsJson(const Schema& s);
 // the type) when the type is not one ferry knows. A JSON exception may escape for an entry of the
 // wrong form.
 Result<Field> FieldFromColumnsEntry(const nlohmann::json& entry, int32_t id);
+// The schema that record (an array) describes: ids 1..n, list elements after them, the key from
+// the entries' key flags. kCorruption saying what is wrong with the record ("are empty"); a JSON
+// exception may escape for an entry of the wrong form.
+Result<Schema> SchemaFromColumnsJson(const nlohmann::json& arr);
 
 // kInternal (a bug) unless `batch` has `schema`'s columns: kinds and scales, list elements alike.
 // `table`: the table's name for the message.

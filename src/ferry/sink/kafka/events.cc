@@ -3,6 +3,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <optional>
 #include <utility>
 
 #include "ferry/sink/sink_util.h"
@@ -156,6 +159,85 @@ Status AppendJsonValue(const Column& col, size_t row, std::string* out) {
       out->append(json);
       return Status::OK();
     }
+  }
+  return Status::Internal("a value of an unknown type");
+}
+
+Status AppendFromJson(const nlohmann::json& v, Column* col) {
+  if (v.is_null()) {
+    col->AppendNull();
+    return Status::OK();
+  }
+  const auto bad = [&]() {
+    return Status::InvalidArgument(v.dump() + " is not a " + col->type().ToIceberg());
+  };
+  switch (col->type().kind()) {
+    case TypeKind::kBoolean:
+      if (!v.is_boolean()) return bad();
+      col->AppendBool(v.get<bool>());
+      return Status::OK();
+    case TypeKind::kInt32:
+    case TypeKind::kInt64: {
+      if (!v.is_number_integer()) return bad();
+      if (v.is_number_unsigned() &&
+          v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return bad();
+      }
+      const int64_t x = v.get<int64_t>();
+      if (col->type().kind() == TypeKind::kInt64) {
+        col->AppendInt64(x);
+      } else if (x < std::numeric_limits<int32_t>::min() ||
+                 x > std::numeric_limits<int32_t>::max()) {
+        return bad();
+      } else {
+        col->AppendInt32(static_cast<int32_t>(x));
+      }
+      return Status::OK();
+    }
+    case TypeKind::kFloat32:
+    case TypeKind::kFloat64: {
+      double x = 0;
+      if (v.is_number()) {
+        x = v.get<double>();
+      } else if (v == "NaN") {
+        x = std::numeric_limits<double>::quiet_NaN();
+      } else if (v == "Infinity" || v == "-Infinity") {
+        x = v == "Infinity" ? INFINITY : -INFINITY;
+      } else {
+        return bad();
+      }
+      if (col->type().kind() == TypeKind::kFloat32) {
+        // The float's shortest text reads back as the same float.
+        col->AppendFloat(v.is_number() ? std::strtof(v.dump().c_str(), nullptr)
+                                       : static_cast<float>(x));
+      } else {
+        col->AppendDouble(x);
+      }
+      return Status::OK();
+    }
+    case TypeKind::kDecimal:
+    case TypeKind::kDate:
+    case TypeKind::kTime:
+    case TypeKind::kTimestamp:
+    case TypeKind::kTimestampTz:
+    case TypeKind::kUuid: {
+      if (!v.is_string()) return bad();
+      Status s = AppendTextValue(v.get<std::string>(), col);
+      return s.ok() ? s : bad();
+    }
+    case TypeKind::kString:
+      if (!v.is_string()) return bad();
+      col->AppendBytes(v.get<std::string>());
+      return Status::OK();
+    case TypeKind::kBinary: {
+      auto bytes = v.is_string() ? ParseBase64(v.get<std::string>()) : std::nullopt;
+      if (!bytes) return bad();
+      col->AppendBytes(*bytes);
+      return Status::OK();
+    }
+    case TypeKind::kList:
+      if (!v.is_array()) return bad();
+      return AppendListJson(v.dump(), col, AppendTextValue);
   }
   return Status::Internal("a value of an unknown type");
 }

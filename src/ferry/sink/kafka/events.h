@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ferry/base/status.h"
 #include "ferry/types/batch.h"
 
@@ -35,6 +37,10 @@ Status AppendJsonString(std::string_view s, std::string* out);
 // timestamps and uuids as strings in ferry's text forms (types/value_text.h); text as strings;
 // binary as base64 strings; lists as arrays of the same.
 Status AppendJsonValue(const Column& col, size_t row, std::string* out);
+
+// Appends to `col` the value that `v` (in AppendJsonValue's form for col's type) holds;
+// kInvalidArgument saying what `v` is when it is not such a value.
+Status AppendFromJson(const nlohmann::json& v, Column* col);
 
 // Where a change came from, for an event's `source` block.
 struct EventSource {

@@ -3,10 +3,13 @@
 #include <librdkafka/rdkafka.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -137,6 +140,11 @@ Result<Client> NewClient(const Settings& s, rd_kafka_type_t type,
   return Client(rk);
 }
 
+bool IsFenced(rd_kafka_resp_err_t code) {
+  return code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+         code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+}
+
 // A transactional API call's error as a Status (the error freed), or OK.
 Status TxnStatus(rd_kafka_error_t* e, const std::string& what, bool* retriable = nullptr,
                  bool* abortable = nullptr, bool* fatal = nullptr, bool* fenced = nullptr) {
@@ -145,9 +153,7 @@ Status TxnStatus(rd_kafka_error_t* e, const std::string& what, bool* retriable =
   if (abortable) *abortable = rd_kafka_error_txn_requires_abort(e);
   if (fatal) *fatal = rd_kafka_error_is_fatal(e);
   const rd_kafka_resp_err_t code = rd_kafka_error_code(e);
-  if (fenced)
-    *fenced = code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
-              code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+  if (fenced) *fenced = IsFenced(code);
   std::string m = what + ": " + rd_kafka_error_string(e);
   rd_kafka_error_destroy(e);
   if (code == RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED ||
@@ -170,19 +176,30 @@ std::string RandomCommitId() {
   return Hex16(rng());
 }
 
-// The markers in the state topic: the last record of each key (a tombstone removes it), read with
-// isolation.level=read_committed up to the end each partition had when reading began.
-Result<std::map<std::string, Json>> ReadState(const Settings& s) {
+// One record of a topic as a scan hands it out; key and value point into the message (value
+// nullptr: a tombstone).
+struct Record {
+  int32_t partition = 0;
+  int64_t offset = 0;
+  std::string_view key;
+  const char* value = nullptr;
+  size_t size = 0;
+};
+
+// Every record of `topic`, read with isolation.level=read_committed up to the end each partition
+// had when the scan began, partition by partition in offset order; a missing topic has none.
+// `what` names the scan for messages.
+Status ScanTopic(const Settings& s, const std::string& topic, const std::string& what,
+                 const std::function<Status(const Record&)>& each) {
   Deliveries errors;
   FERRY_ASSIGN_OR_RETURN(Client c, NewClient(s, RD_KAFKA_CONSUMER,
-                                             {{"group.id", "ferry-state-reader"},
+                                             {{"group.id", "ferry-reader"},
                                               {"isolation.level", "read_committed"},
                                               {"enable.auto.commit", "false"},
                                               {"enable.partition.eof", "true"},
                                               {"auto.offset.reset", "earliest"}},
                                              &errors));
-  const std::string what = "reading the checkpoints in Kafka topic " + s.state_topic;
-  rd_kafka_topic_t* rkt = rd_kafka_topic_new(c.get(), s.state_topic.c_str(), nullptr);
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(c.get(), topic.c_str(), nullptr);
   const rd_kafka_metadata_t* md = nullptr;
   rd_kafka_resp_err_t err = rd_kafka_metadata(c.get(), 0, rkt, &md, static_cast<int>(s.timeout_ms));
   rd_kafka_topic_destroy(rkt);
@@ -200,8 +217,9 @@ Result<std::map<std::string, Json>> ReadState(const Settings& s) {
     }
   }
   rd_kafka_metadata_destroy(md);
-  std::map<std::string, Json> out;
-  if (topic_err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || partitions.empty()) return out;
+  if (topic_err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || partitions.empty()) {
+    return Status::OK();
+  }
   if (topic_err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return Status::Unavailable(what + ": " + rd_kafka_err2str(topic_err));
   }
@@ -210,7 +228,7 @@ Result<std::map<std::string, Json>> ReadState(const Settings& s) {
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(0);
   for (int32_t p : partitions) {
     int64_t lo = 0, hi = 0;
-    err = rd_kafka_query_watermark_offsets(c.get(), s.state_topic.c_str(), p, &lo, &hi,
+    err = rd_kafka_query_watermark_offsets(c.get(), topic.c_str(), p, &lo, &hi,
                                            static_cast<int>(s.timeout_ms));
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       rd_kafka_topic_partition_list_destroy(list);
@@ -219,19 +237,17 @@ Result<std::map<std::string, Json>> ReadState(const Settings& s) {
     }
     if (hi <= lo) continue;
     ends[p] = hi;
-    rd_kafka_topic_partition_list_add(list, s.state_topic.c_str(), p)->offset =
-        RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_topic_partition_list_add(list, topic.c_str(), p)->offset = RD_KAFKA_OFFSET_BEGINNING;
   }
   if (ends.empty()) {
     rd_kafka_topic_partition_list_destroy(list);
-    return out;
+    return Status::OK();
   }
   err = rd_kafka_assign(c.get(), list);
   rd_kafka_topic_partition_list_destroy(list);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return Status::Unavailable(what + ": " + rd_kafka_err2str(err));
   }
-  const std::string prefix = s.pipeline + "/";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.timeout_ms);
   Status failed;
   std::set<int32_t> open;
@@ -247,37 +263,151 @@ Result<std::map<std::string, Json>> ReadState(const Settings& s) {
     rd_kafka_message_t* m = rd_kafka_consumer_poll(c.get(), 200);
     if (m == nullptr) continue;
     const int32_t p = m->partition;
+    auto end = ends.find(p);
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
       // With read_committed the end is the last stable offset: records of an open transaction
       // lie beyond it, and committed ones may follow them. Wait until it passes the end seen.
-      if (ends.count(p) && m->offset >= ends[p]) open.erase(p);
+      if (end != ends.end() && m->offset >= end->second) open.erase(p);
     } else if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       failed = Status::Unavailable(what + ": " + rd_kafka_message_errstr(m));
-    } else {
-      if (ends.count(p) && m->offset + 1 >= ends[p]) open.erase(p);
-      const std::string key(static_cast<const char*>(m->key), m->key_len);
-      if (key.compare(0, prefix.size(), prefix) == 0) {
-        if (m->payload == nullptr) {
-          out.erase(key);
-        } else {
-          Json j = Json::parse(static_cast<const char*>(m->payload),
-                               static_cast<const char*>(m->payload) + m->len, nullptr, false);
-          if (j.is_discarded()) {
-            failed = Status::Corruption(what + ": the record of " + key + " at offset " +
-                                        std::to_string(m->offset) + " of partition " +
-                                        std::to_string(p) + " is not JSON");
-          } else {
-            out[key] = std::move(j);
-          }
-        }
-      }
+    } else if (end != ends.end() && m->offset < end->second) {
+      if (m->offset + 1 >= end->second) open.erase(p);
+      Record r;
+      r.partition = p;
+      r.offset = m->offset;
+      r.key = std::string_view(static_cast<const char*>(m->key), m->key_len);
+      r.value = static_cast<const char*>(m->payload);
+      r.size = m->len;
+      failed = each(r);
     }
     rd_kafka_message_destroy(m);
   }
   rd_kafka_consumer_close(c.get());
-  if (!failed.ok()) return failed;
+  return failed;
+}
+
+// The columns record's key: the checkpoint's with a NUL and "columns" after it (no table or
+// pipeline name holds a NUL), so a compacted state topic keeps both.
+std::string ColumnsKey(const std::string& state_key) {
+  return state_key + std::string("\0columns", 8);
+}
+
+// What the state topic holds for a pipeline: each table's last checkpoint and columns record.
+struct State {
+  std::map<std::string, Json> markers;  // by state key
+  std::map<std::string, Json> columns;  // by state key
+};
+
+Result<State> ReadState(const Settings& s) {
+  State out;
+  const std::string prefix = s.pipeline + "/";
+  const std::string what = "reading the checkpoints in Kafka topic " + s.state_topic;
+  FERRY_RETURN_IF_ERROR(ScanTopic(s, s.state_topic, what, [&](const Record& r) -> Status {
+    if (r.key.compare(0, prefix.size(), prefix) != 0) return Status::OK();
+    std::string key(r.key);
+    std::map<std::string, Json>* into = &out.markers;
+    const std::string suffix("\0columns", 8);
+    if (key.size() > suffix.size() &&
+        key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      key.resize(key.size() - suffix.size());
+      into = &out.columns;
+    }
+    if (r.value == nullptr) {
+      into->erase(key);
+      return Status::OK();
+    }
+    Json j = Json::parse(r.value, r.value + r.size, nullptr, false);
+    if (j.is_discarded()) {
+      return Status::Corruption(what + ": the record of " + key + " at offset " +
+                                std::to_string(r.offset) + " of partition " +
+                                std::to_string(r.partition) + " is not JSON");
+    }
+    (*into)[key] = std::move(j);
+    return Status::OK();
+  }));
   return out;
 }
+
+// A table as its topic's committed events leave it (`ferry verify`): each key's last event,
+// unless that is a delete. A first pass finds each key's last offset (memory: every key once),
+// a second reads those events' rows.
+class KafkaReader final : public TableReader {
+ public:
+  KafkaReader(Settings s, std::string topic, std::shared_ptr<const Schema> schema)
+      : s_(std::move(s)), topic_(std::move(topic)), schema_(std::move(schema)) {}
+
+  const std::shared_ptr<const Schema>& schema() const override { return schema_; }
+  std::string Version() const override { return "topic " + topic_; }
+
+  Status Read(const std::function<Status(const Batch&)>& each) override {
+    const std::string what = "reading Kafka topic " + topic_;
+    const bool keyed = !schema_->identifier_field_ids.empty();
+    std::unordered_map<std::string, std::pair<int32_t, int64_t>> last;
+    if (keyed) {
+      FERRY_RETURN_IF_ERROR(ScanTopic(s_, topic_, what, [&](const Record& r) -> Status {
+        FERRY_ASSIGN_OR_RETURN(bool row, IsRow(r));
+        if (row) {
+          last[std::string(r.key)] = {r.partition, r.offset};
+        } else {
+          last.erase(std::string(r.key));
+        }
+        return Status::OK();
+      }));
+    }
+    Batch batch(schema_);
+    FERRY_RETURN_IF_ERROR(ScanTopic(s_, topic_, what, [&](const Record& r) -> Status {
+      if (keyed) {
+        auto it = last.find(std::string(r.key));
+        if (it == last.end() || it->second != std::make_pair(r.partition, r.offset)) {
+          return Status::OK();
+        }
+      } else {
+        FERRY_ASSIGN_OR_RETURN(bool row, IsRow(r));
+        if (!row) return Status::OK();
+      }
+      Json v = Json::parse(r.value, r.value + r.size, nullptr, false);
+      const Json& row = s_.format == Format::kEnvelope ? v["after"] : v;
+      for (size_t i = 0; i < schema_->fields.size(); ++i) {
+        const Field& f = schema_->fields[i];
+        auto it = row.find(f.name);
+        Status st = kafka::AppendFromJson(it == row.end() ? Json() : *it, &batch.column(i));
+        if (!st.ok()) {
+          return Status::Corruption(what + ": column " + f.name + " of the event at offset " +
+                                    std::to_string(r.offset) + " of partition " +
+                                    std::to_string(r.partition) + ": " + st.message());
+        }
+      }
+      if (batch.num_rows() >= kBatchRows) {
+        FERRY_RETURN_IF_ERROR(each(batch));
+        batch = Batch(schema_);
+      }
+      return Status::OK();
+    }));
+    if (batch.num_rows() > 0) FERRY_RETURN_IF_ERROR(each(batch));
+    return Status::OK();
+  }
+
+ private:
+  static constexpr size_t kBatchRows = 4096;
+
+  // Whether record `r` leaves a row (an insert, update or read), not a delete or tombstone.
+  Result<bool> IsRow(const Record& r) const {
+    if (r.value == nullptr) return false;
+    Json v = Json::parse(r.value, r.value + r.size, nullptr, false);
+    if (v.is_discarded() || !v.is_object()) {
+      return Status::Corruption("Kafka topic " + topic_ + ": the record at offset " +
+                                std::to_string(r.offset) + " of partition " +
+                                std::to_string(r.partition) + " is not a JSON object");
+    }
+    if (s_.format == Format::kFlat) return !v.value("__deleted", false);
+    auto op = v.find("op");
+    return !(op != v.end() && *op == "d") && v.contains("after") && v["after"].is_object();
+  }
+
+  const Settings s_;
+  const std::string topic_;
+  const std::shared_ptr<const Schema> schema_;
+};
 
 class KafkaStream final : public SinkStream {
  public:
@@ -417,8 +547,9 @@ class KafkaStream final : public SinkStream {
   Status Begin() {
     if (in_txn_) return Status::OK();
     if (!producer_) FERRY_RETURN_IF_ERROR(Connect());
-    FERRY_RETURN_IF_ERROR(TxnStatus(rd_kafka_begin_transaction(producer_.get()),
-                                    "beginning a transaction for " + table_));
+    const std::string doing = "beginning a transaction for " + table_;
+    Status begun = TxnStatus(rd_kafka_begin_transaction(producer_.get()), doing);
+    if (!begun.ok()) return FatalOr(doing, begun);
     in_txn_ = true;
     commit_id_ = RandomCommitId();
     deliveries_->failed.clear();
@@ -442,8 +573,9 @@ class KafkaStream final : public SinkStream {
         rd_kafka_poll(producer_.get(), 50);
         continue;
       }
-      return Status::Unavailable(std::string("producing to Kafka topic ") +
-                                 rd_kafka_topic_name(topic) + ": " + rd_kafka_err2str(err));
+      const std::string doing =
+          std::string("producing to Kafka topic ") + rd_kafka_topic_name(topic);
+      return FatalOr(doing, Status::Unavailable(doing + ": " + rd_kafka_err2str(err)));
     }
     bytes_ += key.size() + (value ? value->size() : 0);
     if (++since_poll_ >= 1024) {
@@ -485,10 +617,17 @@ class KafkaStream final : public SinkStream {
     if (flushed != RD_KAFKA_RESP_ERR_NO_ERROR || !deliveries_->failed.empty()) {
       const std::string why = !deliveries_->failed.empty() ? deliveries_->failed
                                                            : std::string(rd_kafka_err2str(flushed));
+      Status fatal = FatalOr(doing, Status::OK());
+      if (!fatal.ok()) return fatal;
       Abort();
       return Status::Unavailable(doing + ": " + why + "; the transaction was aborted");
     }
     FaultPoint(before);
+    if (!columns_sent_) {
+      // The table's columns, for readers (`ferry verify`): once a run, in its first commit.
+      FERRY_ASSIGN_OR_RETURN(std::string columns, DumpJson(ColumnsJson(*schema_), "the columns"));
+      FERRY_RETURN_IF_ERROR(Send(state_.get(), ColumnsKey(state_key_), &columns));
+    }
     FERRY_RETURN_IF_ERROR(Send(state_.get(), state_key_, &marker_text));
     const bool lost = FaultInjected("sink.commit_outcome_lost");
     Status st;
@@ -504,16 +643,7 @@ class KafkaStream final : public SinkStream {
       FaultPoint(after);
       return CommitResult{};
     }
-    if (fenced) {
-      in_txn_ = false;
-      DropProducer();
-      pending_ = 0;
-      // Not retried: a retry would fence the other writer in turn.
-      return Status::InvalidArgument(
-          doing + ": the producer was fenced: another sync of pipeline '" + s_.pipeline +
-          "' (elsewhere, with the same name and brokers) started a producer with the same "
-          "transactional.id; this one stops. Give each pipeline its own name");
-    }
+    if (fenced) return Fenced(doing);
     if (!st.ok() && abortable) {
       Abort();
       return Status::Unavailable(st.message() + "; the transaction was aborted");
@@ -522,9 +652,9 @@ class KafkaStream final : public SinkStream {
     // the checkpoint read back tells which.
     in_txn_ = false;
     FERRY_RETURN_IF_ERROR(Connect());
-    FERRY_ASSIGN_OR_RETURN(auto markers, ReadState(s_));
-    auto it = markers.find(state_key_);
-    const Json now = it == markers.end() ? Json() : it->second;
+    FERRY_ASSIGN_OR_RETURN(State state, ReadState(s_));
+    auto it = state.markers.find(state_key_);
+    const Json now = it == state.markers.end() ? Json() : it->second;
     if (already_landed && already_landed(now)) {
       Landed(marker);
       FaultPoint(after);
@@ -537,6 +667,34 @@ class KafkaStream final : public SinkStream {
                                ") and the checkpoint read back shows it did not land");
   }
 
+  // The producer was fenced: it is dropped, and the error is not retried (a retry would fence
+  // the other writer in turn).
+  Status Fenced(const std::string& doing) {
+    in_txn_ = false;
+    DropProducer();
+    pending_ = 0;
+    bytes_ = 0;
+    return Status::InvalidArgument(
+        doing + ": the producer was fenced: another sync of pipeline '" + s_.pipeline +
+        "' (elsewhere, with the same name and brokers) started a producer with the same "
+        "transactional.id; this one stops. Give each pipeline its own name");
+  }
+
+  // When the producer had a fatal error, the error for `doing`: fenced (see Fenced), or another
+  // (the producer is dropped: the retry starts a new one); else `otherwise`.
+  Status FatalOr(const std::string& doing, Status otherwise) {
+    if (!producer_) return otherwise;
+    char why[512];
+    const rd_kafka_resp_err_t fatal = rd_kafka_fatal_error(producer_.get(), why, sizeof why);
+    if (fatal == RD_KAFKA_RESP_ERR_NO_ERROR) return otherwise;
+    if (IsFenced(fatal)) return Fenced(doing);
+    in_txn_ = false;
+    DropProducer();
+    pending_ = 0;
+    bytes_ = 0;
+    return Status::Unavailable(doing + ": " + why);
+  }
+
   void DropProducer() {
     events_.reset();
     state_.reset();
@@ -545,6 +703,7 @@ class KafkaStream final : public SinkStream {
 
   void Landed(const Json& marker) {
     marker_ = marker;
+    columns_sent_ = true;
     totals_.rows += pending_;
     totals_.bytes += bytes_;
     pending_ = 0;
@@ -562,6 +721,7 @@ class KafkaStream final : public SinkStream {
   Client producer_;
   Topic events_, state_;  // of producer_, destroyed before it
   bool in_txn_ = false;
+  bool columns_sent_ = false;  // a commit of this run landed with the columns record
   std::string commit_id_;
   std::string key_, value_;  // reused buffers
   uint64_t pending_ = 0, bytes_ = 0;
@@ -614,14 +774,28 @@ class KafkaSink final : public Sink {
   }
 
   Result<Json> ReadMarker(const std::string& stream) override {
-    FERRY_ASSIGN_OR_RETURN(auto markers, ReadState(s_));
-    auto it = markers.find(StateKey(s_.pipeline, stream));
-    return it == markers.end() ? Json() : it->second;
+    FERRY_ASSIGN_OR_RETURN(State state, ReadState(s_));
+    auto it = state.markers.find(StateKey(s_.pipeline, stream));
+    return it == state.markers.end() ? Json() : it->second;
   }
 
+  // The table's columns come from its columns record in the state topic: none, no table.
   Result<std::unique_ptr<TableReader>> OpenReader(const std::string& stream) override {
-    (void)stream;
-    return std::unique_ptr<TableReader>();
+    FERRY_ASSIGN_OR_RETURN(std::string topic, kafka::TopicName(s_.topic, s_.pipeline, stream));
+    FERRY_ASSIGN_OR_RETURN(State state, ReadState(s_));
+    auto it = state.columns.find(StateKey(s_.pipeline, stream));
+    if (it == state.columns.end()) return std::unique_ptr<TableReader>();
+    const std::string what =
+        "the columns record of " + stream + " in Kafka topic " + s_.state_topic;
+    Result<Schema> schema = Status::Corruption("is not a JSON array");
+    try {
+      if (it->second.is_array()) schema = SchemaFromColumnsJson(it->second);
+    } catch (const Json::exception& e) {
+      schema = Status::Corruption(std::string("does not have the expected form: ") + e.what());
+    }
+    if (!schema.ok()) return Status::Corruption(what + " " + schema.status().message());
+    return std::unique_ptr<TableReader>(
+        new KafkaReader(s_, std::move(topic), std::make_shared<const Schema>(std::move(*schema))));
   }
 
   // A transaction of a producer of the pipeline's own: proves the brokers answer and the
@@ -702,8 +876,8 @@ Result<std::unique_ptr<Sink>> OpenKafkaSink(config::DestinationConfig& cfg,
   (void)probe;  // the template's placeholders are checked before any table is opened
   if (s.state_topic.empty()) return Status::InvalidArgument("destination.state_topic is empty");
   // Reach the brokers now: a wrong address fails at once, naming it.
-  auto markers = ReadState(s);
-  if (!markers.ok()) return markers.status().WithContext("connecting to the destination");
+  auto state = ReadState(s);
+  if (!state.ok()) return state.status().WithContext("connecting to the destination");
   return std::unique_ptr<Sink>(new KafkaSink(std::move(s)));
 }
 

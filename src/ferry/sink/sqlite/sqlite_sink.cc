@@ -59,29 +59,6 @@ Result<std::string> ColumnsText(const Schema& s) {
   return DumpJson(ColumnsJson(s), "the column names");
 }
 
-// The columns record's entries -> a schema (ids 1..n, list elements after them); an error's
-// message says what is wrong with the record.
-Result<Schema> SchemaFromColumnsJson(const Json& arr) {
-  auto bad = [](const std::string& why) { return Status::Corruption(why); };
-  Schema s;
-  int32_t id = 0;
-  for (const Json& c : arr) {
-    auto f = FieldFromColumnsEntry(c, ++id);
-    if (!f.ok()) {
-      return bad(f.status().code() == StatusCode::kNotSupported
-                     ? "name an unknown type '" + f.status().message() + "'"
-                     : "hold an entry without a name and a type: " + f.status().message());
-    }
-    if (c.value("key", false)) s.identifier_field_ids.push_back(f->id);
-    s.fields.push_back(std::move(*f));
-  }
-  if (s.fields.empty()) return bad("are empty");
-  for (Field& f : s.fields) {
-    if (f.type.is_list()) f.type = f.type.WithElementId(++id);
-  }
-  return s;
-}
-
 Result<Schema> SchemaFromColumns(const std::string& text, const std::string& table,
                                  const std::string& pipeline) {
   const std::string what =
