@@ -250,6 +250,31 @@ TEST(ConfigTest, SizesAcceptUnits) {
   EXPECT_EQ(*o.TakeBytes("d", 7), 7);
 }
 
+TEST(ConfigTest, NestedMappingsAreTakenWhole) {
+  const std::string text = R"(
+name: p
+source: {type: sqlite, path: ./a.db}
+destination:
+  type: kafka
+  brokers: "b:9092"
+  properties:
+    sasl.mechanism: PLAIN
+    linger.ms: 5
+  propertiez: 1
+)";
+  auto cfg = ParsePipeline(text, "/p/pipeline.yaml", "/p");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  Options& o = cfg->destination.options;
+  auto props = o.TakeMap("properties");
+  EXPECT_EQ(props,
+            (std::map<std::string, std::string>{{"sasl.mechanism", "PLAIN"}, {"linger.ms", "5"}}));
+  EXPECT_TRUE(o.TakeMap("none").empty());
+  (void)o.TakeString("brokers");
+  Status unused = o.CheckAllUsed({"brokers", "properties"});
+  ASSERT_FALSE(unused.ok());
+  EXPECT_NE(unused.message().find("propertiez"), std::string::npos) << unused.message();
+}
+
 TEST(ConfigTest, CheckpointSettingsHaveDefaultsAndAreChecked) {
   const std::string base = R"(
 name: p
