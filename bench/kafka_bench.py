@@ -4,7 +4,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(BENCH, "..", "tests", "lib"))

@@ -30,7 +30,7 @@ import kafkamock  # noqa: E402
 import pgserver  # noqa: E402
 import test_postgres_cdc  # noqa: E402
 from test_to_redis import (ODD, ODD_DECL, PAIRS_DECL, PG_EXTRA, fill_sqlite, float_canon,  # noqa: E402
-                           pg_canon, sqlite_text)
+                           pg_canon, pg_table, sqlite_text)
 
 KAFKA = None
 PASSWORD = "k4fka-Secr3t"
@@ -455,16 +455,7 @@ class PostgresToKafkaTest(KafkaTestCase):
 
     def assert_matches(self):
         for t in self.STREAMS:
-            quoted = '"' + t.replace('"', '""') + '"'
-            types = dict(line.split("|", 1) for line in self.sql(
-                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE "
-                f"attrelid = '{quoted}'::regclass AND attnum > 0 AND NOT attisdropped"
-            ).splitlines() if line)
-            key = self.sql(
-                "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
-                f"AND a.attnum = ANY(i.indkey) WHERE i.indrelid = '{quoted}'::regclass "
-                "AND i.indisprimary").strip()
-            rows = self.PG.query_json(f"SELECT json_agg(t) FROM {quoted} t", db=self.db) or []
+            types, key, rows = pg_table(self.PG, self.db, t)
             expected = {}
             for r in rows:
                 row = {c: pg_canon(types[c], v, None) for c, v in r.items() if v is not None}

@@ -500,6 +500,22 @@ def pg_canon(pgtype, v, stored):
     return stored.decode() if stored is not None else str(v)  # text, date, uuid
 
 
+def pg_table(server, db, table):
+    """A PostgreSQL table as the checks read it: ({column: type}, its one-column key, its rows as
+    JSON objects)."""
+    quoted = '"' + table.replace('"', '""') + '"'
+    types = dict(line.split("|", 1) for line in server.psql(
+        "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE "
+        f"attrelid = '{quoted}'::regclass AND attnum > 0 AND NOT attisdropped", db=db
+    ).splitlines() if line)
+    key = server.psql(
+        "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+        f"AND a.attnum = ANY(i.indkey) WHERE i.indrelid = '{quoted}'::regclass "
+        "AND i.indisprimary", db=db).strip()
+    rows = server.query_json(f"SELECT json_agg(t) FROM {quoted} t", db=db) or []
+    return types, key, rows
+
+
 class PostgresToRedisTest(RedisTestCase):
     PG = None
 
@@ -537,16 +553,7 @@ class PostgresToRedisTest(RedisTestCase):
 
     def assert_matches(self):
         for t in self.STREAMS:
-            quoted = '"' + t.replace('"', '""') + '"'
-            types = dict(line.split("|", 1) for line in self.sql(
-                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE "
-                f"attrelid = '{quoted}'::regclass AND attnum > 0 AND NOT attisdropped"
-            ).splitlines() if line)
-            key = self.sql(
-                "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
-                f"AND a.attnum = ANY(i.indkey) WHERE i.indrelid = '{quoted}'::regclass "
-                "AND i.indisprimary").strip()
-            rows = self.PG.query_json(f"SELECT json_agg(t) FROM {quoted} t", db=self.db) or []
+            types, key, rows = pg_table(self.PG, self.db, t)
             expected = {}
             for r in rows:
                 expected[str(r[key])] = {c: pg_canon(types[c], v, None)
