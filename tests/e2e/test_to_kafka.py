@@ -321,7 +321,7 @@ class SqliteToKafkaTest(KafkaTestCase):
             v = json.loads(r["value"])
             self.assertIn(v["__op"], ("r", "c", "u", "d"))
             if v["__deleted"]:
-                self.assertEqual(set(v), {"a", "b", "__op", "__deleted"})
+                self.assertEqual(set(v), {"a", "b", "__op", "__deleted", "__commit"})
                 rows.pop(r["key"], None)
             else:
                 rows[r["key"]] = (v["a"], v["b"], v["v"])

@@ -82,7 +82,9 @@ class KafkaMock:
     # ---- reading with kcat ----
     def records(self, topic, timeout=60):
         """Every record of `topic` (read_committed), as dicts {partition, offset, key, value,
-        commit}; [] when the topic does not exist."""
+        commit}: `commit` is the id of the producer transaction that wrote it (the header
+        `ferry.commit` of state records, the event's source.commit or __commit); [] when the
+        topic does not exist."""
         p = subprocess.run(
             ["kcat", "-C", "-b", self.bootstrap, "-t", topic, "-e", "-q", "-J",
              "-X", "isolation.level=read_committed", "-X", "topic.metadata.refresh.interval.ms=100"],
@@ -98,9 +100,18 @@ class KafkaMock:
             r = json.loads(line)
             h = r.get("headers") or []
             headers = dict(zip(h[0::2], h[1::2]))
+            commit = headers.get("ferry.commit")
+            if commit is None and r["payload"] is not None:
+                v = json.loads(r["payload"])
+                commit = v["source"]["commit"] if "source" in v else v.get("__commit")
             out.append({"partition": r["partition"], "offset": r["offset"], "key": r["key"],
-                        "value": r["payload"], "commit": headers.get("ferry.commit")})
+                        "value": r["payload"], "commit": commit})
         out.sort(key=lambda r: (r["partition"], r["offset"]))
+        # A tombstone has no value: it belongs to the transaction of the delete event just
+        # before it in its partition (ferry produces the two one after the other).
+        for prev, r in zip(out, out[1:]):
+            if r["commit"] is None and r["value"] is None and prev["partition"] == r["partition"]:
+                r["commit"] = prev["commit"]
         first = {}
         for r in out:
             first.setdefault(r["partition"], r["offset"])

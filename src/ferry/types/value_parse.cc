@@ -1,5 +1,6 @@
 #include "ferry/types/value_parse.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -214,14 +215,26 @@ std::string FormatDecimal(int128_t unscaled, int scale) {
   bool neg = unscaled < 0;
   unsigned __int128 u = neg ? static_cast<unsigned __int128>(-(unscaled + 1)) + 1
                             : static_cast<unsigned __int128>(unscaled);
-  std::string digits;
+  // Digits from the end of a buffer: up to 39 digits, zeros up to the point, the point, a zero
+  // before it and a sign.
+  std::string buf(static_cast<size_t>(std::max(scale, 0)) + 44, '\0');
+  char* end = buf.data() + buf.size();
+  char* p = end;
+  int n = 0;
   do {
-    digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(u % 10)));
+    *--p = static_cast<char>('0' + static_cast<int>(u % 10));
     u /= 10;
+    if (++n == scale) *--p = '.';
   } while (u != 0);
-  while (static_cast<int>(digits.size()) <= scale) digits.insert(digits.begin(), '0');
-  if (scale > 0) digits.insert(digits.end() - scale, '.');
-  return neg ? "-" + digits : digits;
+  if (scale > 0) {
+    while (n < scale) {  // zeros up to the point, then the point
+      *--p = '0';
+      if (++n == scale) *--p = '.';
+    }
+    if (*p == '.') *--p = '0';
+  }
+  if (neg) *--p = '-';
+  return std::string(p, end);
 }
 
 std::string FormatDate(int32_t days) {

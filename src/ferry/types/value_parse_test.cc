@@ -46,6 +46,15 @@ TEST(ValueParseTest, DecimalsNeverRound) {
   EXPECT_EQ(FormatDecimal(*big, 0), "-99999999999999999999999999999999999999");
   EXPECT_EQ(FormatDecimal(5, 3), "0.005");
   EXPECT_EQ(FormatDecimal(-1234, 2), "-12.34");
+  EXPECT_EQ(FormatDecimal(0, 0), "0");
+  EXPECT_EQ(FormatDecimal(0, 2), "0.00");
+  EXPECT_EQ(FormatDecimal(-5, 1), "-0.5");
+  EXPECT_EQ(FormatDecimal(123, 3), "0.123");
+  EXPECT_EQ(FormatDecimal(1234, 3), "1.234");
+  EXPECT_EQ(FormatDecimal(1, 38), "0." + std::string(37, '0') + "1");
+  const int128_t min = static_cast<int128_t>(static_cast<unsigned __int128>(1) << 127);
+  EXPECT_EQ(FormatDecimal(min, 0), "-170141183460469231731687303715884105728");
+  EXPECT_EQ(FormatDecimal(min, 39), "-0.170141183460469231731687303715884105728");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <string>
 
 #include "ferry/types/value_parse.h"
 
@@ -62,20 +63,50 @@ Result<int64_t> DatePartIso(std::string_view s, size_t* end) {
   return DaysFromCivil(y, static_cast<unsigned>(m), static_cast<unsigned>(d));
 }
 
-}  // namespace
+// Writes `v` as exactly `width` decimal digits (zero-padded) at `p`; returns the end.
+char* AppendDigits(char* p, uint64_t v, size_t width) {
+  for (size_t i = width; i > 0; --i) {
+    p[i - 1] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  }
+  return p + width;
+}
 
-std::string FormatDateIso(int32_t days) {
+// FormatDateIso's form of `days` at `p` (room for 32 bytes); returns the end.
+char* AppendDateIso(char* p, int32_t days) {
   int64_t y;
   unsigned m, d;
   CivilFromDays(days, &y, &m, &d);
+  if (y < 0 || y > 9999) *p++ = y < 0 ? '-' : '+';
+  const uint64_t year = static_cast<uint64_t>(y < 0 ? -y : y);
+  // At least four digits; years past 9999 (the expanded form) take as many as they need.
+  p = AppendDigits(p, year, year > 9999 ? std::to_string(year).size() : 4);
+  *p++ = '-';
+  p = AppendDigits(p, m, 2);
+  *p++ = '-';
+  return AppendDigits(p, d, 2);
+}
+
+// "HH:MM:SS.ffffff" of `us` microseconds since midnight at `p` (room for 32 bytes); returns
+// the end. Hours past 99 take the digits they need; a negative time is written with '-'.
+char* AppendTimeIso(char* p, int64_t us) {
+  if (us < 0) *p++ = '-';
+  const uint64_t u = us < 0 ? 0 - static_cast<uint64_t>(us) : static_cast<uint64_t>(us);
+  const uint64_t hours = u / 3600000000ULL;
+  p = AppendDigits(p, hours, hours > 99 ? std::to_string(hours).size() : 2);
+  *p++ = ':';
+  p = AppendDigits(p, u / 60000000ULL % 60, 2);
+  *p++ = ':';
+  p = AppendDigits(p, u / 1000000ULL % 60, 2);
+  *p++ = '.';
+  return AppendDigits(p, u % 1000000ULL, 6);
+}
+
+}  // namespace
+
+std::string FormatDateIso(int32_t days) {
   char buf[40];
-  if (y >= 0 && y <= 9999) {
-    std::snprintf(buf, sizeof buf, "%04lld-%02u-%02u", static_cast<long long>(y), m, d);
-  } else {
-    std::snprintf(buf, sizeof buf, "%c%04lld-%02u-%02u", y < 0 ? '-' : '+',
-                  static_cast<long long>(y < 0 ? -y : y), m, d);
-  }
-  return buf;
+  return std::string(buf, AppendDateIso(buf, days));
 }
 
 Result<int32_t> ParseDateIso(std::string_view text) {
@@ -88,11 +119,7 @@ Result<int32_t> ParseDateIso(std::string_view text) {
 
 std::string FormatTimeIso(int64_t us) {
   char buf[48];
-  std::snprintf(
-      buf, sizeof buf, "%02lld:%02lld:%02lld.%06lld", static_cast<long long>(us / 3600000000LL),
-      static_cast<long long>(us / 60000000LL % 60), static_cast<long long>(us / 1000000LL % 60),
-      static_cast<long long>(us % 1000000LL));
-  return buf;
+  return std::string(buf, AppendTimeIso(buf, us));
 }
 
 std::string FormatTimestampIso(int64_t micros) {
@@ -102,7 +129,10 @@ std::string FormatTimestampIso(int64_t micros) {
     rem += kMicrosPerDay;
     --days;
   }
-  return FormatDateIso(static_cast<int32_t>(days)) + " " + FormatTimeIso(rem);
+  char buf[72];
+  char* p = AppendDateIso(buf, static_cast<int32_t>(days));
+  *p++ = ' ';
+  return std::string(buf, AppendTimeIso(p, rem));
 }
 
 Result<int64_t> ParseTimestampIso(std::string_view text, bool allow_zone) {

@@ -9,6 +9,11 @@ namespace {
 
 TEST(ValueTextTest, DatesOutsideFourDigitYearsUseTheSignedForm) {
   EXPECT_EQ(FormatDateIso(0), "1970-01-01");
+  EXPECT_EQ(FormatDateIso(*ParseDate("2024-02-29")), "2024-02-29");
+  EXPECT_EQ(FormatTimeIso(0), "00:00:00.000000");
+  EXPECT_EQ(FormatTimeIso(86399999999), "23:59:59.999999");
+  EXPECT_EQ(FormatTimeIso(838LL * 3600000000LL + 59 * 60000000LL + 59000000LL), "838:59:59.000000");
+  EXPECT_EQ(FormatTimestampIso(1717249500123456), "2024-06-01 13:45:00.123456");
   EXPECT_EQ(FormatDateIso(*ParseDate("0000-01-01")), "0000-01-01");
   EXPECT_EQ(FormatDateIso(*ParseDate("0000-01-01") - 1), "-0001-12-31");
   EXPECT_EQ(FormatDateIso(*ParseDate("9999-12-31") + 1), "+10000-01-01");

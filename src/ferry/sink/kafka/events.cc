@@ -302,7 +302,10 @@ void EventEncoder::Source(const EventSource& src, std::string* out) const {
     out->append(",\"ts_us\":");
     AppendInt(src.commit_us, out);
   }
-  out->append(src.snapshot ? ",\"snapshot\":true}" : ",\"snapshot\":false}");
+  out->append(src.snapshot ? ",\"snapshot\":true,\"commit\":\""
+                           : ",\"snapshot\":false,\"commit\":\"");
+  out->append(src.commit);  // hex digits
+  out->append("\"}");
 }
 
 Status EventEncoder::Row(const Batch& b, size_t row, const EventSource& src, int64_t now_ms,
@@ -312,7 +315,9 @@ Status EventEncoder::Row(const Batch& b, size_t row, const EventSource& src, int
     FERRY_RETURN_IF_ERROR(Object(b, row, all_, /*close=*/false, out));
     out->append(all_.empty() ? "\"__op\":\"" : ",\"__op\":\"");
     out->push_back(src.op);
-    out->append("\",\"__deleted\":false}");
+    out->append("\",\"__deleted\":false,\"__commit\":\"");
+    out->append(src.commit);
+    out->append("\"}");
     return Status::OK();
   }
   out->append("{\"before\":null,\"after\":");
@@ -332,8 +337,10 @@ Status EventEncoder::Delete(const Batch& b, size_t row, const EventSource& src, 
   out->clear();
   if (format_ == Format::kFlat) {
     FERRY_RETURN_IF_ERROR(Object(b, row, keys_, /*close=*/false, out));
-    out->append(keys_.empty() ? "\"__op\":\"d\",\"__deleted\":true}"
-                              : ",\"__op\":\"d\",\"__deleted\":true}");
+    out->append(keys_.empty() ? "\"__op\":\"d\",\"__deleted\":true,\"__commit\":\""
+                              : ",\"__op\":\"d\",\"__deleted\":true,\"__commit\":\"");
+    out->append(src.commit);
+    out->append("\"}");
     return Status::OK();
   }
   out->append("{\"before\":");

@@ -48,6 +48,7 @@ struct EventSource {
   bool snapshot = false;  // a load's row
   int64_t commit_us = INT64_MIN;  // the source's commit time; INT64_MIN: not known
   std::string position;           // the change's log position; empty: none
+  std::string_view commit;        // the id of the producer transaction writing the event
 };
 
 // Encodes the rows of one table's batches (of `schema`) as record keys and values.

@@ -173,6 +173,7 @@ TEST(KafkaEventTest, EnvelopeOfAChangeAndOfADelete) {
   src.op = 'u';
   src.commit_us = 1700000000123456;
   src.position = "0/16B3748";
+  src.commit = "0123456789abcdef";
   ASSERT_TRUE(e.Row(b, 0, src, 42, &value).ok());
   Json j = Json::parse(value);
   EXPECT_TRUE(j["before"].is_null());
@@ -184,6 +185,7 @@ TEST(KafkaEventTest, EnvelopeOfAChangeAndOfADelete) {
   EXPECT_EQ(j["source"]["ts_ms"], 1700000000123);
   EXPECT_EQ(j["source"]["ts_us"], 1700000000123456);
   EXPECT_EQ(j["source"]["snapshot"], false);
+  EXPECT_EQ(j["source"]["commit"], "0123456789abcdef");
   EXPECT_EQ(j["ts_ms"], 42);
 
   src.commit_us = -1500;  // before 1970: milliseconds round down
@@ -211,11 +213,14 @@ TEST(KafkaEventTest, FlatRowsAndDeletesAndKeylessTables) {
   std::string value;
   EventSource src;
   src.op = 'c';
+  src.commit = "00ff";
   ASSERT_TRUE(e.Row(b, 0, src, 1, &value).ok());
   EXPECT_EQ(Json::parse(value),
-            Json::parse(R"({"id":7,"Note \"x\"":"hi","day":null,"__op":"c","__deleted":false})"));
+            Json::parse(R"({"id":7,"Note \"x\"":"hi","day":null,"__op":"c","__deleted":false,
+                            "__commit":"00ff"})"));
   ASSERT_TRUE(e.Delete(b, 0, src, 1, &value).ok());
-  EXPECT_EQ(Json::parse(value), Json::parse(R"({"id":7,"__op":"d","__deleted":true})"));
+  EXPECT_EQ(Json::parse(value),
+            Json::parse(R"({"id":7,"__op":"d","__deleted":true,"__commit":"00ff"})"));
 
   auto keyless = std::make_shared<Schema>(*schema);
   keyless->identifier_field_ids.clear();

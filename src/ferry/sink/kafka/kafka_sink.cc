@@ -519,6 +519,7 @@ class KafkaStream final : public SinkStream {
   EventSource Source(const RowOrigin* o, bool load) const {
     EventSource src;
     src.snapshot = load;
+    src.commit = commit_id_;
     if (o == nullptr) return src;
     static constexpr char kOps[] = {'r', 'c', 'u', 'u'};  // a soft delete is an update
     src.op = kOps[static_cast<size_t>(o->op) & 3];
@@ -557,17 +558,24 @@ class KafkaStream final : public SinkStream {
   }
 
   // Produces one record (`value` nullptr: a tombstone), waiting while the queue is full.
+  // Events carry their transaction's id in the value (a header costs several allocations a
+  // record); the state topic's records in the header `ferry.commit`.
   Status Send(rd_kafka_topic_t* topic, const std::string& key, const std::string* value) {
+    const bool state = topic == state_.get();
     for (;;) {
+      void* k = key.empty() ? nullptr : const_cast<char*>(key.data());
+      void* v = value ? const_cast<char*>(value->data()) : nullptr;
+      const size_t n = value ? value->size() : 0;
       const rd_kafka_resp_err_t err =
-          rd_kafka_producev(producer_.get(), RD_KAFKA_V_RKT(topic),
-                            RD_KAFKA_V_KEY(key.empty() ? nullptr : key.data(), key.size()),
-                            RD_KAFKA_V_VALUE(value ? const_cast<char*>(value->data()) : nullptr,
-                                             value ? value->size() : 0),
-                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                            RD_KAFKA_V_HEADER(kCommitHeader, commit_id_.data(),
-                                              static_cast<ssize_t>(commit_id_.size())),
-                            RD_KAFKA_V_END);
+          state ? rd_kafka_producev(producer_.get(), RD_KAFKA_V_RKT(topic),
+                                    RD_KAFKA_V_KEY(k, key.size()), RD_KAFKA_V_VALUE(v, n),
+                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                    RD_KAFKA_V_HEADER(kCommitHeader, commit_id_.data(),
+                                                      static_cast<ssize_t>(commit_id_.size())),
+                                    RD_KAFKA_V_END)
+                : rd_kafka_producev(producer_.get(), RD_KAFKA_V_RKT(topic),
+                                    RD_KAFKA_V_KEY(k, key.size()), RD_KAFKA_V_VALUE(v, n),
+                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
       if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;
       if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
         rd_kafka_poll(producer_.get(), 50);

@@ -24,12 +24,13 @@
 // of Debezium's envelope):
 //   {"before": null | {key columns}, "after": {columns} | null, "op": "c"|"u"|"d"|"r",
 //    "source": {"pipeline", "table", "position" (the log position, or null), "ts_ms", "ts_us"
-//               (the source's commit time, or null), "snapshot" (a load's row)},
+//               (the source's commit time, or null), "snapshot" (a load's row), "commit" (the
+//               id of the producer transaction that wrote the event)},
 //    "ts_ms": when ferry wrote it}
-// `format: flat`: the row's columns with "__op" and "__deleted" (a delete: the key columns and
-// "__deleted": true). Values in JSON: events.h. A delete is followed by a tombstone (the key, a
-// null value) unless `deletes: event`. Every record carries the header `ferry.commit`: the id of
-// the producer transaction that wrote it.
+// `format: flat`: the row's columns with "__op", "__deleted" and "__commit" (a delete: the key
+// columns and "__deleted": true). Values in JSON: events.h. A delete is followed by a tombstone
+// (the key, a null value) unless `deletes: event`. State records carry the transaction's id in
+// the header `ferry.commit` (events do not: a header costs several allocations a record).
 //
 // Commits. Each stream has a transactional producer, transactional.id "ferry.<pipeline>.
 // <table>": a restarted sync fences its predecessor's producer, and the broker aborts what it
