@@ -398,9 +398,10 @@ class SqliteToKafkaTest(KafkaTestCase):
                           'CREATE TABLE "a_b" (id INTEGER PRIMARY KEY, v TEXT);')
         con.close()
         self.configure(mode="cdc")
-        p = self.sync(check=False)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn(f"would both be written to {self.name}.a_b", p.stderr)
+        for command in ("check", "sync"):
+            p = self.ferry(command, "-c", self.pipeline, env=self.env, check=False)
+            self.assertNotEqual(p.returncode, 0, command)
+            self.assertIn(f"would both be written to {self.name}.a_b", p.stderr)
         # Brokers nobody answers at: the error names them, within the timeout.
         self.write_pipeline(SQLITE_PIPELINE.format(
             name=self.name, chunk_rows=700, mode="cdc",

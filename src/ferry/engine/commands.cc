@@ -134,6 +134,7 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
     const config::SourceConfig* cfg;
     const source::StreamInfo* info;
     Schema schema;
+    std::string dest;
   };
   std::map<std::string, FirstOfTable> first_of_table;
   for (const auto& s : sources) {
@@ -160,10 +161,11 @@ Status RunCheck(config::PipelineConfig& cfg, CheckReport* report) {
       auto m = (*dst)->ReadMarker(dest);
       if (!m.ok()) return m.status();
       const std::string table = (*dst)->TableName(dest);
-      auto first = first_of_table.emplace(table, FirstOfTable{s->cfg, &info, schema});
+      auto first = first_of_table.emplace(table, FirstOfTable{s->cfg, &info, schema, dest});
       std::string merged;
       if (!first.second) {
         const FirstOfTable& f = first.first->second;
+        FERRY_RETURN_IF_ERROR(CheckDistinctTables(table, f.dest, dest, (*dst)->Describe()));
         FERRY_RETURN_IF_ERROR(
             CheckSameTable(table, *f.cfg, *f.info, f.schema, *s->cfg, info, schema));
         merged = MergedKeyNote(SourceLabel(*f.cfg, f.info->name), schema);

@@ -81,11 +81,9 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& options, SyncRepo
       TableTask*& table = by_table[t->report->table];
       // Tables merge when streams name the same destination table (routes, several sources),
       // never because the destination's names of two tables meet (Kafka's topic names).
-      if (table != nullptr && table->parts.front()->destination != t->destination) {
-        return Status::InvalidArgument(
-            "tables " + table->parts.front()->destination + " and " + t->destination +
-            " would both be written to " + t->report->table + " in " + dst->Describe() +
-            "; name them apart (the destination's name template, a stream's table:, a route)");
+      if (table != nullptr) {
+        FERRY_RETURN_IF_ERROR(CheckDistinctTables(
+            t->report->table, table->parts.front()->destination, t->destination, dst->Describe()));
       }
       if (table == nullptr) {
         tables.push_back(std::make_unique<TableTask>());

@@ -51,6 +51,14 @@ Status CheckSameTable(const std::string& table, const config::SourceConfig& sa,
   return Status::OK();
 }
 
+Status CheckDistinctTables(const std::string& table, const std::string& a, const std::string& b,
+                           const std::string& where) {
+  if (a == b) return Status::OK();
+  return Status::InvalidArgument(
+      "tables " + a + " and " + b + " would both be written to " + table + " in " + where +
+      "; name them apart (the destination's name template, a stream's table:, a route)");
+}
+
 Result<std::unique_ptr<Batch>> Transformed(const StreamTask& t, Batch& in, bool deletes,
                                            Batch* removed) {
   auto out = std::make_unique<Batch>(t.out->schema());

@@ -166,6 +166,11 @@ bool Forward(StreamTask* t, Batch& b, bool deletes, const SyncOptions& opts, Sta
 // The state file keys a stream by namespace and name; a named source's streams are kept apart.
 std::string StateNamespace(const config::SourceConfig& sc, const source::StreamInfo& info);
 
+// kInvalidArgument when the destination tables `a` and `b` (a stream's destination names) differ
+// but the destination `where` names both `table` (Kafka's topic names): they would merge.
+Status CheckDistinctTables(const std::string& table, const std::string& a, const std::string& b,
+                           const std::string& where);
+
 // Two streams that map to one destination table must come from different sources (several
 // sources merged into it) and have the same mode, columns and key.
 Status CheckSameTable(const std::string& table, const config::SourceConfig& sa,
