@@ -450,9 +450,10 @@ class PostgresToKafkaTest(KafkaTestCase):
                             for t in self.STREAMS)
         self.write_pipeline(PG_PIPELINE.format(name=self.name, dsn=self.PG.dsn(self.db),
                                                streams=streams, destination=self.destination()))
-        # The changes rewrite wide rows many times: room for them in the mock's partitions.
+        # The changes rewrite wide rows many times (each change() sends ~2 MB of `items`): room
+        # for them in the mock's partitions (5 MB each).
         for t in self.STREAMS:
-            KAFKA.topic(topic_of(self.name, t), 32)
+            KAFKA.topic(topic_of(self.name, t), 64)
 
     def tearDown(self):
         self.PG.drop_test_database(self.db)
@@ -507,7 +508,7 @@ class PostgresToKafkaTest(KafkaTestCase):
 
         def writer():
             salt = 1000
-            while not stop.is_set():
+            while not stop.is_set() and salt < 1060:  # at most 60 rounds: the mock's room
                 salt += 1
                 try:
                     self.change(salt)
