@@ -56,7 +56,8 @@ class Transform {
   // `keyed` (upserts by key), `removed` gets the rows the filter rejects, to delete by key.
   // `deletes`: the batch holds deletes (key columns set), passed on without the filter; with
   // soft deletes (the rows' last values set) they become rows to upsert, marked deleted, which
-  // the filter judges like any row. `in` is left empty (its columns may be moved out).
+  // the filter judges like any row. `in` is left empty (its columns may be moved out); its rows'
+  // origins follow them into `out` and `removed` (destinations that write events read them).
   Status Apply(Batch& in, bool keyed, bool deletes, const std::shared_ptr<const Schema>& out_schema,
                Batch* out, Batch* removed) const;
 
