@@ -116,11 +116,6 @@ int RowId(sqlite3_vtab_cursor* c, sqlite3_int64* out) {
   return SQLITE_OK;
 }
 
-// Integers of at most 53 bits, and powers of ten up to 10^22, are exact doubles.
-constexpr int128_t kExactDouble = int128_t{1} << 53;
-constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-                             1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
 void ResultText(sqlite3_context* ctx, const std::string& s) {
   sqlite3_result_text(ctx, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
 }
@@ -151,16 +146,11 @@ int ColumnValue(sqlite3_vtab_cursor* c, sqlite3_context* ctx, int i) {
       sqlite3_result_double(ctx, col.ValueAt<double>(row));
       break;
     case TypeKind::kDecimal: {
-      const int128_t v = col.ValueAt<int128_t>(row);
-      if (type.scale() == 0 && v >= std::numeric_limits<int64_t>::min() &&
-          v <= std::numeric_limits<int64_t>::max()) {
-        sqlite3_result_int64(ctx, static_cast<int64_t>(v));
-      } else if (v > -kExactDouble && v < kExactDouble && type.scale() <= 22) {
-        // Both exact doubles: their quotient is rounded once, to the nearest double, as SQLite
-        // reads the decimal's text.
-        sqlite3_result_double(ctx, static_cast<double>(v) / kPow10[type.scale()]);
+      const SqlValue v = DecimalAsSql(col.ValueAt<int128_t>(row), type.scale());
+      if (v.type == SqlValue::Type::kInt) {
+        sqlite3_result_int64(ctx, v.i);
       } else {
-        sqlite3_result_double(ctx, std::strtod(FormatDecimal(v, type.scale()).c_str(), nullptr));
+        sqlite3_result_double(ctx, v.r);
       }
       break;
     }
@@ -249,7 +239,7 @@ std::string ColumnNames(const Schema& schema) {
 
 Result<std::unique_ptr<Evaluator>> Evaluator::Make(const Schema& schema, const std::string& filter,
                                                    const std::vector<std::string>& exprs,
-                                                   const std::string& what) {
+                                                   const std::string& what, bool native) {
   std::unique_ptr<Evaluator> e(new Evaluator());
   e->table_ = std::make_unique<Table>();
   e->table_->schema = &schema;
@@ -298,6 +288,22 @@ Result<std::unique_ptr<Evaluator>> Evaluator::Make(const Schema& schema, const s
       &e->matching_, what));
   FERRY_RETURN_IF_ERROR(e->Prepare(
       "SELECT rowid, " + cond + " IS TRUE" + values + " FROM temp.\"row\"", &e->every_, what));
+  if (native) {
+    // SQLite has accepted every expression; those of the common shapes are computed here.
+    std::unique_ptr<NativeExpr> f;
+    bool all = filter.empty() ||
+               (f = NativeExpr::Compile(filter, schema, e->db_, /*condition=*/true)) != nullptr;
+    std::vector<std::unique_ptr<NativeExpr>> xs;
+    for (size_t i = 0; all && i < exprs.size(); ++i) {
+      xs.push_back(NativeExpr::Compile(exprs[i], schema, e->db_, /*condition=*/false));
+      all = xs.back() != nullptr;
+    }
+    if (all) {
+      e->native_filter_ = std::move(f);
+      e->native_exprs_ = std::move(xs);
+      e->native_values_.resize(exprs.size());
+    }
+  }
   return e;
 }
 
@@ -330,17 +336,52 @@ Evaluator::~Evaluator() {
   if (db_ != nullptr) sqlite3_close_v2(db_);
 }
 
-bool Evaluator::Row::matches() const { return sqlite3_column_int(st_, 1) != 0; }
+bool Evaluator::Row::matches() const {
+  return native_ ? matches_ : sqlite3_column_int(st_, 1) != 0;
+}
 int Evaluator::Row::type(size_t i) const {
+  if (native_) {
+    static constexpr int kTypes[] = {SQLITE_NULL, SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT};
+    return kTypes[static_cast<size_t>(values_[i].type)];
+  }
   return sqlite3_column_type(st_, first_ + static_cast<int>(i));
 }
 int64_t Evaluator::Row::Int(size_t i) const {
+  if (native_) {
+    const SqlValue& v = values_[i];
+    return v.type == SqlValue::Type::kInt    ? v.i
+           : v.type == SqlValue::Type::kReal ? SqlRealToInt(v.r)
+                                             : 0;
+  }
   return sqlite3_column_int64(st_, first_ + static_cast<int>(i));
 }
 double Evaluator::Row::Double(size_t i) const {
+  if (native_) {
+    const SqlValue& v = values_[i];
+    return v.type == SqlValue::Type::kInt ? static_cast<double>(v.i) : v.r;
+  }
   return sqlite3_column_double(st_, first_ + static_cast<int>(i));
 }
 std::string_view Evaluator::Row::Text(size_t i) const {
+  if (native_) {
+    // Numbers as SQLite shows them: integers in full, reals to 15 significant digits.
+    const SqlValue& v = values_[i];
+    char buf[64];
+    switch (v.type) {
+      case SqlValue::Type::kText:
+        return v.s();
+      case SqlValue::Type::kInt:
+        sqlite3_snprintf(sizeof buf, buf, "%lld", static_cast<long long>(v.i));
+        break;
+      case SqlValue::Type::kReal:
+        sqlite3_snprintf(sizeof buf, buf, "%!.15g", v.r);
+        break;
+      case SqlValue::Type::kNull:
+        return {};
+    }
+    text_ = buf;
+    return text_;
+  }
   const int c = first_ + static_cast<int>(i);
   const auto* p = sqlite3_column_type(st_, c) == SQLITE_BLOB
                       ? static_cast<const char*>(sqlite3_column_blob(st_, c))
@@ -350,6 +391,21 @@ std::string_view Evaluator::Row::Text(size_t i) const {
 
 Status Evaluator::Run(const Batch& batch, bool every_row,
                       const std::function<Status(size_t row, const Row& values)>& each) {
+  if (native()) {
+    Row values;
+    values.native_ = true;
+    values.values_ = native_values_.data();
+    for (size_t row = 0, n = batch.num_rows(); row < n; ++row) {
+      values.matches_ =
+          native_filter_ == nullptr || NativeExpr::Truthy(native_filter_->Eval(batch, row));
+      if (!every_row && !values.matches_) continue;
+      for (size_t i = 0; i < native_exprs_.size(); ++i) {
+        native_values_[i] = native_exprs_[i]->Eval(batch, row);
+      }
+      FERRY_RETURN_IF_ERROR(each(row, values));
+    }
+    return Status::OK();
+  }
   sqlite3_stmt* st = every_row ? every_ : matching_;
   table_->batch = &batch;
   Row values;

@@ -16,6 +16,9 @@
 // so that comparisons with literals read as users write them (`created_at >= '2024-01-01'`,
 // `amount > 0`), and SQLite's date and time functions apply.
 //
+// The common shapes of expressions (native.h) are computed without SQLite's virtual machine, with
+// its meaning; the others by SQLite.
+//
 // Not thread-safe: one Evaluator per thread (Transform keeps a pool).
 #pragma once
 
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "ferry/base/status.h"
+#include "ferry/transform/native.h"
 #include "ferry/types/batch.h"
 
 struct sqlite3;
@@ -38,9 +42,11 @@ class Evaluator {
   // Prepares `filter` (a condition; empty: every row) and `exprs` over the columns of `schema`.
   // An expression that does not parse or names an unknown column is kInvalidArgument naming it
   // (`what` names where it was written, e.g. "stream orders: filter") and the columns there are.
+  // `native`: compute the common shapes natively when every expression has one (false: SQLite
+  // computes all; tests compare the two).
   static Result<std::unique_ptr<Evaluator>> Make(const Schema& schema, const std::string& filter,
                                                  const std::vector<std::string>& exprs,
-                                                 const std::string& what);
+                                                 const std::string& what, bool native = true);
   ~Evaluator();
   Evaluator(const Evaluator&) = delete;
   Evaluator& operator=(const Evaluator&) = delete;
@@ -60,6 +66,11 @@ class Evaluator {
     friend class Evaluator;
     sqlite3_stmt* st_ = nullptr;
     int first_ = 0;  // the column of the first expression
+    // Computed natively: the values, and whether the filter holds.
+    bool native_ = false;
+    const SqlValue* values_ = nullptr;
+    bool matches_ = false;
+    mutable std::string text_;  // a number shown as text
   };
 
   // Runs over every row of `batch` (on the schema given to Make). `every_row`: each row comes,
@@ -71,6 +82,8 @@ class Evaluator {
 
   // Any expression is there to compute (else the rows' values are not needed: only the filter).
   size_t num_exprs() const { return num_exprs_; }
+  // The expressions are computed natively (native.h), not by SQLite.
+  bool native() const { return !native_exprs_.empty() || native_filter_ != nullptr; }
 
  private:
   Evaluator() = default;
@@ -88,6 +101,10 @@ class Evaluator {
   std::vector<std::string> texts_;  // the expressions, for messages
   std::string filter_;
   size_t num_exprs_ = 0;
+  // Set when every expression compiled (native.h); the statements above stay for the others.
+  std::unique_ptr<NativeExpr> native_filter_;
+  std::vector<std::unique_ptr<NativeExpr>> native_exprs_;
+  std::vector<SqlValue> native_values_;
 };
 
 }  // namespace ferry::transform
