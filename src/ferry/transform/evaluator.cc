@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -342,13 +343,13 @@ bool Evaluator::Row::matches() const {
 int Evaluator::Row::type(size_t i) const {
   if (native_) {
     static constexpr int kTypes[] = {SQLITE_NULL, SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT};
-    return kTypes[static_cast<size_t>(values_[i].type)];
+    return kTypes[static_cast<size_t>(value(i).type)];
   }
   return sqlite3_column_type(st_, first_ + static_cast<int>(i));
 }
 int64_t Evaluator::Row::Int(size_t i) const {
   if (native_) {
-    const SqlValue& v = values_[i];
+    const SqlValue& v = value(i);
     return v.type == SqlValue::Type::kInt    ? v.i
            : v.type == SqlValue::Type::kReal ? SqlRealToInt(v.r)
                                              : 0;
@@ -357,7 +358,7 @@ int64_t Evaluator::Row::Int(size_t i) const {
 }
 double Evaluator::Row::Double(size_t i) const {
   if (native_) {
-    const SqlValue& v = values_[i];
+    const SqlValue& v = value(i);
     return v.type == SqlValue::Type::kInt ? static_cast<double>(v.i) : v.r;
   }
   return sqlite3_column_double(st_, first_ + static_cast<int>(i));
@@ -365,7 +366,7 @@ double Evaluator::Row::Double(size_t i) const {
 std::string_view Evaluator::Row::Text(size_t i) const {
   if (native_) {
     // Numbers as SQLite shows them: integers in full, reals to 15 significant digits.
-    const SqlValue& v = values_[i];
+    const SqlValue& v = value(i);
     char buf[64];
     switch (v.type) {
       case SqlValue::Type::kText:
@@ -395,14 +396,19 @@ Status Evaluator::Run(const Batch& batch, bool every_row,
     Row values;
     values.native_ = true;
     values.values_ = native_values_.data();
-    for (size_t row = 0, n = batch.num_rows(); row < n; ++row) {
-      values.matches_ =
-          native_filter_ == nullptr || NativeExpr::Truthy(native_filter_->Eval(batch, row));
-      if (!every_row && !values.matches_) continue;
+    for (size_t begin = 0, n = batch.num_rows(); begin < n; begin += NativeExpr::kChunk) {
+      const size_t count = std::min(NativeExpr::kChunk, n - begin);
+      const SqlValue* filter =
+          native_filter_ == nullptr ? nullptr : native_filter_->Eval(batch, begin, count);
       for (size_t i = 0; i < native_exprs_.size(); ++i) {
-        native_values_[i] = native_exprs_[i]->Eval(batch, row);
+        native_values_[i] = native_exprs_[i]->Eval(batch, begin, count);
       }
-      FERRY_RETURN_IF_ERROR(each(row, values));
+      for (size_t k = 0; k < count; ++k) {
+        values.matches_ = filter == nullptr || NativeExpr::Truthy(filter[k]);
+        if (!every_row && !values.matches_) continue;
+        values.at_ = k;
+        FERRY_RETURN_IF_ERROR(each(begin + k, values));
+      }
     }
     return Status::OK();
   }

@@ -68,7 +68,9 @@ class Evaluator {
     int first_ = 0;  // the column of the first expression
     // Computed natively: the values, and whether the filter holds.
     bool native_ = false;
-    const SqlValue* values_ = nullptr;
+    const SqlValue* const* values_ = nullptr;  // each expression's values for the chunk
+    size_t at_ = 0;                            // this row's place in the chunk
+    const SqlValue& value(size_t i) const { return values_[i][at_]; }
     bool matches_ = false;
     mutable std::string text_;  // a number shown as text
   };
@@ -104,7 +106,7 @@ class Evaluator {
   // Set when every expression compiled (native.h); the statements above stay for the others.
   std::unique_ptr<NativeExpr> native_filter_;
   std::vector<std::unique_ptr<NativeExpr>> native_exprs_;
-  std::vector<SqlValue> native_values_;
+  std::vector<const SqlValue*> native_values_;
 };
 
 }  // namespace ferry::transform

@@ -298,7 +298,8 @@ TEST(EvaluatorTest, NativeShapesGiveSqlitesValuesOnRandomExpressions) {
 TEST(EvaluatorTest, EdgesOfArithmeticRoundingAndCasts) {
   Values values(7);
   const auto schema = MakeSchema();
-  const Batch batch = MakeBatch(schema, values, 300);
+  // Over two chunks of the native evaluation (1,024 rows each) and part of a third.
+  const Batch batch = MakeBatch(schema, values, 2300);
   const std::vector<std::string> exprs = {"n + n",
                                           "n - n",
                                           "n * n",

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -498,28 +499,46 @@ std::unique_ptr<NativeExpr> NativeExpr::Compile(std::string_view text, const Sch
   if (e->root_ < 0) return nullptr;
   // A condition of text is judged by its reading as a number: left to SQLite.
   if (condition && e->nodes_[static_cast<size_t>(e->root_)].cls == Class::kText) return nullptr;
+  e->values_.assign(e->nodes_.size(), std::vector<SqlValue>(kChunk));
   return e;
 }
 
 namespace {
 
-SqlValue ReadColumn(const Column& col, size_t row) {
-  if (!col.IsValid(row)) return SqlValue();
+// A column's rows [begin, begin + count) as SQLite is given them (evaluator.cc's virtual table).
+template <typename T, typename Make>
+void ReadFixed(const Column& col, size_t begin, size_t count, SqlValue* out, Make make) {
+  for (size_t k = 0; k < count; ++k) {
+    const size_t row = begin + k;
+    out[k] = col.IsValid(row) ? make(col.ValueAt<T>(row)) : SqlValue();
+  }
+}
+
+void ReadColumn(const Column& col, size_t begin, size_t count, SqlValue* out) {
   switch (col.type().kind()) {
     case TypeKind::kBoolean:
-      return SqlValue::Int(col.ValueAt<uint8_t>(row) != 0 ? 1 : 0);
+      return ReadFixed<uint8_t>(col, begin, count, out,
+                                [](uint8_t v) { return SqlValue::Int(v != 0 ? 1 : 0); });
     case TypeKind::kInt32:
-      return SqlValue::Int(col.ValueAt<int32_t>(row));
+      return ReadFixed<int32_t>(col, begin, count, out, [](int32_t v) { return SqlValue::Int(v); });
     case TypeKind::kInt64:
-      return SqlValue::Int(col.ValueAt<int64_t>(row));
+      return ReadFixed<int64_t>(col, begin, count, out, [](int64_t v) { return SqlValue::Int(v); });
     case TypeKind::kFloat32:
-      return SqlValue::Real(static_cast<double>(col.ValueAt<float>(row)));
+      return ReadFixed<float>(col, begin, count, out,
+                              [](float v) { return SqlValue::Real(static_cast<double>(v)); });
     case TypeKind::kFloat64:
-      return SqlValue::Real(col.ValueAt<double>(row));
-    case TypeKind::kDecimal:
-      return DecimalAsSql(col.ValueAt<int128_t>(row), col.type().scale());
+      return ReadFixed<double>(col, begin, count, out, [](double v) { return SqlValue::Real(v); });
+    case TypeKind::kDecimal: {
+      const int scale = col.type().scale();
+      return ReadFixed<int128_t>(col, begin, count, out,
+                                 [scale](int128_t v) { return DecimalAsSql(v, scale); });
+    }
     default:
-      return SqlValue::Text(col.GetBytes(row));
+      for (size_t k = 0; k < count; ++k) {
+        const size_t row = begin + k;
+        out[k] = col.IsValid(row) ? SqlValue::Text(col.GetBytes(row)) : SqlValue();
+      }
+      return;
   }
 }
 
@@ -527,40 +546,35 @@ double AsReal(const SqlValue& v) { return v.type == Type::kInt ? static_cast<dou
 
 // SQLite's arithmetic: integers while they fit (else REAL), division by zero is NULL, NaN is
 // NULL.
-SqlValue Arithmetic(Op op, const SqlValue& x, const SqlValue& y) {
+template <Op op>
+SqlValue Arithmetic(const SqlValue& x, const SqlValue& y) {
   if (x.type == Type::kNull || y.type == Type::kNull) return SqlValue();
   if (x.type == Type::kInt && y.type == Type::kInt) {
     int64_t out = 0;
     bool overflow = false;
-    switch (op) {
-      case Op::kAdd:
-        overflow = __builtin_add_overflow(x.i, y.i, &out);
-        break;
-      case Op::kSub:
-        overflow = __builtin_sub_overflow(x.i, y.i, &out);
-        break;
-      case Op::kMul:
-        overflow = __builtin_mul_overflow(x.i, y.i, &out);
-        break;
-      default:
-        if (y.i == 0) return SqlValue();
-        overflow = y.i == -1 && x.i == std::numeric_limits<int64_t>::min();
-        if (!overflow) out = x.i / y.i;
-        break;
+    if constexpr (op == Op::kAdd) {
+      overflow = __builtin_add_overflow(x.i, y.i, &out);
+    } else if constexpr (op == Op::kSub) {
+      overflow = __builtin_sub_overflow(x.i, y.i, &out);
+    } else if constexpr (op == Op::kMul) {
+      overflow = __builtin_mul_overflow(x.i, y.i, &out);
+    } else {
+      if (y.i == 0) return SqlValue();
+      overflow = y.i == -1 && x.i == std::numeric_limits<int64_t>::min();
+      if (!overflow) out = x.i / y.i;
     }
     if (!overflow) return SqlValue::Int(out);
   }
   const double a = AsReal(x), b = AsReal(y);
-  switch (op) {
-    case Op::kAdd:
-      return SqlValue::Real(a + b);
-    case Op::kSub:
-      return SqlValue::Real(a - b);
-    case Op::kMul:
-      return SqlValue::Real(a * b);
-    default:
-      if (b == 0) return SqlValue();
-      return SqlValue::Real(a / b);
+  if constexpr (op == Op::kAdd) {
+    return SqlValue::Real(a + b);
+  } else if constexpr (op == Op::kSub) {
+    return SqlValue::Real(a - b);
+  } else if constexpr (op == Op::kMul) {
+    return SqlValue::Real(a * b);
+  } else {
+    if (b == 0) return SqlValue();
+    return SqlValue::Real(a / b);
   }
 }
 
@@ -568,10 +582,10 @@ SqlValue Arithmetic(Op op, const SqlValue& x, const SqlValue& y) {
 // in long double), strings by their bytes (BINARY collation).
 int Compare(const SqlValue& x, const SqlValue& y) {
   if (x.type == Type::kText) {
-    const size_t n = std::min(x.s().size(), y.s().size());
-    const int c = n == 0 ? 0 : std::memcmp(x.s().data(), y.s().data(), n);
+    const size_t n = std::min(x.size, y.size);
+    const int c = n == 0 ? 0 : std::memcmp(x.text, y.text, n);
     if (c != 0) return c < 0 ? -1 : 1;
-    return x.s().size() < y.s().size() ? -1 : x.s().size() > y.s().size() ? 1 : 0;
+    return x.size < y.size ? -1 : x.size > y.size ? 1 : 0;
   }
   if (x.type == Type::kInt && y.type == Type::kInt) return x.i < y.i ? -1 : x.i > y.i ? 1 : 0;
   if (x.type == Type::kReal && y.type == Type::kReal) return x.r < y.r ? -1 : x.r > y.r ? 1 : 0;
@@ -583,99 +597,131 @@ int Compare(const SqlValue& x, const SqlValue& y) {
   return -Compare(y, x);
 }
 
+template <Op op>
+SqlValue Comparison(const SqlValue& x, const SqlValue& y) {
+  if constexpr (op == Op::kIs || op == Op::kIsNot) {
+    const bool nx = x.type == Type::kNull, ny = y.type == Type::kNull;
+    const bool same = nx || ny ? nx && ny : Compare(x, y) == 0;
+    return SqlValue::Int(same == (op == Op::kIs) ? 1 : 0);
+  } else {
+    if (x.type == Type::kNull || y.type == Type::kNull) return SqlValue();
+    const int c = Compare(x, y);
+    bool r = false;
+    if constexpr (op == Op::kEq) r = c == 0;
+    if constexpr (op == Op::kNe) r = c != 0;
+    if constexpr (op == Op::kLt) r = c < 0;
+    if constexpr (op == Op::kLe) r = c <= 0;
+    if constexpr (op == Op::kGt) r = c > 0;
+    if constexpr (op == Op::kGe) r = c >= 0;
+    return SqlValue::Int(r ? 1 : 0);
+  }
+}
+
 // 0 false, 1 true, 2 NULL: SQLite's reading of an operand of AND, OR, NOT.
 int Logic(const SqlValue& v) { return v.type == Type::kNull ? 2 : NativeExpr::Truthy(v) ? 1 : 0; }
 
 SqlValue FromLogic(int v) { return v == 2 ? SqlValue() : SqlValue::Int(v); }
 
+template <Op op>
+SqlValue Logical(const SqlValue& x, const SqlValue& y) {
+  static constexpr int kAnd[] = {0, 0, 0, 0, 1, 2, 0, 2, 2};
+  static constexpr int kOr[] = {0, 1, 2, 1, 1, 1, 2, 1, 2};
+  const int i = Logic(x) * 3 + Logic(y);
+  return FromLogic(op == Op::kAnd ? kAnd[i] : kOr[i]);
+}
+
+SqlValue Not(const SqlValue& x) {
+  const int v = Logic(x);
+  return FromLogic(v == 2 ? 2 : 1 - v);
+}
+
+SqlValue CastInt(const SqlValue& x) {
+  return x.type == Type::kReal ? SqlValue::Int(SqlRealToInt(x.r)) : x;
+}
+
+SqlValue CastReal(const SqlValue& x) {
+  return x.type == Type::kInt ? SqlValue::Real(static_cast<double>(x.i)) : x;
+}
+
+// SQLite's round(x) (and round(x, 0)) of a value that may have a fraction: half away from zero,
+// through an int64 (so -0.4 gives 0.0).
+SqlValue Round(const SqlValue& x) {
+  if (x.type == Type::kNull) return x;
+  double r = AsReal(x);
+  if (r >= -4503599627370496.0 && r <= 4503599627370496.0) {
+    r = static_cast<double>(static_cast<int64_t>(r + (r < 0 ? -0.5 : 0.5)));
+  }
+  return SqlValue::Real(r);
+}
+
+template <typename F>
+void Each(size_t count, SqlValue* out, const SqlValue* a, F f) {
+  for (size_t k = 0; k < count; ++k) out[k] = f(a[k]);
+}
+
+template <typename F>
+void Each(size_t count, SqlValue* out, const SqlValue* a, const SqlValue* b, F f) {
+  for (size_t k = 0; k < count; ++k) out[k] = f(a[k], b[k]);
+}
+
 }  // namespace
 
-SqlValue NativeExpr::Eval(int n, const Batch& batch, size_t row) const {
+const SqlValue* NativeExpr::Eval(const Batch& batch, size_t begin, size_t count) {
+  Eval(root_, batch, begin, count);
+  return values_[static_cast<size_t>(root_)].data();
+}
+
+// A node's values a chunk at a time: one dispatch per node and chunk, not per row.
+void NativeExpr::Eval(int n, const Batch& batch, size_t begin, size_t count) {
   const Node& x = nodes_[static_cast<size_t>(n)];
+  if (x.a >= 0) Eval(x.a, batch, begin, count);
+  if (x.b >= 0) Eval(x.b, batch, begin, count);
+  SqlValue* out = values_[static_cast<size_t>(n)].data();
+  const SqlValue* a = x.a >= 0 ? values_[static_cast<size_t>(x.a)].data() : nullptr;
+  const SqlValue* b = x.b >= 0 ? values_[static_cast<size_t>(x.b)].data() : nullptr;
   switch (x.op) {
     case Op::kLiteral:
-      return x.literal;
+      std::fill(out, out + count, x.literal);
+      return;
     case Op::kColumn:
-      return ReadColumn(batch.column(x.column), row);
+      return ReadColumn(batch.column(x.column), begin, count, out);
     case Op::kAdd:
+      return Each(count, out, a, b, Arithmetic<Op::kAdd>);
     case Op::kSub:
+      return Each(count, out, a, b, Arithmetic<Op::kSub>);
     case Op::kMul:
+      return Each(count, out, a, b, Arithmetic<Op::kMul>);
     case Op::kDiv:
-      return Arithmetic(x.op, Eval(x.a, batch, row), Eval(x.b, batch, row));
+      return Each(count, out, a, b, Arithmetic<Op::kDiv>);
     case Op::kEq:
+      return Each(count, out, a, b, Comparison<Op::kEq>);
     case Op::kNe:
+      return Each(count, out, a, b, Comparison<Op::kNe>);
     case Op::kLt:
+      return Each(count, out, a, b, Comparison<Op::kLt>);
     case Op::kLe:
+      return Each(count, out, a, b, Comparison<Op::kLe>);
     case Op::kGt:
-    case Op::kGe: {
-      const SqlValue a = Eval(x.a, batch, row), b = Eval(x.b, batch, row);
-      if (a.type == Type::kNull || b.type == Type::kNull) return SqlValue();
-      const int c = Compare(a, b);
-      bool r = false;
-      switch (x.op) {
-        case Op::kEq:
-          r = c == 0;
-          break;
-        case Op::kNe:
-          r = c != 0;
-          break;
-        case Op::kLt:
-          r = c < 0;
-          break;
-        case Op::kLe:
-          r = c <= 0;
-          break;
-        case Op::kGt:
-          r = c > 0;
-          break;
-        default:
-          r = c >= 0;
-          break;
-      }
-      return SqlValue::Int(r ? 1 : 0);
-    }
+      return Each(count, out, a, b, Comparison<Op::kGt>);
+    case Op::kGe:
+      return Each(count, out, a, b, Comparison<Op::kGe>);
     case Op::kIs:
-    case Op::kIsNot: {
-      const SqlValue a = Eval(x.a, batch, row), b = Eval(x.b, batch, row);
-      const bool na = a.type == Type::kNull, nb = b.type == Type::kNull;
-      const bool same = na || nb ? na && nb : Compare(a, b) == 0;
-      return SqlValue::Int(same == (x.op == Op::kIs) ? 1 : 0);
-    }
-    case Op::kAnd: {
-      static constexpr int kAnd[] = {0, 0, 0, 0, 1, 2, 0, 2, 2};
-      return FromLogic(kAnd[Logic(Eval(x.a, batch, row)) * 3 + Logic(Eval(x.b, batch, row))]);
-    }
-    case Op::kOr: {
-      static constexpr int kOr[] = {0, 1, 2, 1, 1, 1, 2, 1, 2};
-      return FromLogic(kOr[Logic(Eval(x.a, batch, row)) * 3 + Logic(Eval(x.b, batch, row))]);
-    }
-    case Op::kNot: {
-      const int v = Logic(Eval(x.a, batch, row));
-      return FromLogic(v == 2 ? 2 : 1 - v);
-    }
-    case Op::kCastInt: {
-      const SqlValue a = Eval(x.a, batch, row);
-      if (a.type != Type::kReal) return a;
-      return SqlValue::Int(SqlRealToInt(a.r));
-    }
-    case Op::kCastReal: {
-      const SqlValue a = Eval(x.a, batch, row);
-      if (a.type != Type::kInt) return a;
-      return SqlValue::Real(static_cast<double>(a.i));
-    }
-    case Op::kRound: {
-      const SqlValue a = Eval(x.a, batch, row);
-      if (a.type == Type::kNull) return a;
-      double r = AsReal(a);
-      // SQLite's round(x) of a value that may have a fraction: half away from zero, through an
-      // int64 (so -0.4 gives 0.0).
-      if (r >= -4503599627370496.0 && r <= 4503599627370496.0) {
-        r = static_cast<double>(static_cast<int64_t>(r + (r < 0 ? -0.5 : 0.5)));
-      }
-      return SqlValue::Real(r);
-    }
+      return Each(count, out, a, b, Comparison<Op::kIs>);
+    case Op::kIsNot:
+      return Each(count, out, a, b, Comparison<Op::kIsNot>);
+    case Op::kAnd:
+      return Each(count, out, a, b, Logical<Op::kAnd>);
+    case Op::kOr:
+      return Each(count, out, a, b, Logical<Op::kOr>);
+    case Op::kNot:
+      return Each(count, out, a, Not);
+    case Op::kCastInt:
+      return Each(count, out, a, CastInt);
+    case Op::kCastReal:
+      return Each(count, out, a, CastReal);
+    case Op::kRound:
+      return Each(count, out, a, Round);
   }
-  return SqlValue();
 }
 
 }  // namespace ferry::transform

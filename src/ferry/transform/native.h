@@ -73,7 +73,10 @@ class NativeExpr {
   static std::unique_ptr<NativeExpr> Compile(std::string_view text, const Schema& schema,
                                              sqlite3* db, bool condition);
 
-  SqlValue Eval(const Batch& batch, size_t row) const { return Eval(root_, batch, row); }
+  // The values of rows [begin, begin + count) of `batch` (count at most kChunk), valid until the
+  // next call. Not thread-safe (the values are kept here).
+  static constexpr size_t kChunk = 1024;
+  const SqlValue* Eval(const Batch& batch, size_t begin, size_t count);
 
   // What SQLite's WHERE and IS TRUE make of a value: a non-zero number.
   static bool Truthy(const SqlValue& v) {
@@ -118,11 +121,12 @@ class NativeExpr {
  private:
   friend class Parser;
   NativeExpr() = default;
-  SqlValue Eval(int n, const Batch& batch, size_t row) const;
+  void Eval(int n, const Batch& batch, size_t begin, size_t count);
 
   std::vector<Node> nodes_;
   std::list<std::string> strings_;  // string literals' bytes (stable addresses)
   int root_ = -1;
+  std::vector<std::vector<SqlValue>> values_;  // each node's values for the chunk at hand
 };
 
 }  // namespace ferry::transform
