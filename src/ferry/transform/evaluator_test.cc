@@ -298,7 +298,7 @@ TEST(EvaluatorTest, NativeShapesGiveSqlitesValuesOnRandomExpressions) {
 TEST(EvaluatorTest, EdgesOfArithmeticRoundingAndCasts) {
   Values values(7);
   const auto schema = MakeSchema();
-  // Over two chunks of the native evaluation (1,024 rows each) and part of a third.
+  // Over several chunks of the native evaluation (NativeExpr::kChunk rows each) and part of one.
   const Batch batch = MakeBatch(schema, values, 2300);
   const std::vector<std::string> exprs = {"n + n",
                                           "n - n",

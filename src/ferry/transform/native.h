@@ -75,7 +75,7 @@ class NativeExpr {
 
   // The values of rows [begin, begin + count) of `batch` (count at most kChunk), valid until the
   // next call. Not thread-safe (the values are kept here).
-  static constexpr size_t kChunk = 1024;
+  static constexpr size_t kChunk = 256;
   const SqlValue* Eval(const Batch& batch, size_t begin, size_t count);
 
   // What SQLite's WHERE and IS TRUE make of a value: a non-zero number.
