@@ -220,15 +220,21 @@ class SqliteSource final : public Source {
     if (!range) return ChunkPlan{};
     auto [lo, hi] = *range;
     const std::string table = "main." + QuoteIdentifier(stream.name);
-    FERRY_ASSIGN_OR_RETURN(const int64_t rows, CountRows(table));
-    if (auto grid = GridPlan(lo, hi, rows, chunk_rows)) return *grid;
+    // Dense keys keep the grid, which needs the row count (a pass over the table's pages). When
+    // even the most rows the file could hold would not fill the grid (keys far sparser than any
+    // table of this file's size), the count is skipped: the walk below counts the rows itself.
+    std::optional<int64_t> counted;
+    FERRY_ASSIGN_OR_RETURN(const int64_t most, MostRows());
+    if (GridPlan(lo, hi, most, chunk_rows)) {
+      FERRY_ASSIGN_OR_RETURN(counted, CountRows(table));
+      if (auto grid = GridPlan(lo, hi, *counted, chunk_rows)) return *grid;
+    }
     // Sparse or skewed keys: a boundary every chunk_rows keys, walking the key's b-tree (the
     // keys only, in order: one pass over them for the whole plan).
     FERRY_ASSIGN_OR_RETURN(
         auto next, db_->Prepare("SELECT " + key.expr + " FROM " + table + " WHERE " + key.expr +
                                 " > ?1 ORDER BY " + key.expr + " LIMIT 1 OFFSET ?2"));
     ChunkPlan plan;
-    plan.rows = rows;
     int64_t from = lo;
     int64_t skip = chunk_rows - 1;  // the first chunk also holds `lo`
     for (;;) {
@@ -243,6 +249,16 @@ class SqliteSource final : public Source {
     }
     plan.count = static_cast<int64_t>(plan.bounds.size()) + 1;
     if (!plan.bounds.empty()) plan.first = plan.bounds.front();
+    if (counted) {
+      plan.rows = *counted;
+    } else {
+      // Every chunk but the last holds chunk_rows keys; the last one's are counted.
+      FERRY_ASSIGN_OR_RETURN(auto tail, db_->Prepare("SELECT count(*) FROM " + table + " WHERE " +
+                                                     key.expr + " >= ?1"));
+      tail.Bind(1, from);
+      FERRY_ASSIGN_OR_RETURN(bool row, tail.Step());
+      plan.rows = static_cast<int64_t>(plan.bounds.size()) * chunk_rows + (row ? tail.Int64(0) : 0);
+    }
     return plan;
   }
 
@@ -251,6 +267,20 @@ class SqliteSource final : public Source {
     FERRY_ASSIGN_OR_RETURN(auto count, db_->Prepare("SELECT count(*) FROM " + table));
     FERRY_ASSIGN_OR_RETURN(bool counted, count.Step());
     return counted ? count.Int64(0) : 0;
+  }
+
+  // The most rows any table of the database could hold, without reading it: a row takes at
+  // least 4 bytes of a b-tree page (SQLite's smallest cell), so no more than page_size / 4 rows
+  // fit a page, and no table has more pages than the file.
+  Result<int64_t> MostRows() {
+    int64_t v[2];
+    const char* pragma[2] = {"PRAGMA main.page_count", "PRAGMA main.page_size"};
+    for (int i = 0; i < 2; ++i) {
+      FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(pragma[i]));
+      FERRY_ASSIGN_OR_RETURN(bool row, st.Step());
+      v[i] = row ? st.Int64(0) : 0;
+    }
+    return v[0] * (v[1] / 4);
   }
 
   // A WITHOUT ROWID table's key ranges: a boundary every chunk_rows keys, walking the primary
