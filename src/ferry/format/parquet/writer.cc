@@ -31,6 +31,26 @@ static_assert(std::endian::native == std::endian::little,
 using internal::ByteBuffer;
 using thrift::CompactWriter;
 
+bool EncodingHints::StartPlain(int32_t field_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = columns_.find(field_id);
+  if (it == columns_.end() || it->second.plain_left == 0) return false;
+  --it->second.plain_left;
+  return true;
+}
+
+void EncodingHints::GaveUp(int32_t field_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Column& c = columns_[field_id];
+  c.streak = c.streak == 0 ? 2 : std::min(c.streak * 2, kMaxPlainChunks);
+  c.plain_left = c.streak;
+}
+
+void EncodingHints::Kept(int32_t field_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  columns_.erase(field_id);
+}
+
 Result<Compression> ParseCompression(const std::string& name) {
   if (name == "zstd") return Compression::kZstd;
   if (name == "snappy") return Compression::kSnappy;
@@ -212,6 +232,7 @@ struct ColumnConfig {
   uint64_t page_bytes = 1ull << 20;
   bool dictionary = true;
   uint64_t dictionary_bytes = 1ull << 20;
+  EncodingHints* hints = nullptr;  // the table's, or the file's own; never null in a writer
 };
 
 // Dictionary indices are kept as uint32 while a page is open: 4 bytes of page budget each.
@@ -399,8 +420,8 @@ class ByteDict {
 // CutPage turns them into an RLE_DICTIONARY page (bit width byte + RLE/bit-packed hybrid). When
 // the dictionary would outgrow its limit, EncodeValues stops before that value and sets
 // fallback_: the open page is cut, the dictionary page is written (it precedes the data pages in
-// the file) and the rest of the chunk is PLAIN. The next two chunks start PLAIN, the one after
-// with a new dictionary.
+// the file) and the rest of the chunk is PLAIN. Whether the next chunks start PLAIN is the
+// table's EncodingHints' call, told once a chunk what its values looked like.
 class ColumnWriter {
  public:
   ColumnWriter(const Field& field, Compressor* compressor, const ColumnConfig& cfg)
@@ -409,6 +430,7 @@ class ColumnWriter {
         physical_type_(PhysicalTypeOf(field.type)),
         dict_enabled_(cfg.dictionary && physical_type_ != pq::kBoolean),
         dict_limit_(std::min(cfg.dictionary_bytes, kMaxDictionaryBytes)),
+        hints_(cfg.hints),
         dict_active_(dict_enabled_),
         compressor_(compressor),
         page_bytes_(std::max<uint64_t>(cfg.page_bytes, 1)) {}
@@ -437,6 +459,12 @@ class ColumnWriter {
 
   // Appends rows [begin, end) of col, cutting pages as they fill.
   Status Append(const Column& col, size_t begin, size_t end) {
+    if (!started_) {
+      // A chunk's first values: whether it starts with a dictionary (asked here, not when the
+      // last chunk ended, so that a file's end takes no turn of the table's PLAIN runs).
+      started_ = true;
+      dict_active_ = dict_enabled_ && !hints_->StartPlain(field_.id);
+    }
     if (nested_) return AppendLists(col, begin, end);
     while (begin < end) {
       uint64_t used = PageBytes();
@@ -444,9 +472,13 @@ class ColumnWriter {
         FERRY_RETURN_IF_ERROR(CutPage());
         used = 0;
       }
-      // Before the probe, at most enough values to reach it are taken at a time.
+      // Before a probe, at most enough values to reach it are taken at a time.
       const bool probing = dict_active_ && !dict_probed_;
-      const size_t stop = probing ? std::min(end, begin + kDictProbeEntries) : end;
+      const size_t step =
+          judged() ? std::max<size_t>(kDictProbeEntries - std::min(DictSize(), kDictProbeEntries),
+                                      kHintProbeValues)
+                   : kHintProbeValues;
+      const size_t stop = probing ? std::min(end, begin + step) : end;
       size_t taken = EncodeValues(col, begin, stop, static_cast<size_t>(page_bytes_ - used));
       if (optional_ && taken > 0) {
         levels_.Append(col.validity() + begin, taken);
@@ -459,12 +491,22 @@ class ColumnWriter {
       }
       page_rows_ += taken;
       begin += taken;
+      if (dict_active_ && !judged()) [[unlikely]] {
+        // The table's next chunks learn early what this one's values look like (a small file
+        // of a partition may hold fewer values than this chunk's own probe needs).
+        const uint64_t values = static_cast<uint64_t>(chunk_values_) + page_rows_;
+        if (values >= kHintProbeValues) Judge(NearlyDistinct(values));
+      }
       if (dict_active_ && !dict_probed_ && DictSize() >= kDictProbeEntries) [[unlikely]] {
         // Nearly every value so far new (keys, timestamps, amounts): the dictionary would only
         // grow to its limit and be dropped; PLAIN from here.
         dict_probed_ = true;
         const uint64_t values = static_cast<uint64_t>(chunk_values_) + page_rows_;
-        if (DictSize() * 100 > values * 97) fallback_ = true;
+        if (NearlyDistinct(values)) {
+          fallback_ = true;
+        } else {
+          Judge(false, /*firm=*/true);  // over what an earlier look at fewer values said
+        }
       }
       if (fallback_) [[unlikely]] {
         FERRY_RETURN_IF_ERROR(FallBackToPlain());
@@ -488,6 +530,9 @@ class ColumnWriter {
   // chunk (everything but its file offsets); its bytes are then dict_page() + chunk().
   Status FinishChunk(ChunkMeta* meta) {
     FERRY_RETURN_IF_ERROR(CutPage());
+    if (dict_active_ && !judged() && chunk_values_ >= kJudgedValues) {
+      Judge(NearlyDistinct(static_cast<uint64_t>(chunk_values_)));
+    }
     if (dict_active_) FERRY_RETURN_IF_ERROR(WriteDictPage());
     meta->num_values = chunk_values_;
     meta->null_count = chunk_nulls_;
@@ -508,9 +553,10 @@ class ColumnWriter {
     chunk_.clear();
     dict_page_.clear();
     DictClear();
-    dict_active_ = dict_enabled_ && plain_chunks_left_ == 0;
+    dict_active_ = dict_enabled_;
+    started_ = false;
     dict_probed_ = false;
-    if (plain_chunks_left_ > 0) --plain_chunks_left_;
+    verdict_ = Verdict::kNone;
     chunk_values_ = chunk_nulls_ = chunk_uncompressed_ = chunk_compressed_ = 0;
     chunk_dict_pages_ = chunk_plain_pages_ = 0;
   }
@@ -573,14 +619,34 @@ class ColumnWriter {
   const bool dict_enabled_;    // the options and the type allow a dictionary
   const uint64_t dict_limit_;  // PLAIN bytes the dictionary may reach
   ByteBuffer values_;          // the open page's encoded values (uint32 indices in dictionary mode)
-  bool dict_active_;           // this chunk's pages are still dictionary-encoded
-  bool fallback_ = false;      // set by EncodeValues: the dictionary is full
-  static constexpr int kPlainChunksAfterFallback = 2;
-  int plain_chunks_left_ = 0;  // chunks still to start PLAIN after a fallback
+  EncodingHints* const hints_;  // what the table's chunks learnt: whether a chunk starts PLAIN
+  bool dict_active_;            // this chunk's pages are still dictionary-encoded
+  bool fallback_ = false;       // set by EncodeValues: the dictionary is full
+  bool started_ = false;        // the chunk has had values (dict_active_ is decided)
   // Once a chunk's dictionary holds this many entries, a dictionary of nearly only distinct
   // values is given up (a probe, once per chunk).
   static constexpr size_t kDictProbeEntries = 16384;
   bool dict_probed_ = false;
+  // The hints are told what a chunk's values look like once, after this many values (or at a
+  // fallback, or at the chunk's end if it holds at least kJudgedValues).
+  static constexpr size_t kHintProbeValues = 4096;
+  static constexpr int64_t kJudgedValues = 1024;
+  enum class Verdict { kNone, kKept, kGaveUp };
+  Verdict verdict_ = Verdict::kNone;  // what the hints were told about this chunk
+  bool judged() const { return verdict_ != Verdict::kNone; }
+  bool NearlyDistinct(uint64_t values) const { return DictSize() * 100 > values * 97; }
+  // Tells the hints, unless they were told the same about this chunk; `firm` verdicts (the
+  // chunk's own probe, a fallback) override an earlier look at fewer values.
+  void Judge(bool distinct, bool firm = false) {
+    const Verdict v = distinct ? Verdict::kGaveUp : Verdict::kKept;
+    if (verdict_ == v || (judged() && !firm)) return;
+    verdict_ = v;
+    if (distinct) {
+      hints_->GaveUp(field_.id);
+    } else {
+      hints_->Kept(field_.id);
+    }
+  }
   // A list's element: EncodeValues is given one whole list at a time and may fall back to PLAIN
   // only before its first element (it then takes none); a list that starts under the dictionary's
   // limit finishes in it, so that no list is split between a page and the next.
@@ -662,10 +728,10 @@ class ColumnWriter {
     FERRY_RETURN_IF_ERROR(WriteDictPage());
     dict_active_ = false;
     // The dictionary page is written: its table is not needed for the rest of the chunk. The
-    // values were too many for one, so the next chunks of this file do without (one in
-    // kPlainChunksAfterFallback + 1 tries again, for data that changes along the file).
+    // values were too many for one, so the next chunks do without (EncodingHints: a retry after
+    // 2, 4, 8 … of them, for data that changes along the table).
     DictRelease();
-    plain_chunks_left_ = kPlainChunksAfterFallback;
+    Judge(true, /*firm=*/true);
     return Status::OK();
   }
 
@@ -1529,12 +1595,14 @@ class WriterImpl final : public Writer {
         schema_(std::move(schema)),
         options_(std::move(options)),
         compressor_(options_.compression, options_.zstd_level) {
+    if (!options_.hints) options_.hints = std::make_shared<EncodingHints>();
     columns_.reserve(schema_->fields.size());
     for (const auto& f : schema_->fields) {
       ColumnConfig cfg;
       cfg.page_bytes = options_.page_bytes;
       cfg.dictionary = options_.dictionary;
       cfg.dictionary_bytes = options_.dictionary_page_bytes;
+      cfg.hints = options_.hints.get();
       columns_.push_back(MakeColumnWriter(f, &compressor_, cfg));
     }
   }

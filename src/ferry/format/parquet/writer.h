@@ -12,8 +12,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -26,6 +28,32 @@ namespace ferry::parquet {
 enum class Compression { kUncompressed, kSnappy, kZstd };
 
 Result<Compression> ParseCompression(const std::string& name);  // "zstd" | "snappy" | "none"
+
+// What the files of one table learn about its columns' values, shared by their writers through
+// WriterOptions::hints: a column whose values were nearly all distinct in a chunk (keys,
+// timestamps, amounts) starts its next chunks PLAIN — in whichever file of the table comes next —
+// instead of building a dictionary only to drop it. That matters for partitioned tables, whose
+// many small files would each build one. After each give-up the next 2 chunks start PLAIN, then
+// 4, 8 … up to kMaxPlainChunks while retries keep confirming it; a chunk whose dictionary is
+// worth keeping ends the streak. A writer without shared hints keeps its own. Thread-safe.
+class EncodingHints {
+ public:
+  static constexpr int kMaxPlainChunks = 64;
+  // Whether the next chunk of the column (by field id) starts PLAIN; counts that chunk.
+  bool StartPlain(int32_t field_id);
+  // A chunk of the column found its values nearly all distinct (or too many for a dictionary).
+  void GaveUp(int32_t field_id);
+  // A chunk of the column found a dictionary worth having.
+  void Kept(int32_t field_id);
+
+ private:
+  struct Column {
+    int plain_left = 0;  // chunks still to start PLAIN
+    int streak = 0;      // the length of the last run of PLAIN starts
+  };
+  std::mutex mu_;
+  std::unordered_map<int32_t, Column> columns_;
+};
 
 struct WriterOptions {
   Compression compression = Compression::kZstd;
@@ -42,6 +70,8 @@ struct WriterOptions {
   uint64_t dictionary_page_bytes = 1ull << 20;
   // Key/value metadata written into the footer.
   std::vector<std::pair<std::string, std::string>> key_value_metadata;
+  // Shared by the writers of one table's files (see EncodingHints); null: the file's own.
+  std::shared_ptr<EncodingHints> hints;
 };
 
 // Per-column metrics in the form Iceberg manifests want them.

@@ -277,7 +277,8 @@ TEST_P(WriterCodecTest, ChunkOffsetsAndSizesAreExact) {
       batch.column(0).AppendNull();
     else
       batch.column(0).AppendInt64(static_cast<int64_t>(rng()));
-    batch.column(1).AppendBytes("value-" + std::to_string(rng() % 100000));
+    // Repeats within a chunk: every chunk keeps a dictionary (EncodingHints).
+    batch.column(1).AppendBytes("value-" + std::to_string(rng() % 1000));
   }
   WriterOptions opts;
   opts.compression = GetParam();
@@ -1002,16 +1003,24 @@ TEST_P(WriterCodecTest, DictionaryFallsBackMidChunk) {
   EXPECT_EQ(w.metrics.columns[1].upper_bound, smax);
 
   // Several row groups: a chunk that fell back is followed by two PLAIN chunks, then a chunk
-  // tries a new dictionary again (and falls back on its own: these values stay distinct).
+  // tries a new dictionary again and falls back on its own (these values stay distinct), and
+  // the PLAIN runs between tries double: 2, 4, 8 …
   opts.row_group_bytes = 48 << 10;
   Written g = WriteOne(schema, batch, opts);
   ASSERT_GT(g.footer[4].list.size(), 1u);
   EXPECT_EQ(ReadColumn(g, 0), want_v);
   EXPECT_EQ(ReadColumn(g, 1), want_s);
+  size_t next_try = 0;
+  size_t run = 2;
   for (size_t rg = 0; rg < g.footer[4].list.size(); ++rg) {
+    const bool tries = rg == next_try;
+    if (tries) {
+      next_try = rg + run + 1;
+      run = std::min<size_t>(run * 2, EncodingHints::kMaxPlainChunks);
+    }
     for (size_t c = 0; c < 2; ++c) {
       const std::string kinds = PageKinds(g, rg, c);
-      if (rg % 3 == 0) {
+      if (tries) {
         EXPECT_EQ(kinds[0], 'D') << rg << " " << kinds;
         EXPECT_NE(kinds.find('P'), std::string::npos) << rg << " " << kinds;
       } else {
@@ -1046,6 +1055,43 @@ TEST(WriterTest, NearlyDistinctValuesGiveTheDictionaryUpEarly) {
   EXPECT_EQ(c.find('P'), std::string::npos) << c;
   EXPECT_EQ(testing::ReadChunk(w.file, w.footer, 0, 1).pages[0].header[7][1].i,
             static_cast<int64_t>(distinct.size()));
+}
+
+// Small files of one table (a partitioned table's) sharing EncodingHints: the first file's
+// chunk of distinct keys tells the next files to start that column PLAIN, 2 files then 4 …,
+// while a column of few values keeps its dictionary in every file; files with hints of their
+// own all build a dictionary of the keys.
+TEST(WriterTest, FilesOfOneTableShareWhatTheirColumnsLookLike) {
+  auto schema =
+      MakeSchema({{1, "id", DataType::Int64(), true}, {2, "s", DataType::String(), true}});
+  auto file = [&](int64_t n) {
+    Batch b(schema);
+    for (int64_t i = 0; i < 3000; ++i) {  // fewer rows than a chunk's own probe needs
+      b.column(0).AppendInt64((n * 3000 + i) * 2654435761LL);
+      b.column(1).AppendBytes(i % 3 == 0 ? "paid" : "shipped");
+    }
+    return b;
+  };
+  WriterOptions shared;
+  shared.compression = Compression::kUncompressed;
+  shared.hints = std::make_shared<EncodingHints>();
+  std::string kinds_id, kinds_s;
+  for (int64_t n = 0; n < 8; ++n) {
+    const Batch b = file(n);
+    Written w = WriteOne(schema, b, shared);
+    kinds_id += PageKinds(w, 0, 0).substr(0, 1);
+    kinds_s += PageKinds(w, 0, 1).substr(0, 1);
+    std::vector<std::optional<std::string>> want;
+    for (size_t i = 0; i < b.num_rows(); ++i) want.push_back(LE(b.column(0).ValueAt<int64_t>(i)));
+    EXPECT_EQ(ReadColumn(w, 0), want) << n;
+  }
+  EXPECT_EQ(kinds_id, "DPPDPPPP");  // a dictionary in files 0 and 3 only
+  EXPECT_EQ(kinds_s, "DDDDDDDD");
+  WriterOptions own;
+  own.compression = Compression::kUncompressed;
+  for (int64_t n = 0; n < 3; ++n) {
+    EXPECT_EQ(PageKinds(WriteOne(schema, file(n), own), 0, 0)[0], 'D') << n;
+  }
 }
 
 // A column of many values, each twice (half distinct: past the probe), falls back once the

@@ -290,8 +290,10 @@ Status IcebergStream::WriteToPartition(const std::string& key, const lake::Parti
         partitioner_.spec().fields.empty() ? std::string() : partitioner_.Path(tuple) + "/";
     f.uri = table_->NewDataFileUri(folder + "data");
     FERRY_ASSIGN_OR_RETURN(auto out, table_->io().NewFile(f.uri));
-    FERRY_ASSIGN_OR_RETURN(
-        f.writer, parquet::Writer::Open(std::move(out), schema_, sink_->options().parquet));
+    parquet::WriterOptions options = sink_->options().parquet;
+    options.hints = hints_;
+    FERRY_ASSIGN_OR_RETURN(f.writer,
+                           parquet::Writer::Open(std::move(out), schema_, std::move(options)));
     lru_.push_front(key);
     f.lru = lru_.begin();
     it = open_.emplace(key, std::move(f)).first;

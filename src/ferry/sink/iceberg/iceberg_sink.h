@@ -166,6 +166,9 @@ class IcebergStream : public SinkStream {
   std::shared_ptr<const Schema> schema_;
   lake::Partitioner partitioner_;  // of the table's default spec, which the files are written in
   int32_t delete_spec_id_ = 0;     // an unpartitioned spec: equality deletes apply everywhere
+  // What the table's data files learnt about its columns (parquet::EncodingHints): a partitioned
+  // table's many small files do not each build a dictionary of distinct keys to drop it.
+  std::shared_ptr<parquet::EncodingHints> hints_ = std::make_shared<parquet::EncodingHints>();
   std::unordered_map<std::string, OpenFile> open_;  // by lake::PartitionKey
   std::list<std::string> lru_;                      // keys of open_, most recently written first
   // Write's scratch: a row's tuple, the rows of each partition of a batch, and a batch of them.
