@@ -12,6 +12,12 @@
 //       hashes) so that both sides provably wrote the same logical table.
 //   node duckdb.mjs count <glob>
 //       Rows, sum(id) and distinct ids of the Parquet files matching glob (a sync's data files).
+//   node duckdb.mjs partition <glob> <out-folder> <layout>
+//       The rows of the Parquet files matching glob, read into an in-memory table (not timed),
+//       then written by COPY ... TO out-folder (FORMAT parquet, COMPRESSION zstd) one thread,
+//       timed: layout "none" one file, "day" PARTITION_BY the day of created_at, "bucket16" by
+//       hash(id) % 16 (DuckDB has no Iceberg bucket; the same count of partitions), "day_x_bucket16"
+//       by both. Prints its seconds and the files written.
 //   node duckdb.mjs rewrite <glob> <out.parquet>
 //       DuckDB's own file of the same rows: COPY (SELECT * FROM read_parquet(glob)) TO out,
 //       zstd, one thread; prints its bytes, to compare a sync's files with.
@@ -83,6 +89,27 @@ async function main() {
                                      count(*) FILTER (WHERE note IS NULL) AS null_notes
                               FROM read_parquet(${sqlString(args[0])})`);
     console.log(JSON.stringify(r));
+  } else if (cmd === 'partition') {
+    const [glob, out, layout] = args;
+    const keys = { none: [], day: ['d'], bucket16: ['b'], day_x_bucket16: ['d', 'b'] }[layout];
+    if (!keys) throw new Error(`unknown layout ${layout}`);
+    await con.run(`CREATE TABLE t AS SELECT *, CAST(created_at AS DATE) AS d, hash(id) % 16 AS b
+                   FROM read_parquet(${sqlString(glob)})`);
+    const unused = ['d', 'b'].filter((k) => !keys.includes(k));
+    const select = unused.length ? `(SELECT * EXCLUDE (${unused.join(', ')}) FROM t)` : 't';
+    const { mkdirSync, readdirSync, statSync } = await import('node:fs');
+    mkdirSync(out, { recursive: true });
+    const target = keys.length ? out : path.join(out, 'data.parquet');
+    const partition = keys.length ? `, PARTITION_BY (${keys.join(', ')})` : '';
+    const t0 = process.hrtime.bigint();
+    await con.run(`COPY ${select} TO ${sqlString(target)}
+                   (FORMAT parquet, COMPRESSION zstd${partition})`);
+    const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+    const count = (dir) => readdirSync(dir).reduce((n, e) => {
+      const p = path.join(dir, e);
+      return n + (statSync(p).isDirectory() ? count(p) : e.endsWith('.parquet') ? 1 : 0);
+    }, 0);
+    console.log(JSON.stringify({ layout, seconds: secs, files: count(out) }));
   } else if (cmd === 'rewrite') {
     await con.run(`COPY (SELECT * FROM read_parquet(${sqlString(args[0])})) TO ${sqlString(args[1])}
                    (FORMAT parquet, COMPRESSION zstd)`);
@@ -91,7 +118,7 @@ async function main() {
     console.log(JSON.stringify({ rows: Number(r.n), bytes: statSync(args[1]).size }));
   } else {
     throw new Error('usage: duckdb.mjs write <rows> <out> [generate|table] | check <a> <b> | ' +
-                    'count <glob> | rewrite <glob> <out>');
+                    'count <glob> | partition <glob> <out> <layout> | rewrite <glob> <out>');
   }
 }
 

@@ -3,13 +3,19 @@
 One SQLite table (the benchmark table's columns, created_at over 365 days) loaded by a fresh full
 refresh into a local warehouse per layout and repetition; wall time and peak RSS from
 /usr/bin/time, data files counted in the warehouse. The ratio is each layout's rows/s over the
-unpartitioned load's, from the medians of the same run."""
+unpartitioned load's, from the medians of the same run.
+
+The reference for what partitioning costs any writer on this machine's file system: DuckDB
+(one thread) writing the same rows — read from ferry's unpartitioned file into memory first, not
+timed — with COPY ... PARTITION_BY into the same layouts (bench/duckdb.mjs partition), in rounds
+after ferry's; its ratio is each layout's time over its own unpartitioned COPY's."""
 import glob
 import json
 import os
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -55,6 +61,16 @@ def pipeline(work, name, terms):
             f"state: {work}/state-{name}.json\n")
 
 
+def duckdb_partition(work, source_glob, name, r):
+    out = os.path.join(work, f"duckdb-{name}-{r}")
+    run = subprocess.run(["node", os.path.join(BENCH, "duckdb.mjs"), "partition", source_glob, out,
+                          "none" if name == "unpartitioned" else name],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit(f"DuckDB's partitioned COPY failed: {run.stderr.strip()}")
+    return json.loads(run.stdout)
+
+
 def main():
     a = parse_args("partitioned", repeat=3)
     work = tempfile.mkdtemp(prefix="ferry_bench_parts_")
@@ -91,6 +107,20 @@ def main():
         base = results["unpartitioned"]["rows_per_s"]
         for r in results.values():
             r["ratio_to_unpartitioned"] = round(r["rows_per_s"] / base, 3)
+        source_glob = os.path.join(work, "wh-unpartitioned-0", "**", "*.parquet")
+        duck = {name: [] for name, _ in LAYOUTS}
+        for r in range(a.repeat):
+            for name, _ in LAYOUTS:
+                d = duckdb_partition(work, source_glob, name, r)
+                duck[name].append(d)
+                print(f"# duckdb {name} run {r + 1}: {d['seconds']:.2f} s, {d['files']} files",
+                      file=sys.stderr)
+        duck_base = statistics.median(d["seconds"] for d in duck["unpartitioned"])
+        for name, _ in LAYOUTS:
+            secs = statistics.median(d["seconds"] for d in duck[name])
+            results[name]["duckdb"] = {"seconds": [round(d["seconds"], 3) for d in duck[name]],
+                                       "files": duck[name][-1]["files"],
+                                       "ratio_to_unpartitioned": round(duck_base / secs, 3)}
         out = {"rows": a.rows, "repeat": a.repeat, "cpu": a.cpu, "layouts": results}
         write_result(a.json, out)
         print(json.dumps(out, indent=2))
