@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "ferry/types/value_parse.h"
 
@@ -303,43 +305,22 @@ class Parser {
   // Arithmetic on numbers (or NULL): SQLite would read a string operand as a number.
   bool Numeric(int n) const { return n >= 0 && ClassOf(n) != Class::kText; }
 
-  int Additive() {
-    int a = Multiplicative();
+  // One level of left-associative arithmetic: operands from `next`, operators from `ops`.
+  int Arithmetic(int (Parser::*next)(), std::initializer_list<std::pair<const char*, Op>> ops) {
+    int a = (this->*next)();
     for (;;) {
       if (a < 0) return -1;
-      Op op;
-      if (IsOp("+")) {
-        op = Op::kAdd;
-      } else if (IsOp("-")) {
-        op = Op::kSub;
-      } else {
-        return a;
-      }
+      const auto op =
+          std::find_if(ops.begin(), ops.end(), [&](const auto& o) { return IsOp(o.first); });
+      if (op == ops.end()) return a;
       ++p_;
-      const int b = Multiplicative();
+      const int b = (this->*next)();
       if (!Numeric(a) || !Numeric(b)) return -1;
-      a = Binary(op, a, b, Class::kNumber);
+      a = Binary(op->second, a, b, Class::kNumber);
     }
   }
-
-  int Multiplicative() {
-    int a = Unary();
-    for (;;) {
-      if (a < 0) return -1;
-      Op op;
-      if (IsOp("*")) {
-        op = Op::kMul;
-      } else if (IsOp("/")) {
-        op = Op::kDiv;
-      } else {
-        return a;
-      }
-      ++p_;
-      const int b = Unary();
-      if (!Numeric(a) || !Numeric(b)) return -1;
-      a = Binary(op, a, b, Class::kNumber);
-    }
-  }
+  int Additive() { return Arithmetic(&Parser::Multiplicative, {{"+", Op::kAdd}, {"-", Op::kSub}}); }
+  int Multiplicative() { return Arithmetic(&Parser::Unary, {{"*", Op::kMul}, {"/", Op::kDiv}}); }
 
   int Unary() {
     if (!IsOp("-")) return Primary();
