@@ -216,8 +216,10 @@ state: ./state.json
         self.sync()
         sizes = sorted(f["file_size_in_bytes"] for f in self.live_files())
         self.assertGreater(len(sizes), 2)
-        # Between half and all of the target, but for the load's last file.
-        self.assertTrue(all(400_000 < s < 1_100_000 for s in sizes[1:]), sizes)
+        # Near the target, but for the smallest (a load's last file holds what is left): a file
+        # closes once its estimated size (its open pages counted at the compression the table's
+        # columns got so far) reaches the target, or at a commit once the files hold half of it.
+        self.assertTrue(all(400_000 < s < 1_250_000 for s in sizes[1:]), sizes)
 
     def test_a_crash_reads_again_the_chunks_waiting_for_their_commit(self):
         self.write_pipeline(self.PIPELINE.replace("@TARGET@", ""))

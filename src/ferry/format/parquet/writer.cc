@@ -48,7 +48,22 @@ void EncodingHints::GaveUp(int32_t field_id) {
 
 void EncodingHints::Kept(int32_t field_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  columns_.erase(field_id);
+  Column& c = columns_[field_id];
+  c.plain_left = c.streak = 0;
+}
+
+void EncodingHints::Compressed(int32_t field_id, uint64_t raw, uint64_t packed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Column& c = columns_[field_id];
+  c.raw += raw;
+  c.packed += packed;
+}
+
+double EncodingHints::Ratio(int32_t field_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = columns_.find(field_id);
+  if (it == columns_.end() || it->second.raw == 0) return 1.0;
+  return static_cast<double>(it->second.packed) / static_cast<double>(it->second.raw);
 }
 
 Result<Compression> ParseCompression(const std::string& name) {
@@ -520,6 +535,21 @@ class ColumnWriter {
     return chunk_.size() + dict_page_.size() + (dict_active_ ? DictPlainBytes() : 0) +
            values_.size() + levels_.size() + rep_levels_.size();
   }
+  // What those bytes will take in the file: the open page and the dictionary not yet written
+  // scaled by the compression the column's pages got so far in this file, or in the table's
+  // earlier files while none of this one's is written. A small file's size is mostly its open
+  // pages (up to page_bytes each, uncompressed): so that a file closed at a target size is near
+  // it.
+  uint64_t EstimatedFileBytes() const {
+    const uint64_t open = values_.size() + levels_.size() + rep_levels_.size() +
+                          (dict_active_ ? DictPlainBytes() : 0);
+    const uint64_t raw = file_uncompressed_ + static_cast<uint64_t>(chunk_uncompressed_);
+    const uint64_t packed = file_compressed_ + static_cast<uint64_t>(chunk_compressed_);
+    const double ratio =
+        raw > 0 ? static_cast<double>(packed) / static_cast<double>(raw) : hints_->Ratio(field_.id);
+    return chunk_.size() + dict_page_.size() +
+           static_cast<uint64_t>(static_cast<double>(open) * std::min(ratio, 1.0));
+  }
   uint64_t MemoryBytes() const {
     return chunk_.capacity() + dict_page_.capacity() + values_.capacity() + levels_.capacity() +
            rep_levels_.capacity() + wide_levels_.capacity() + page_.capacity() +
@@ -544,6 +574,9 @@ class ColumnWriter {
     file_values_ += static_cast<uint64_t>(chunk_values_);
     file_nulls_ += static_cast<uint64_t>(chunk_nulls_);
     file_compressed_ += static_cast<uint64_t>(chunk_compressed_);
+    file_uncompressed_ += static_cast<uint64_t>(chunk_uncompressed_);
+    hints_->Compressed(field_.id, static_cast<uint64_t>(chunk_uncompressed_),
+                       static_cast<uint64_t>(chunk_compressed_));
     return Status::OK();
   }
   // The dictionary page (header + body), empty when the chunk has none.
@@ -859,7 +892,7 @@ class ColumnWriter {
   size_t page_nulls_ = 0;
   int64_t chunk_values_ = 0, chunk_nulls_ = 0, chunk_uncompressed_ = 0, chunk_compressed_ = 0;
   int32_t chunk_dict_pages_ = 0, chunk_plain_pages_ = 0;
-  uint64_t file_values_ = 0, file_nulls_ = 0, file_compressed_ = 0;
+  uint64_t file_values_ = 0, file_nulls_ = 0, file_compressed_ = 0, file_uncompressed_ = 0;
 };
 
 // A column of fixed-width values whose dictionary is a FixedDict<K>. EncodeDict is the dictionary
@@ -1659,7 +1692,11 @@ class WriterImpl final : public Writer {
     return st;
   }
 
-  uint64_t EstimatedSize() const override { return out_->Tell() + BufferedBytes(); }
+  uint64_t EstimatedSize() const override {
+    uint64_t n = out_->Tell();
+    for (const auto& c : columns_) n += c->EstimatedFileBytes();
+    return n;
+  }
   uint64_t rows_written() const override { return rows_written_; }
   uint64_t BufferedMemoryBytes() const override {
     uint64_t n = 0;

@@ -35,7 +35,9 @@ Result<Compression> ParseCompression(const std::string& name);  // "zstd" | "sna
 // instead of building a dictionary only to drop it. That matters for partitioned tables, whose
 // many small files would each build one. After each give-up the next 2 chunks start PLAIN, then
 // 4, 8 … up to kMaxPlainChunks while retries keep confirming it; a chunk whose dictionary is
-// worth keeping ends the streak. A writer without shared hints keeps its own. Thread-safe.
+// worth keeping ends the streak. They also keep how well each column compressed, for the size
+// estimate of a file none of whose pages is written yet. A writer without shared hints keeps its
+// own. Thread-safe.
 class EncodingHints {
  public:
   static constexpr int kMaxPlainChunks = 64;
@@ -45,11 +47,17 @@ class EncodingHints {
   void GaveUp(int32_t field_id);
   // A chunk of the column found a dictionary worth having.
   void Kept(int32_t field_id);
+  // A chunk of the column was written: its pages' bytes before and after compression.
+  void Compressed(int32_t field_id, uint64_t raw, uint64_t packed);
+  // packed / raw over the column's written chunks (1.0 before any): what a file whose own pages
+  // are all still open can expect of them (Writer::EstimatedSize).
+  double Ratio(int32_t field_id);
 
  private:
   struct Column {
     int plain_left = 0;  // chunks still to start PLAIN
     int streak = 0;      // the length of the last run of PLAIN starts
+    uint64_t raw = 0, packed = 0;
   };
   std::mutex mu_;
   std::unordered_map<int32_t, Column> columns_;
@@ -105,7 +113,8 @@ class Writer {
 
   // Appends every row of `batch`, whose schema must be the writer's.
   virtual Status Write(const Batch& batch) = 0;
-  // Bytes written so far plus what is buffered: the file's size if closed now (approximately).
+  // Bytes written so far plus what is buffered, its open pages and dictionaries counted at the
+  // compression the column got so far: the file's size if closed now (approximately).
   virtual uint64_t EstimatedSize() const = 0;
   virtual uint64_t rows_written() const = 0;
   // Heap bytes the writer holds for buffers (capacity, not size), its compression context's and

@@ -745,6 +745,27 @@ TEST(WriterTest, RowsWrittenAndEstimatedSize) {
   EXPECT_EQ(m->file_size_bytes, file.size());
 }
 
+// The estimate counts open pages at the compression the column got so far: a file of
+// compressible values closed at an estimated size is near it, though most of it was in open,
+// uncompressed pages a moment before.
+TEST(WriterTest, EstimatedSizeFollowsTheCompression) {
+  auto schema = MakeSchema({{1, "note", DataType::String(), true}});
+  std::string file;
+  WriterOptions opts;
+  opts.dictionary = false;
+  opts.page_bytes = 256 << 10;
+  auto w = Writer::Open(std::make_unique<SharedStringStream>(&file), schema, opts);
+  ASSERT_TRUE(w.ok());
+  Batch b(schema);
+  for (int i = 0; i < 60000; ++i) b.column(0).AppendBytes("order " + std::to_string(i % 977));
+  ASSERT_TRUE((*w)->Write(b).ok());
+  const uint64_t estimate = (*w)->EstimatedSize();
+  auto m = (*w)->Close();
+  ASSERT_TRUE(m.ok());
+  EXPECT_GT(estimate, m->file_size_bytes * 7 / 10) << m->file_size_bytes;
+  EXPECT_LT(estimate, m->file_size_bytes * 2) << m->file_size_bytes;
+}
+
 // Page encodings of a chunk, in file order: "D" dictionary page, "R" RLE_DICTIONARY data page,
 // "P" PLAIN data page.
 std::string PageKinds(const Written& w, size_t g, size_t c) {
