@@ -487,13 +487,14 @@ class ColumnWriter {
         FERRY_RETURN_IF_ERROR(CutPage());
         used = 0;
       }
-      // Before a probe, at most enough values to reach it are taken at a time.
-      const bool probing = dict_active_ && !dict_probed_;
-      const size_t step =
-          judged() ? std::max<size_t>(kDictProbeEntries - std::min(DictSize(), kDictProbeEntries),
-                                      kHintProbeValues)
-                   : kHintProbeValues;
-      const size_t stop = probing ? std::min(end, begin + step) : end;
+      // Before a probe, at most enough values to reach it are taken at a time: the hints' look
+      // at kHintProbeValues values, then the chunk's own at kDictProbeEntries entries.
+      size_t stop = end;
+      if (dict_active_ && !dict_probed_) {
+        const size_t left = kDictProbeEntries - std::min(DictSize(), kDictProbeEntries);
+        stop =
+            std::min(end, begin + (judged() ? std::max(left, kHintProbeValues) : kHintProbeValues));
+      }
       size_t taken = EncodeValues(col, begin, stop, static_cast<size_t>(page_bytes_ - used));
       if (optional_ && taken > 0) {
         levels_.Append(col.validity() + begin, taken);

@@ -256,8 +256,8 @@ class SqliteSource final : public Source {
       FERRY_ASSIGN_OR_RETURN(auto tail, db_->Prepare("SELECT count(*) FROM " + table + " WHERE " +
                                                      key.expr + " >= ?1"));
       tail.Bind(1, from);
-      FERRY_ASSIGN_OR_RETURN(bool row, tail.Step());
-      plan.rows = static_cast<int64_t>(plan.bounds.size()) * chunk_rows + (row ? tail.Int64(0) : 0);
+      FERRY_ASSIGN_OR_RETURN(const int64_t last, FirstInt64(tail));
+      plan.rows = static_cast<int64_t>(plan.bounds.size()) * chunk_rows + last;
     }
     return plan;
   }
@@ -265,22 +265,24 @@ class SqliteSource final : public Source {
   // The rows of `table` (quoted): count(*) walks the b-tree's pages without decoding a row.
   Result<int64_t> CountRows(const std::string& table) {
     FERRY_ASSIGN_OR_RETURN(auto count, db_->Prepare("SELECT count(*) FROM " + table));
-    FERRY_ASSIGN_OR_RETURN(bool counted, count.Step());
-    return counted ? count.Int64(0) : 0;
+    return FirstInt64(count);
+  }
+
+  // The first column of `st`'s first row (stepped here), 0 when it has none.
+  static Result<int64_t> FirstInt64(Statement& st) {
+    FERRY_ASSIGN_OR_RETURN(bool row, st.Step());
+    return row ? st.Int64(0) : 0;
   }
 
   // The most rows any table of the database could hold, without reading it: a row takes at
   // least 4 bytes of a b-tree page (SQLite's smallest cell), so no more than page_size / 4 rows
   // fit a page, and no table has more pages than the file.
   Result<int64_t> MostRows() {
-    int64_t v[2];
-    const char* pragma[2] = {"PRAGMA main.page_count", "PRAGMA main.page_size"};
-    for (int i = 0; i < 2; ++i) {
-      FERRY_ASSIGN_OR_RETURN(auto st, db_->Prepare(pragma[i]));
-      FERRY_ASSIGN_OR_RETURN(bool row, st.Step());
-      v[i] = row ? st.Int64(0) : 0;
-    }
-    return v[0] * (v[1] / 4);
+    FERRY_ASSIGN_OR_RETURN(auto pages, db_->Prepare("PRAGMA main.page_count"));
+    FERRY_ASSIGN_OR_RETURN(auto size, db_->Prepare("PRAGMA main.page_size"));
+    FERRY_ASSIGN_OR_RETURN(const int64_t page_count, FirstInt64(pages));
+    FERRY_ASSIGN_OR_RETURN(const int64_t page_size, FirstInt64(size));
+    return page_count * (page_size / 4);
   }
 
   // A WITHOUT ROWID table's key ranges: a boundary every chunk_rows keys, walking the primary
