@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include "ferry/base/fault.h"
 
@@ -88,6 +90,41 @@ Status FsyncDir(const std::string& dir) {
   Status s = rc == 0 ? Status::OK() : Errno("cannot fsync folder", dir);
   ::close(fd);
   return s;
+}
+
+Status SyncFiles(const std::vector<std::string>& paths) {
+  // The files grouped by file system; a group of many is synced whole.
+  std::map<dev_t, std::vector<const std::string*>> by_device;
+  for (const std::string& p : paths) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) != 0) return Errno("cannot stat", p);
+    by_device[st.st_dev].push_back(&p);
+  }
+  for (const auto& [device, files] : by_device) {
+    if (files.size() >= kSyncFilesystemFrom) {
+      const std::string& any = *files.front();
+      int fd = ::open(any.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return Errno("cannot open", any);
+      // Since Linux 5.8 syncfs reports the file system's writeback errors since the open.
+      int rc = ::syncfs(fd);
+      Status s = rc == 0 ? Status::OK() : Errno("cannot sync the file system of", any);
+      ::close(fd);
+      FERRY_RETURN_IF_ERROR(s);
+      continue;
+    }
+    std::set<std::string> folders;
+    for (const std::string* p : files) {
+      int fd = ::open(p->c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return Errno("cannot open", *p);
+      int rc = ::fsync(fd);
+      Status s = rc == 0 ? Status::OK() : Errno("cannot fsync", *p);
+      ::close(fd);
+      FERRY_RETURN_IF_ERROR(s);
+      folders.insert(ParentDir(*p));
+    }
+    for (const std::string& f : folders) FERRY_RETURN_IF_ERROR(FsyncDir(f));
+  }
+  return Status::OK();
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view data,
@@ -212,6 +249,14 @@ Status WritableFile::Sync() {
 Status WritableFile::Close() {
   if (fd_ < 0) return Status::OK();
   Status s = Sync();
+  ::close(fd_);
+  fd_ = -1;
+  return s;
+}
+
+Status WritableFile::CloseUnsynced() {
+  if (fd_ < 0) return Status::OK();
+  Status s = FlushBuffer();
   ::close(fd_);
   fd_ = -1;
   return s;

@@ -59,5 +59,31 @@ TEST_F(FsTest, LocalOutputStreamCountsAndPersistsLargeAppends) {
   EXPECT_EQ(*FileSize(Path("data.bin")), big.size() + 4);
 }
 
+// Files closed without a sync are made durable by SyncFiles: an fsync each when few, one syncfs
+// of their file system when many; both report a file that is not there by its name.
+TEST_F(FsTest, SyncFilesFewOrManyAndNamesAMissingOne) {
+  auto write = [&](const std::string& name) {
+    auto f = WritableFile::Create(Path(name.c_str()));
+    EXPECT_TRUE(f.ok());
+    EXPECT_TRUE(f->Append(name).ok());
+    EXPECT_TRUE(f->CloseUnsynced().ok());
+    EXPECT_EQ(*ReadFile(Path(name.c_str())), name);  // the bytes are there before any sync
+    return Path(name.c_str());
+  };
+  std::vector<std::string> few = {write("a"), write("b")};
+  EXPECT_TRUE(SyncFiles(few).ok());
+  std::vector<std::string> many;
+  for (size_t i = 0; i < kSyncFilesystemFrom + 1; ++i)
+    many.push_back(write("m" + std::to_string(i)));
+  EXPECT_TRUE(SyncFiles(many).ok());
+  EXPECT_TRUE(SyncFiles({}).ok());
+  for (auto* list : {&few, &many}) {
+    list->push_back(Path("gone.parquet"));
+    Status s = SyncFiles(*list);
+    EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+    EXPECT_NE(s.message().find("gone.parquet"), std::string::npos) << s.ToString();
+  }
+}
+
 }  // namespace
 }  // namespace ferry

@@ -20,7 +20,8 @@ class OutputStream {
  public:
   virtual ~OutputStream() = default;
   virtual Status Append(std::string_view data) = 0;
-  // Makes every byte durable and closes. After Close() succeeds the file is complete.
+  // Stores every byte and closes: after Close() succeeds the file is complete (and durable,
+  // unless its maker says otherwise: lake::FileIO::Durability).
   virtual Status Close() = 0;
   // Bytes appended so far.
   virtual uint64_t Tell() const = 0;

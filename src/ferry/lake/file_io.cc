@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cctype>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include "ferry/base/fs.h"
@@ -66,34 +67,57 @@ bool FileIO::Exists(const std::string& location) { return Stat(location).ok(); }
 namespace {
 
 // The local atomic put: the bytes go to "<path>.tmp-<pid>-<n>" beside the file; Close() fsyncs
-// them, renames the temporary file to `path` unless that exists, and fsyncs the folder. Until
-// then readers see no file at `path`; a stream destroyed before removes its temporary file.
+// them, renames the temporary file to `path` unless that exists, and fsyncs the folder (with
+// Durability::kOnPersist it only renames: Persist syncs). Until then readers see no file at
+// `path`; a stream destroyed before removes its temporary file. The temporary file (and the
+// folders above it) is made once kHeldBytes have been appended, or by Close: a small file is
+// written whole on the thread that closes it, and one never closed touched no folder.
 class LocalNewFile final : public OutputStream {
  public:
-  static Result<std::unique_ptr<OutputStream>> Create(const std::string& path) {
-    static std::atomic<uint64_t> counter{0};
-    std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
-                      std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
-    FERRY_ASSIGN_OR_RETURN(WritableFile f, WritableFile::Create(tmp));
-    return std::unique_ptr<OutputStream>(new LocalNewFile(std::move(f), path));
-  }
+  LocalNewFile(std::string path, bool sync) : path_(std::move(path)), sync_(sync) {}
   ~LocalNewFile() override {
-    if (!placed_) (void)RemoveFile(file_.path());
+    if (file_ && !placed_) (void)RemoveFile(file_->path());
   }
-  Status Append(std::string_view data) override { return file_.Append(data); }
+  Status Append(std::string_view data) override {
+    if (!file_) {
+      if (held_.size() + data.size() <= kHeldBytes) {
+        held_.append(data);
+        return Status::OK();
+      }
+      FERRY_RETURN_IF_ERROR(Start());
+    }
+    return file_->Append(data);
+  }
   Status Close() override {
     if (placed_) return Status::OK();
-    FERRY_RETURN_IF_ERROR(file_.Close());
-    FERRY_RETURN_IF_ERROR(RenameNoReplace(file_.path(), path_));
+    if (!file_) FERRY_RETURN_IF_ERROR(Start());
+    FERRY_RETURN_IF_ERROR(sync_ ? file_->Close() : file_->CloseUnsynced());
+    FERRY_RETURN_IF_ERROR(RenameNoReplace(file_->path(), path_));
     placed_ = true;
-    return FsyncDir(ParentDir(path_));
+    return sync_ ? FsyncDir(ParentDir(path_)) : Status::OK();
   }
-  uint64_t Tell() const override { return file_.size(); }
+  uint64_t Tell() const override { return file_ ? file_->size() : held_.size(); }
+  uint64_t BufferedBytes() const override { return held_.capacity(); }
 
  private:
-  LocalNewFile(WritableFile f, std::string path) : file_(std::move(f)), path_(std::move(path)) {}
-  WritableFile file_;  // the temporary file
+  static constexpr size_t kHeldBytes = 1 << 20;
+
+  Status Start() {
+    static std::atomic<uint64_t> counter{0};
+    FERRY_RETURN_IF_ERROR(MakeDirs(ParentDir(path_)));
+    std::string tmp = path_ + ".tmp-" + std::to_string(::getpid()) + "-" +
+                      std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+    FERRY_ASSIGN_OR_RETURN(WritableFile f, WritableFile::Create(tmp));
+    file_.emplace(std::move(f));
+    Status s = file_->Append(held_);
+    std::string().swap(held_);
+    return s;
+  }
+
   std::string path_;
+  bool sync_;
+  std::string held_;                  // appended before the temporary file was made
+  std::optional<WritableFile> file_;  // the temporary file, once made
   bool placed_ = false;
 };
 
@@ -110,11 +134,22 @@ class Local final : public FileIO {
     FERRY_ASSIGN_OR_RETURN(std::string p, LocalPath(uri));
     return ReadFile(p);
   }
-  Result<std::unique_ptr<OutputStream>> NewFile(const std::string& uri) override {
+  using FileIO::NewFile;
+  Result<std::unique_ptr<OutputStream>> NewFile(const std::string& uri,
+                                                Durability durability) override {
     FERRY_ASSIGN_OR_RETURN(std::string p, LocalPath(uri));
     if (FileExists(p)) return Status::AlreadyExists("cannot create '" + p + "': File exists");
-    FERRY_RETURN_IF_ERROR(MakeDirs(ParentDir(p)));
-    return LocalNewFile::Create(p);
+    return std::unique_ptr<OutputStream>(
+        new LocalNewFile(std::move(p), durability == Durability::kOnClose));
+  }
+  Status Persist(const std::vector<std::string>& locations) override {
+    std::vector<std::string> paths;
+    paths.reserve(locations.size());
+    for (const std::string& l : locations) {
+      FERRY_ASSIGN_OR_RETURN(std::string p, LocalPath(l));
+      paths.push_back(std::move(p));
+    }
+    return SyncFiles(paths);
   }
   Result<std::vector<FileInfo>> List(const std::string& prefix) override {
     FERRY_ASSIGN_OR_RETURN(std::string p, LocalPath(prefix));

@@ -56,11 +56,30 @@ class FileIO {
   // The whole of a small file (metadata JSON, a manifest). kNotFound when it does not exist.
   virtual Result<std::string> Read(const std::string& location) = 0;
 
+  // When a new file's bytes are durable.
+  enum class Durability {
+    kOnClose,    // Close() returns once the file is durable (metadata, manifests)
+    kOnPersist,  // Close() places the file complete; it is durable once Persist() has named it
+                 // (data files: one flush for all the files a commit adds)
+  };
   // A new file written as a stream. It appears at `location` only when the stream's Close()
-  // succeeds, durably and complete; a stream destroyed before that leaves nothing behind.
-  // kAlreadyExists when the location is taken: here when it already is, or from Close() when
-  // another writer put the file meanwhile (that writer's file stays).
-  virtual Result<std::unique_ptr<OutputStream>> NewFile(const std::string& location) = 0;
+  // succeeds, complete (and durable, unless `durability` defers that to Persist); a stream
+  // destroyed before that leaves nothing behind. kAlreadyExists when the location is taken: here
+  // when it already is, or from Close() when another writer put the file meanwhile (that
+  // writer's file stays).
+  virtual Result<std::unique_ptr<OutputStream>> NewFile(const std::string& location,
+                                                        Durability durability) = 0;
+  Result<std::unique_ptr<OutputStream>> NewFile(const std::string& location) {
+    return NewFile(location, Durability::kOnClose);
+  }
+  // Makes durable the files written with Durability::kOnPersist at `locations` (closed; a
+  // commit calls it before any metadata names them). An object store's files are durable when
+  // their upload completes; the local implementation syncs them (SyncFiles: one syncfs for
+  // many files of one file system).
+  virtual Status Persist(const std::vector<std::string>& locations) {
+    (void)locations;
+    return Status::OK();
+  }
   // Writes a whole small file that must not exist yet (NewFile, Append, Close).
   Status WriteNew(const std::string& location, std::string_view data);
 

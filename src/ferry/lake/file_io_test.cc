@@ -72,6 +72,31 @@ TEST_F(FileIOTest, ANewFileNeverReplacesOne) {
   EXPECT_EQ(Names(), (std::vector<std::string>{"m/v1.metadata.json", "m/v2.metadata.json"}));
 }
 
+// A data file placed without a sync (Durability::kOnPersist) is complete at Close, and Persist
+// makes it durable; a small file touches no folder before its Close, so one dropped unclosed
+// leaves not even the folders it would have gone in.
+TEST_F(FileIOTest, DeferredDurabilityAndNothingMadeBeforeClose) {
+  const std::string uri = Uri("t/data/day=1/c.parquet");
+  {
+    auto dropped = io_->NewFile(uri, FileIO::Durability::kOnPersist);
+    ASSERT_TRUE(dropped.ok());
+    ASSERT_TRUE((*dropped)->Append("never closed").ok());
+    EXPECT_FALSE(std::filesystem::exists(tmp_.path() / "t"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(tmp_.path() / "t"));
+  auto out = io_->NewFile(uri, FileIO::Durability::kOnPersist);
+  ASSERT_TRUE(out.ok());
+  ASSERT_TRUE((*out)->Append("rows").ok());
+  EXPECT_EQ((*out)->Tell(), 4u);
+  ASSERT_TRUE((*out)->Close().ok());
+  EXPECT_EQ(*io_->Read(uri), "rows");
+  EXPECT_TRUE(io_->Persist({uri}).ok());
+  EXPECT_EQ(Names(), std::vector<std::string>{"t/data/day=1/c.parquet"});
+  Status s = io_->Persist({uri, Uri("t/data/day=2/missing.parquet")});
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_NE(s.message().find("missing.parquet"), std::string::npos);
+}
+
 TEST_F(FileIOTest, ReadsByRange) {
   const std::string uri = Uri("f.bin");
   ASSERT_TRUE(io_->WriteNew(uri, "0123456789").ok());

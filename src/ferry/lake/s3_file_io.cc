@@ -202,7 +202,9 @@ class S3FileIO final : public FileIO {
     return client_->Get(loc);
   }
 
-  Result<std::unique_ptr<OutputStream>> NewFile(const std::string& uri) override {
+  using FileIO::NewFile;
+  // An object is durable when its upload completes, whatever `durability` asks.
+  Result<std::unique_ptr<OutputStream>> NewFile(const std::string& uri, Durability) override {
     FERRY_ASSIGN_OR_RETURN(S3Location loc, ParseS3Location(uri));
     if (loc.key.empty() || loc.key.back() == '/') {
       return Status::InvalidArgument("'" + uri + "' names no file (an empty key or a folder)");

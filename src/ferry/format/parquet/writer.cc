@@ -166,17 +166,23 @@ std::string LittleEndianBytes(T v) {
   return s;
 }
 
-// One compression context shared by the columns of a writer (single-threaded).
+// zstd's compression context of the calling thread, reused by every writer the thread runs. A
+// context's first use allocates and initializes its tables, which costs more than compressing a
+// small page; a table with thousands of partitions opens thousands of writers, each with a few
+// small pages. One context per thread also bounds the memory whatever the number of writers.
+ZSTD_CCtx* ThreadZstdContext() {
+  struct Owned {
+    ZSTD_CCtx* cctx = ZSTD_createCCtx();
+    ~Owned() { ZSTD_freeCCtx(cctx); }
+  };
+  thread_local Owned owned;
+  return owned.cctx;
+}
+
+// The codec of a writer's pages.
 class Compressor {
  public:
   Compressor(Compression codec, int level) : codec_(codec), level_(level) {}
-  ~Compressor() { Release(); }
-  // Frees the context (a writer kept open but idle); the next Compress makes a new one.
-  void Release() {
-    if (cctx_ != nullptr) ZSTD_freeCCtx(cctx_);
-    cctx_ = nullptr;
-  }
-  uint64_t MemoryBytes() const { return cctx_ != nullptr ? ZSTD_sizeof_CCtx(cctx_) : 0; }
   Compressor(const Compressor&) = delete;
   Compressor& operator=(const Compressor&) = delete;
 
@@ -187,11 +193,11 @@ class Compressor {
     out->clear();
     switch (codec_) {
       case Compression::kZstd: {
-        if (cctx_ == nullptr) cctx_ = ZSTD_createCCtx();
-        if (cctx_ == nullptr) return Status::Internal("zstd: could not create a context");
+        ZSTD_CCtx* cctx = ThreadZstdContext();
+        if (cctx == nullptr) return Status::Internal("zstd: could not create a context");
         size_t bound = ZSTD_compressBound(n);
         char* dst = out->AppendUninit(bound);
-        size_t r = ZSTD_compressCCtx(cctx_, dst, bound, data, n, level_);
+        size_t r = ZSTD_compressCCtx(cctx, dst, bound, data, n, level_);
         if (ZSTD_isError(r)) {
           return Status::Internal(std::string("zstd compression failed: ") + ZSTD_getErrorName(r));
         }
@@ -216,7 +222,6 @@ class Compressor {
  private:
   Compression codec_;
   int level_;
-  ZSTD_CCtx* cctx_ = nullptr;
 };
 
 // What the footer needs about one column chunk.
@@ -1702,7 +1707,7 @@ class WriterImpl final : public Writer {
   uint64_t BufferedMemoryBytes() const override {
     uint64_t n = 0;
     for (const auto& c : columns_) n += c->MemoryBytes();
-    return n + footer_.capacity() + compressor_.MemoryBytes() + out_->BufferedBytes();
+    return n + footer_.capacity() + out_->BufferedBytes();
   }
 
   Status FlushAndRelease() override {
@@ -1714,7 +1719,6 @@ class WriterImpl final : public Writer {
       return st;
     }
     for (auto& c : columns_) c->ReleaseMemory();
-    compressor_.Release();
     std::string().swap(footer_);
     return Status::OK();
   }

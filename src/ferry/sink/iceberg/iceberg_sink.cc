@@ -282,14 +282,15 @@ Status IcebergStream::WriteToPartition(const std::string& key, const lake::Parti
     // Room for one more: the least recently written files are closed.
     while (!open_.empty() &&
            static_cast<int64_t>(open_.size()) >= sink_->options().max_open_files) {
-      FERRY_RETURN_IF_ERROR(CloseFile(lru_.back()));
+      FERRY_RETURN_IF_ERROR(CloseFile(lru_.back(), /*hand_over=*/true));
     }
     OpenFile f;
     f.partition = tuple;
     const std::string folder =
         partitioner_.spec().fields.empty() ? std::string() : partitioner_.Path(tuple) + "/";
     f.uri = table_->NewDataFileUri(folder + "data");
-    FERRY_ASSIGN_OR_RETURN(auto out, table_->io().NewFile(f.uri));
+    FERRY_ASSIGN_OR_RETURN(auto out,
+                           table_->io().NewFile(f.uri, lake::FileIO::Durability::kOnPersist));
     parquet::WriterOptions options = sink_->options().parquet;
     options.hints = hints_;
     FERRY_ASSIGN_OR_RETURN(f.writer,
@@ -302,7 +303,7 @@ Status IcebergStream::WriteToPartition(const std::string& key, const lake::Parti
   }
   FERRY_RETURN_IF_ERROR(it->second.writer->Write(batch));
   if (it->second.writer->EstimatedSize() >= sink_->options().target_file_bytes) {
-    return CloseFile(key);
+    return CloseFile(key, /*hand_over=*/true);
   }
   return Status::OK();
 }
@@ -318,7 +319,7 @@ Status IcebergStream::KeepWithinBuffer() {
   // Over the buffer budget, the least recently written files flush their row groups and free
   // their buffers (the files stay open: no small files for memory's sake). Files of partitions
   // the rows have left (yesterday's day) go first; those being written, last.
-  uint64_t buffered = 0;
+  uint64_t buffered = closer_ ? closer_->queued_bytes() : 0;
   for (const auto& [k, f] : open_) buffered += f.writer->BufferedMemoryBytes();
   if (buffered <= o.write_buffer_bytes) return Status::OK();
   // Writers holding little are left for a second pass (a tiny row group costs more than it
@@ -337,25 +338,31 @@ Status IcebergStream::KeepWithinBuffer() {
   while (buffered > o.write_buffer_bytes && open_.size() > 1) {
     const std::string victim = lru_.back();
     buffered -= std::min(buffered, open_.at(victim).writer->BufferedMemoryBytes());
-    FERRY_RETURN_IF_ERROR(CloseFile(victim));
+    FERRY_RETURN_IF_ERROR(CloseFile(victim, /*hand_over=*/false));  // frees its memory now
   }
   return Status::OK();
 }
 
-Status IcebergStream::CloseFile(const std::string& key) {
+namespace {
+// A file is closed by the closer only if its buffers are at most this share of write_buffer,
+// and the files waiting for the closer hold at most twice that (what the closer adds to memory).
+constexpr uint64_t kHandOverShare = 16;
+}  // namespace
+
+Status IcebergStream::CloseFile(const std::string& key, bool hand_over) {
   auto it = open_.find(key);
   if (it == open_.end()) return Status::OK();
-  OpenFile f = std::move(it->second);
-  lru_.erase(f.lru);
+  DataFileInProgress f{std::move(it->second.writer), std::move(it->second.uri),
+                       partitioner_.spec().spec_id, std::move(it->second.partition)};
+  lru_.erase(it->second.lru);
   open_.erase(it);
-  auto metrics = f.writer->Close();
-  if (!metrics.ok()) {
-    (void)table_->io().Delete(f.uri);
-    return metrics.status().WithContext("closing data file " + f.uri);
+  const uint64_t budget = sink_->options().write_buffer_bytes;
+  if (hand_over && f.writer->BufferedMemoryBytes() <= budget / kHandOverShare) {
+    if (!closer_)
+      closer_ = std::make_unique<FileCloser>(&table_->io(), 2 * budget / kHandOverShare);
+    return closer_->Submit(std::move(f));
   }
-  lake::DataFile file = lake::DataFileOf(f.uri, *metrics);
-  file.spec_id = partitioner_.spec().spec_id;
-  file.partition = std::move(f.partition);
+  FERRY_ASSIGN_OR_RETURN(lake::DataFile file, FinishDataFile(table_->io(), std::move(f)));
   pending_.push_back(std::move(file));
   return Status::OK();
 }
@@ -387,7 +394,8 @@ Status IcebergStream::WriteDeleteKeys(const Batch& batch) {
   }
   if (!delete_writer_) {
     delete_uri_ = table_->NewDataFileUri("eq-delete");
-    FERRY_ASSIGN_OR_RETURN(auto out, table_->io().NewFile(delete_uri_));
+    FERRY_ASSIGN_OR_RETURN(auto out,
+                           table_->io().NewFile(delete_uri_, lake::FileIO::Durability::kOnPersist));
     FERRY_ASSIGN_OR_RETURN(delete_writer_, parquet::Writer::Open(std::move(out), key_schema_,
                                                                  sink_->options().parquet));
   }
@@ -410,7 +418,7 @@ Status IcebergStream::CloseDeleteFile() {
 }
 
 uint64_t IcebergStream::pending_rows() const {
-  uint64_t n = 0;
+  uint64_t n = closer_ ? closer_->rows() : 0;
   for (const auto& [k, f] : open_) n += f.writer->rows_written();
   for (const auto& f : pending_) n += static_cast<uint64_t>(f.record_count);
   return n;
@@ -418,15 +426,18 @@ uint64_t IcebergStream::pending_rows() const {
 
 bool IcebergStream::LoadCommitDue() const {
   // The bytes written since the last commit: a partitioned table's spread over several files.
-  uint64_t bytes = 0;
+  uint64_t bytes = closer_ ? closer_->bytes() : 0;
   for (const auto& [k, f] : open_) bytes += f.writer->EstimatedSize();
   for (const auto& f : pending_) bytes += static_cast<uint64_t>(f.file_size_bytes);
   return open_.empty() || bytes >= sink_->options().target_file_bytes / 2;
 }
 
 Status IcebergStream::CloseOpenFile() {
-  while (!open_.empty()) FERRY_RETURN_IF_ERROR(CloseFile(open_.begin()->first));
-  return Status::OK();
+  // Closed here while the closer finishes what it was handed.
+  while (!open_.empty()) {
+    FERRY_RETURN_IF_ERROR(CloseFile(open_.begin()->first, /*hand_over=*/false));
+  }
+  return closer_ ? closer_->Wait(&pending_) : Status::OK();
 }
 
 std::map<std::string, std::string> IcebergStream::MarkerProperty(const Json& marker) const {
@@ -453,6 +464,12 @@ Result<CommitResult> IcebergStream::Commit(const std::string& load, const Json& 
                                            const MarkerCheck& already_landed) {
   FERRY_RETURN_IF_ERROR(CloseOpenFile());
   FERRY_RETURN_IF_ERROR(CloseDeleteFile());
+  // The files were placed unsynced: one flush for all of them before any metadata names them.
+  std::vector<std::string> written;
+  written.reserve(pending_.size() + pending_deletes_.size());
+  for (const auto& f : pending_) written.push_back(f.path);
+  for (const auto& f : pending_deletes_) written.push_back(f.path);
+  FERRY_RETURN_IF_ERROR(table_->io().Persist(written));
   FaultPoint("sink.data_written");
   lake::AppendRequest req;
   req.branch = BranchOf(load);
@@ -495,6 +512,7 @@ Result<CommitResult> IcebergStream::Publish(const std::string& load, const Json&
 }
 
 void IcebergStream::DiscardPending() {
+  if (closer_) (void)closer_->Wait(&pending_);  // what it closed is deleted below
   for (auto& [k, f] : open_) {
     (void)f.writer->Close();
     (void)table_->io().Delete(f.uri);

@@ -30,6 +30,7 @@
 #include "ferry/config/config.h"
 #include "ferry/format/parquet/writer.h"
 #include "ferry/lake/table.h"
+#include "ferry/sink/iceberg/file_closer.h"
 #include "ferry/sink/iceberg/warehouse.h"
 #include "ferry/sink/sink.h"
 
@@ -154,8 +155,10 @@ class IcebergStream : public SinkStream {
   // While the open files' buffers exceed write_buffer: flushes the row groups of the least
   // recently written, then (an object store's parts) closes them. After each batch.
   Status KeepWithinBuffer();
-  Status CloseFile(const std::string& key);
-  Status CloseOpenFile();  // every open data file
+  // Closes the file of partition `key`: hands it to closer_ when `hand_over` and its buffers
+  // are small (a partition's file the rows have left), else here.
+  Status CloseFile(const std::string& key, bool hand_over);
+  Status CloseOpenFile();  // every open data file, here; then waits for closer_'s
   Status CloseDeleteFile();
   std::map<std::string, std::string> MarkerProperty(const Json& marker) const;
   std::string BranchOf(const std::string& load) const;
@@ -183,6 +186,9 @@ class IcebergStream : public SinkStream {
   std::vector<RowGroup> groups_;
   std::unique_ptr<Batch> part_;
   std::vector<lake::DataFile> pending_;
+  // Closes the files of partitions the rows have left while the next rows are written (a table
+  // with many partitions closes thousands of small files in a load). Started at the first.
+  std::unique_ptr<FileCloser> closer_;
   std::shared_ptr<const Schema> key_schema_;  // identifier fields only
   std::vector<size_t> key_columns_;           // their positions in schema_
   std::unique_ptr<parquet::Writer> delete_writer_;
