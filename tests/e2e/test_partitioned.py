@@ -243,6 +243,26 @@ class PartitionedTest(ferrytest.FerryTestCase):
         self.assertEqual(max(per_day_after.values()), 1)
 
 
+    def test_kills_while_files_of_left_partitions_are_closed(self):
+        # Two open files at most over ~60 days: files are handed to the closing thread all
+        # through each chunk. Killed there (the 5th file, then the 40th of a later chunk), the
+        # rerun must land every row once and leave no half-written file referenced.
+        self.configure(partition_by=["day(created_at)", "bucket(2, id)"],
+                       extra="  max_open_files: 2\n")
+        for nth in (5, 40):
+            with self.subTest(nth=nth):
+                p = self.sync(env={"FERRY_FAULT": f"sink.closing_file:{nth}"}, check=False)
+                self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr)
+                self.assertIn("fault point sink.closing_file reached", p.stderr)
+                self.sync()
+                files = self.data_files(self.check())
+                self.assertGreater(len(files), 100)
+                con = self.source()
+                con.executemany("INSERT INTO orders VALUES (?, ?, ?, ?, ?)",
+                                [self.row(20000 * nth + i) for i in range(500)])
+                con.commit()
+                con.close()
+
     def test_a_small_write_buffer_flushes_row_groups_not_files(self):
         # 1MB for the buffers of 32 open files: row groups are flushed early, files stay one
         # per partition and commit (three batches of rows reach each file).

@@ -44,6 +44,9 @@ const std::vector<FaultPointInfo>& AllFaultPoints() {
       {"graph.aligning",
        "a table fed by several sources: one source's barrier has arrived, another's not yet "
        "(its input is held back while the checkpoint aligns)"},
+      {"sink.closing_file",
+       "a partitioned table: a data file of a partition the rows have left is being closed by the "
+       "stream's file closer while the next rows are written (hit per file)"},
       {"sink.data_written", "a chunk's data files are written, nothing committed"},
       {"sink.before_commit", "the catalog commit (data + marker) is about to be sent"},
       {"s3.mid_multipart_upload",

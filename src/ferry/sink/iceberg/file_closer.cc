@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "ferry/base/fault.h"
 #include "ferry/lake/parquet_file.h"
 
 namespace ferry::sink {
@@ -80,6 +81,7 @@ void FileCloser::Run() {
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
+    FaultPoint("sink.closing_file");
     auto file = FinishDataFile(*io_, std::move(job.file));
     lock.lock();
     busy_ = false;
