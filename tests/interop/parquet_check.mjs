@@ -356,6 +356,10 @@ async function checkDuckDB() {
       const where = `duckdb: rg ${g} ${col.name} (encodings ${list.join(',')}, dictionary_page_offset ${m.dictionary_page_offset}, data_page_offset ${m.data_page_offset})`;
       if (mode === 'off') {
         if (hasDictPage || dictData) problem(`${where}: expected no dictionary`);
+      } else if (mode === 'auto' && !hasDictPage) {
+        // The writer chose PLAIN for this chunk (its table's earlier chunks found the values
+        // nearly distinct): then no page may refer to a dictionary.
+        if (dictData) problem(`${where}: dictionary-encoded pages without a dictionary page`);
       } else {
         if (!hasDictPage || !dictData) problem(`${where}: expected a dictionary page and RLE_DICTIONARY pages`);
         else if (Number(m.dictionary_page_offset) >= Number(m.data_page_offset)) problem(`${where}: dictionary page after the data pages`);
@@ -449,6 +453,12 @@ async function checkHyparquet() {
         const mode = col.type === 'boolean' ? 'off' : expected.dictionary;
         if (mode === 'off' && (dictPages > 0 || dictData > 0)) problem(`${where}: expected no dictionary, encoding_stats ${JSON.stringify(stats)}`);
         if (mode === 'on' && (dictPages !== 1 || dictData === 0 || plainData > 0)) problem(`${where}: expected dictionary pages only, encoding_stats ${JSON.stringify(stats)}`);
+        if (mode === 'auto') {
+          // Each chunk wholly dictionary-encoded or wholly PLAIN; the first row group's chunks
+          // start with a dictionary (nothing was learnt about the values yet).
+          const whole = (dictPages === 1 && plainData === 0) || (dictPages === 0 && dictData === 0);
+          if (!whole || (g === 0 && dictPages !== 1)) problem(`${where}: expected a dictionary-only or PLAIN-only chunk (a dictionary in row group 0), encoding_stats ${JSON.stringify(stats)}`);
+        }
         if (mode === 'fallback') {
           if (dictPages !== 1 || dictData === 0) problem(`${where}: expected a dictionary, encoding_stats ${JSON.stringify(stats)}`);
           if (plainData > 0) fellBack.add(col.name);

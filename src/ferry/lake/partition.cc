@@ -662,20 +662,24 @@ void Partitioner::Into(const Batch& batch, size_t row, PartitionTuple* out) cons
 }
 
 std::string PartitionKey(const PartitionTuple& t) {
+  // Each value: a null flag, then (not null) its fields' bytes as they are in memory (one
+  // process's map key, never stored) and its byte string after its length.
+  size_t n = 0;
+  for (const PartitionValue& v : t) n += v.null ? 1 : 1 + 8 + 8 + 16 + 8 + v.bytes.size();
   std::string key;
+  key.reserve(n);
+  auto put = [&key](const void* p, size_t len) { key.append(static_cast<const char*>(p), len); };
   for (const PartitionValue& v : t) {
     if (v.null) {
       key.push_back('\0');
       continue;
     }
     key.push_back('\1');
-    key += LittleEndian(static_cast<uint64_t>(v.i), 8);
-    uint64_t bits;
-    std::memcpy(&bits, &v.f, 8);
-    key += LittleEndian(bits, 8);
-    key += LittleEndian(static_cast<uint64_t>(v.dec), 8);
-    key += LittleEndian(static_cast<uint64_t>(v.dec >> 64), 8);
-    key += LittleEndian(v.bytes.size(), 4);
+    put(&v.i, 8);
+    put(&v.f, 8);
+    put(&v.dec, 16);
+    const uint64_t len = v.bytes.size();
+    put(&len, 8);
     key += v.bytes;
   }
   return key;

@@ -669,7 +669,7 @@ class ColumnWriter {
   // The hints are told what a chunk's values look like once, after this many values (or at a
   // fallback, or at the chunk's end if it holds at least kJudgedValues).
   static constexpr size_t kHintProbeValues = 4096;
-  static constexpr int64_t kJudgedValues = 1024;
+  static constexpr int64_t kJudgedValues = 256;
   enum class Verdict { kNone, kKept, kGaveUp };
   Verdict verdict_ = Verdict::kNone;  // what the hints were told about this chunk
   bool judged() const { return verdict_ != Verdict::kNone; }

@@ -201,14 +201,14 @@ Json IcebergStream::Marker() const {
 Status IcebergStream::Write(const Batch& batch) {
   if (partitioner_.spec().fields.empty()) return WriteToPartition("", {}, batch);
   // Rows grouped by partition, in the order they came within each. A row of the partition of the
-  // row before it (rows in time order) costs one comparison; a few partitions per batch (bucket[N]
-  // of a key) are searched in place; the map is built only for many. Integer-valued specs (days,
-  // hours, buckets of keys) are computed a column at a time and compared as integers.
+  // row before it (rows in time order) costs one comparison. Integer-valued specs (days, hours,
+  // buckets of keys) are computed a column at a time, and a row's group is found by a hash of its
+  // integers in an open-addressing table; other specs search a few groups in place and build a
+  // map by PartitionKey only for many.
   const size_t rows = batch.num_rows();
   const size_t fields = partitioner_.spec().fields.size();
   const bool ints = partitioner_.int_valued();
   if (ints) partitioner_.IntsOf(batch, &row_ints_, &row_int_nulls_);
-  const size_t scan_groups = ints ? 64 : 16;
   auto matches = [&](size_t r, const RowGroup& g) {
     if (!ints) return g.tuple == row_tuple_;
     for (size_t f = 0; f < fields; ++f) {
@@ -218,9 +218,29 @@ Status IcebergStream::Write(const Batch& batch) {
     }
     return true;
   };
-  auto load_tuple = [&](size_t r) {
-    if (ints) partitioner_.IntsTuple(row_ints_, row_int_nulls_, rows, r, &row_tuple_);
+  auto hash_of = [&](size_t r) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL;
+    for (size_t f = 0; f < fields; ++f) {
+      const size_t at = f * rows + r;
+      const uint64_t v =
+          row_int_nulls_[at] != 0 ? 0x5BD1E9955BD1E995ULL : static_cast<uint64_t>(row_ints_[at]);
+      h = (h ^ v) * 0xFF51AFD7ED558CCDULL;
+      h ^= h >> 32;
+    }
+    return h;
   };
+  // The slot of the group of row r (hash h) in group_slots_: its group's, or the free one where
+  // it goes.
+  auto slot_of = [&](size_t r, uint64_t h) {
+    const size_t mask = group_slots_.size() - 1;
+    for (size_t at = h & mask;; at = (at + 1) & mask) {
+      const int32_t g = group_slots_[at];
+      if (g < 0) return at;
+      const RowGroup& group = groups_[static_cast<size_t>(g)];
+      if (group.hash == h && matches(r, group)) return at;
+    }
+  };
+  if (ints) group_slots_.assign(64, -1);
   groups_.resize(std::max(groups_.size(), size_t{1}));
   size_t used = 0;
   size_t current = 0;
@@ -232,7 +252,13 @@ Status IcebergStream::Write(const Batch& batch) {
       continue;
     }
     size_t g = used;
-    if (used <= scan_groups) {
+    uint64_t h = 0;
+    size_t slot = 0;
+    if (ints) {
+      h = hash_of(r);
+      slot = slot_of(r, h);
+      if (group_slots_[slot] >= 0) g = static_cast<size_t>(group_slots_[slot]);
+    } else if (used <= 16) {
       for (size_t i = 0; i < used; ++i) {
         if (matches(r, groups_[i])) {
           g = i;
@@ -243,18 +269,30 @@ Status IcebergStream::Write(const Batch& batch) {
       if (group_of.empty()) {
         for (size_t i = 0; i < used; ++i) group_of.emplace(groups_[i].key, i);
       }
-      load_tuple(r);
       auto it = group_of.find(lake::PartitionKey(row_tuple_));
       if (it != group_of.end()) g = it->second;
     }
     if (g == used) {
-      load_tuple(r);
+      if (ints) partitioner_.IntsTuple(row_ints_, row_int_nulls_, rows, r, &row_tuple_);
       if (groups_.size() == used) groups_.emplace_back();
       RowGroup& n = groups_[used++];
       n.tuple = row_tuple_;
       n.key = lake::PartitionKey(row_tuple_);
+      n.hash = h;
       n.rows.clear();
       if (!group_of.empty()) group_of.emplace(n.key, g);
+      if (ints) {
+        group_slots_[slot] = static_cast<int32_t>(g);
+        if (used * 2 > group_slots_.size()) {  // at most half full
+          group_slots_.assign(group_slots_.size() * 2, -1);
+          const size_t mask = group_slots_.size() - 1;
+          for (size_t i = 0; i < used; ++i) {
+            size_t at = groups_[i].hash & mask;
+            while (group_slots_[at] >= 0) at = (at + 1) & mask;
+            group_slots_[at] = static_cast<int32_t>(i);
+          }
+        }
+      }
     }
     groups_[g].rows.push_back(static_cast<uint32_t>(r));
     current = g;

@@ -178,11 +178,13 @@ class IcebergStream : public SinkStream {
   struct RowGroup {
     lake::PartitionTuple tuple;
     std::string key;
+    uint64_t hash = 0;  // integer-valued specs: of the tuple's values (GroupHash)
     std::vector<uint32_t> rows;
   };
   lake::PartitionTuple row_tuple_;
   std::vector<int64_t> row_ints_;  // integer-valued specs: the batch's tuples, field by field
   std::vector<uint8_t> row_int_nulls_;
+  std::vector<int32_t> group_slots_;  // integer-valued specs: groups_ by hash (-1: free)
   std::vector<RowGroup> groups_;
   std::unique_ptr<Batch> part_;
   std::vector<lake::DataFile> pending_;
