@@ -50,7 +50,8 @@ class ChangeSpill {
   // Returns its id.
   Result<int> WriteRun(const std::vector<Entry>& sorted);
   // Writes a reader's held changes as one run and empties them: `maps` per table, key -> change
-  // (with its `seq`), each change's record `encode(change)`. Says once, until ReadBack, that
+  // (with its `seq`; a sequence of pairs may hold a key more than once, the highest seq wins),
+  // each change's record `encode(change)`. Says once, until ReadBack, that
   // changes are spilling past `memory_limit`.
   template <typename Map, typename Encode>
   Result<int> WriteMaps(std::vector<Map>* maps, const Encode& encode, size_t memory_limit) {
@@ -66,8 +67,12 @@ class ChangeSpill {
         entries.push_back({static_cast<uint32_t>(t), key, change.seq, records.back()});
       }
     }
+    // A key's changes in arrival order may repeat in one map (a transaction's list): the
+    // latest first, the one the merge keeps.
     std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-      return a.table != b.table ? a.table < b.table : a.key < b.key;
+      if (a.table != b.table) return a.table < b.table;
+      if (a.key != b.key) return a.key < b.key;
+      return a.seq > b.seq;
     });
     Result<int> id = WriteRun(entries);
     if (!id.ok()) return id;

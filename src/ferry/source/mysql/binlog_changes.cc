@@ -50,20 +50,15 @@ Status BinlogChanges::Put(size_t t, RowOrigin::Op op,
     if (present) c.packed.append(*row[i]);
   }
   c.seq = ++seq_;
-  const size_t bytes = BytesOf(key, c);
-  auto [it, inserted] = txn_[t].try_emplace(std::move(key));
-  if (inserted) {
-    ++txn_changes_;
-  } else {
-    txn_bytes_ -= std::min(txn_bytes_, BytesOf(it->first, it->second));
-  }
-  txn_bytes_ += bytes;
-  it->second = std::move(c);
+  txn_bytes_ += BytesOf(key, c);
+  ++txn_changes_;
+  txn_[t].emplace_back(std::move(key), std::move(c));
   Recount();
   return MaybeSpill();
 }
 
-Result<int> BinlogChanges::SpillMaps(std::vector<Changes>* maps) {
+template <typename Map>
+Result<int> BinlogChanges::SpillMaps(std::vector<Map>* maps) {
   return spill_->WriteMaps(
       maps,
       [](const Change& c) {
@@ -130,7 +125,7 @@ void BinlogChanges::Commit(Position end, int64_t commit_us) {
       Changes& held = held_[t];
       for (auto& [key, change] : txn_[t]) {
         const size_t bytes = BytesOf(key, change);
-        auto [it, inserted] = held.try_emplace(key);
+        auto [it, inserted] = held.try_emplace(std::move(key));
         if (inserted) {
           ++held_changes_;
         } else {
@@ -142,14 +137,23 @@ void BinlogChanges::Commit(Position end, int64_t commit_us) {
         end.StampOn(&it->second.origin);
       }
     }
-    txn_[t].clear();
+    ReleaseTxn(t);
   }
   txn_changes_ = txn_bytes_ = 0;
   Recount();
 }
 
+void BinlogChanges::ReleaseTxn(size_t t) {
+  // The list's room is kept for the next transaction unless a large one left it large.
+  if (txn_[t].capacity() > kKeptTxnRoom) {
+    TxnChanges().swap(txn_[t]);
+  } else {
+    txn_[t].clear();
+  }
+}
+
 void BinlogChanges::DropTransaction() {
-  for (auto& txn : txn_) txn.clear();
+  for (size_t t = 0; t < txn_.size(); ++t) ReleaseTxn(t);
   for (int run : txn_runs_) {
     spill_->DropRun(run);
     run_commits_.erase(run);

@@ -80,8 +80,8 @@ class BinlogChanges {
   // Whether table t's changes in a transaction ending at `end` count (end is after its position).
   bool Counts(size_t t, Position end) const { return end > tables_[t].position; }
 
-  // Keys held since the last TakeBatches (on disk: changes, a key may count more than once),
-  // and an estimate of their bytes, in memory and on disk (the open transaction's included).
+  // Keys held since the last TakeBatches (on disk and in the open transaction: changes, a key
+  // may count more than once), and an estimate of their bytes, in memory and on disk.
   size_t pending_changes() const { return pending_changes_; }
   size_t pending_bytes() const { return pending_bytes_; }
 
@@ -104,6 +104,11 @@ class BinlogChanges {
     std::string packed;
   };
   using Changes = std::unordered_map<std::string, Change>;
+  // The open transaction's changes of a table in arrival order, key and change: no lookup per
+  // change (Commit folds them into the held map, the later change of a key last). A key changed
+  // many times in one transaction is held once per change until the commit (or the spill, whose
+  // merge keeps the last).
+  using TxnChanges = std::vector<std::pair<std::string, Change>>;
   static constexpr uint32_t kNull = 0xffffffffu;
   // What a held change takes, for the max_bytes policy: its key, row and the map's node.
   static size_t BytesOf(const std::string& key, const Change& c) {
@@ -116,7 +121,8 @@ class BinlogChanges {
 
   std::vector<BinlogTable> tables_;
   // Writes `maps` (per table) as one run and empties them; returns its id.
-  Result<int> SpillMaps(std::vector<Changes>* maps);
+  template <typename Map>
+  Result<int> SpillMaps(std::vector<Map>* maps);
   // Spills the larger of the open transaction's and the held changes while memory is past the
   // limit.
   Status MaybeSpill();
@@ -126,8 +132,10 @@ class BinlogChanges {
   // Runs of transactions written before their commit: its time and end (Commit).
   std::map<int, RowOrigin> run_commits_;
 
-  std::vector<Changes> held_;  // per table: since the last TakeBatches
-  std::vector<Changes> txn_;   // per table: the open transaction
+  std::vector<Changes> held_;    // per table: since the last TakeBatches
+  std::vector<TxnChanges> txn_;  // per table: the open transaction
+  static constexpr size_t kKeptTxnRoom = 4096;
+  void ReleaseTxn(size_t t);  // empties txn_[t]
   ChangeSpill* spill_ = nullptr;
   size_t memory_limit_ = 0;
   uint64_t seq_ = 0;

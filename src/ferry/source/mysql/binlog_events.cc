@@ -1024,13 +1024,22 @@ void Append2(std::string* out, unsigned v) {
 }
 void AppendN(std::string* out, uint64_t v, int width) {
   char buf[24];
-  int n = 0;
+  char* const end = buf + sizeof buf;
+  char* p = end;
   do {
-    buf[n++] = static_cast<char>('0' + v % 10);
+    *--p = static_cast<char>('0' + v % 10);
     v /= 10;
   } while (v > 0);
-  for (int i = n; i < width; ++i) out->push_back('0');
-  while (n > 0) out->push_back(buf[--n]);
+  const int n = static_cast<int>(end - p);
+  if (width > n) out->append(static_cast<size_t>(width - n), '0');
+  out->append(p, static_cast<size_t>(n));
+}
+// Exactly `width` digits of v (v < 10^width) at `to`.
+void PutDigits(char* to, uint64_t v, int width) {
+  for (int i = width - 1; i >= 0; --i) {
+    to[i] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  }
 }
 // ".ffffff" cut to `fsp` digits (nothing for fsp 0).
 void AppendFraction(std::string* out, uint32_t micros, unsigned fsp) {
@@ -1175,16 +1184,20 @@ Status DecodeDecimal(const ColumnPlan& p, Reader& r, std::string* out) {
       static_cast<size_t>(intg0 * 4 + kDigitBytes[intg0x] + frac0 * 4 + kDigitBytes[frac0x]);
   std::string_view raw;
   FERRY_RETURN_IF_ERROR(r.Bytes(size, "decimal value", &raw));
-  std::string b(raw);
-  const bool negative = (static_cast<uint8_t>(b[0]) & 0x80) == 0;
-  b[0] = static_cast<char>(static_cast<uint8_t>(b[0]) ^ 0x80);
+  uint8_t b[32];  // 65 digits take at most 30 bytes
+  std::memcpy(b, raw.data(), size);
+  const bool negative = (b[0] & 0x80) == 0;
+  b[0] ^= 0x80;
   if (negative) {
-    for (char& c : b) c = static_cast<char>(~static_cast<uint8_t>(c));
+    for (size_t i = 0; i < size; ++i) b[i] = static_cast<uint8_t>(~b[i]);
   }
   size_t at = 0;
-  auto group = [&](int ndigits, std::string* to) -> Status {
+  char int_digits[72], frac_digits[72];
+  int n_int = 0, n_frac = 0;
+  auto group = [&](int ndigits, char* to, int* n) -> Status {
     const size_t nbytes = ndigits == 9 ? 4 : static_cast<size_t>(kDigitBytes[ndigits]);
-    const uint64_t v = BeOf(std::string_view(b).substr(at, nbytes));
+    uint64_t v = 0;
+    for (size_t i = 0; i < nbytes; ++i) v = (v << 8) | b[at + i];
     at += nbytes;
     uint64_t limit = 1;
     for (int i = 0; i < ndigits; ++i) limit *= 10;
@@ -1192,22 +1205,27 @@ Status DecodeDecimal(const ColumnPlan& p, Reader& r, std::string* out) {
       return Status::Corruption("ROWS event: a decimal digit group of column " + ColumnName(p) +
                                 " holds " + std::to_string(v));
     }
-    AppendN(to, v, ndigits);
+    PutDigits(to + *n, v, ndigits);
+    *n += ndigits;
     return Status::OK();
   };
-  std::string int_digits, frac_digits;
-  if (intg0x > 0) FERRY_RETURN_IF_ERROR(group(intg0x, &int_digits));
-  for (int i = 0; i < intg0; ++i) FERRY_RETURN_IF_ERROR(group(9, &int_digits));
-  for (int i = 0; i < frac0; ++i) FERRY_RETURN_IF_ERROR(group(9, &frac_digits));
-  if (frac0x > 0) FERRY_RETURN_IF_ERROR(group(frac0x, &frac_digits));
-  const size_t first = int_digits.find_first_not_of('0');
-  int_digits = first == std::string::npos ? "0" : int_digits.substr(first);
-  const bool zero = int_digits == "0" && frac_digits.find_first_not_of('0') == std::string::npos;
+  if (intg0x > 0) FERRY_RETURN_IF_ERROR(group(intg0x, int_digits, &n_int));
+  for (int i = 0; i < intg0; ++i) FERRY_RETURN_IF_ERROR(group(9, int_digits, &n_int));
+  for (int i = 0; i < frac0; ++i) FERRY_RETURN_IF_ERROR(group(9, frac_digits, &n_frac));
+  if (frac0x > 0) FERRY_RETURN_IF_ERROR(group(frac0x, frac_digits, &n_frac));
+  int first = 0;
+  while (first < n_int && int_digits[first] == '0') ++first;
+  bool zero = first == n_int;
+  for (int i = 0; zero && i < n_frac; ++i) zero = frac_digits[i] == '0';
   if (negative && !zero) out->push_back('-');
-  out->append(int_digits);
+  if (first == n_int) {
+    out->push_back('0');
+  } else {
+    out->append(int_digits + first, static_cast<size_t>(n_int - first));
+  }
   if (scale > 0) {
     out->push_back('.');
-    out->append(frac_digits);
+    out->append(frac_digits, static_cast<size_t>(n_frac));
   }
   return Status::OK();
 }
