@@ -11,6 +11,36 @@ namespace ferry::source {
 BinlogChanges::BinlogChanges(std::vector<BinlogTable> tables)
     : tables_(std::move(tables)), held_(tables_.size()), txn_(tables_.size()) {}
 
+std::pair<std::string, BinlogChanges::Change>& BinlogChanges::Held::Upsert(std::string&& key,
+                                                                           bool* inserted) {
+  if ((entries_.size() + 1) * 2 > slots_.size()) Grow();
+  const size_t mask = slots_.size() - 1;
+  for (size_t at = std::hash<std::string_view>{}(key)&mask;; at = (at + 1) & mask) {
+    const uint32_t e = slots_[at];
+    if (e == 0) {
+      entries_.emplace_back(std::move(key), Change{});
+      slots_[at] = static_cast<uint32_t>(entries_.size());
+      *inserted = true;
+      return entries_.back();
+    }
+    std::pair<std::string, Change>& entry = entries_[e - 1];
+    if (entry.first == key) {
+      *inserted = false;
+      return entry;
+    }
+  }
+}
+
+void BinlogChanges::Held::Grow() {
+  slots_.assign(std::max<size_t>(64, slots_.size() * 2), 0);
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    size_t at = std::hash<std::string_view>{}(entries_[i].first) & mask;
+    while (slots_[at] != 0) at = (at + 1) & mask;
+    slots_[at] = static_cast<uint32_t>(i + 1);
+  }
+}
+
 bool BinlogChanges::KeyOf(size_t t, const std::vector<std::optional<std::string_view>>& row,
                           std::string* id) const {
   id->clear();
@@ -122,19 +152,20 @@ void BinlogChanges::Commit(Position end, int64_t commit_us) {
   for (size_t t = 0; t < tables_.size(); ++t) {
     if (txn_[t].empty()) continue;
     if (Counts(t, end)) {
-      Changes& held = held_[t];
+      Held& held = held_[t];
       for (auto& [key, change] : txn_[t]) {
         const size_t bytes = BytesOf(key, change);
-        auto [it, inserted] = held.try_emplace(std::move(key));
+        bool inserted = false;
+        auto& [held_key, held_change] = held.Upsert(std::move(key), &inserted);
         if (inserted) {
           ++held_changes_;
         } else {
-          held_bytes_ -= std::min(held_bytes_, BytesOf(it->first, it->second));
+          held_bytes_ -= std::min(held_bytes_, BytesOf(held_key, held_change));
         }
         held_bytes_ += bytes;
-        it->second = std::move(change);
-        it->second.origin.commit_us = commit_us;
-        end.StampOn(&it->second.origin);
+        held_change = std::move(change);
+        held_change.origin.commit_us = commit_us;
+        end.StampOn(&held_change.origin);
       }
     }
     ReleaseTxn(t);
@@ -145,7 +176,7 @@ void BinlogChanges::Commit(Position end, int64_t commit_us) {
 
 void BinlogChanges::ReleaseTxn(size_t t) {
   // The list's room is kept for the next transaction unless a large one left it large.
-  if (txn_[t].capacity() > kKeptTxnRoom) {
+  if (txn_[t].size() > kKeptTxnRoom) {
     TxnChanges().swap(txn_[t]);
   } else {
     txn_[t].clear();
@@ -263,7 +294,7 @@ Status BinlogChanges::TakeBatches(
       FERRY_RETURN_IF_ERROR(flush(true));
     }
   }
-  for (auto& h : held_) h = Changes();  // their buckets too: one large checkpoint's are not kept
+  for (auto& h : held_) h = Held();  // their room too: one large checkpoint's is not kept
   held_changes_ = held_bytes_ = 0;
   spilled_changes_ = spilled_bytes_ = 0;
   Recount();

@@ -23,13 +23,13 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "ferry/base/status.h"
@@ -103,12 +103,28 @@ class BinlogChanges {
     RowOrigin origin;  // its kind; its transaction's commit time and end, set at the commit
     std::string packed;
   };
-  using Changes = std::unordered_map<std::string, Change>;
   // The open transaction's changes of a table in arrival order, key and change: no lookup per
-  // change (Commit folds them into the held map, the later change of a key last). A key changed
+  // change (Commit folds them into the held ones, the later change of a key last). A key changed
   // many times in one transaction is held once per change until the commit (or the spill, whose
-  // merge keeps the last).
-  using TxnChanges = std::vector<std::pair<std::string, Change>>;
+  // merge keeps the last). A deque: no reallocation, so memory is what the changes take.
+  using TxnChanges = std::deque<std::pair<std::string, Change>>;
+  // The held changes of a table: a key once, in the order keys first came (TakeBatches reads
+  // them in that order, one block after another), found by an open-addressing index of their
+  // positions. Iterates as key and change pairs (ChangeSpill::WriteMaps).
+  class Held {
+   public:
+    size_t size() const { return entries_.size(); }
+    bool empty() const { return entries_.empty(); }
+    TxnChanges::const_iterator begin() const { return entries_.begin(); }
+    TxnChanges::const_iterator end() const { return entries_.end(); }
+    // The entry of `key`; a new one (its change default) when *inserted.
+    std::pair<std::string, Change>& Upsert(std::string&& key, bool* inserted);
+
+   private:
+    void Grow();
+    TxnChanges entries_;
+    std::vector<uint32_t> slots_;  // position in entries_ + 1 (0: free); at most half full
+  };
   static constexpr uint32_t kNull = 0xffffffffu;
   // What a held change takes, for the max_bytes policy: its key, row and the map's node.
   static size_t BytesOf(const std::string& key, const Change& c) {
@@ -132,7 +148,7 @@ class BinlogChanges {
   // Runs of transactions written before their commit: its time and end (Commit).
   std::map<int, RowOrigin> run_commits_;
 
-  std::vector<Changes> held_;    // per table: since the last TakeBatches
+  std::vector<Held> held_;       // per table: since the last TakeBatches
   std::vector<TxnChanges> txn_;  // per table: the open transaction
   static constexpr size_t kKeptTxnRoom = 4096;
   void ReleaseTxn(size_t t);  // empties txn_[t]
