@@ -246,17 +246,13 @@ Status WritableFile::Sync() {
   return Status::OK();
 }
 
-Status WritableFile::Close() {
-  if (fd_ < 0) return Status::OK();
-  Status s = Sync();
-  ::close(fd_);
-  fd_ = -1;
-  return s;
-}
+Status WritableFile::Close() { return CloseSyncing(true); }
 
-Status WritableFile::CloseUnsynced() {
+Status WritableFile::CloseUnsynced() { return CloseSyncing(false); }
+
+Status WritableFile::CloseSyncing(bool sync) {
   if (fd_ < 0) return Status::OK();
-  Status s = FlushBuffer();
+  Status s = sync ? Sync() : FlushBuffer();
   ::close(fd_);
   fd_ = -1;
   return s;

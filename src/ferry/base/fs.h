@@ -61,6 +61,7 @@ class WritableFile {
  private:
   WritableFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   Status FlushBuffer();
+  Status CloseSyncing(bool sync);
   int fd_ = -1;
   std::string path_;
   std::string buffer_;

@@ -12,14 +12,7 @@ namespace {
 class FileIOTest : public ::testing::Test {
  protected:
   std::string Uri(const std::string& name) const { return ToUri(tmp_.File(name)); }
-  std::vector<std::string> Names() const {
-    std::vector<std::string> out;
-    for (const auto& e : std::filesystem::recursive_directory_iterator(tmp_.path())) {
-      if (e.is_regular_file()) out.push_back(e.path().lexically_relative(tmp_.path()).string());
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
+  std::vector<std::string> Names() const { return tmp_.Files(); }
 
   ferry::testing::TempDir tmp_;
   std::shared_ptr<FileIO> io_ = LocalFileIO();

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace ferry::testing {
 
@@ -31,6 +33,15 @@ class TempDir {
 
   const std::filesystem::path& path() const { return path_; }
   std::string File(const std::string& name) const { return (path_ / name).string(); }
+  // The regular files below the folder, as paths relative to it, sorted.
+  std::vector<std::string> Files() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(path_)) {
+      if (e.is_regular_file()) out.push_back(e.path().lexically_relative(path_).string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
 
  private:
   std::filesystem::path path_;

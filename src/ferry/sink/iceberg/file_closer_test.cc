@@ -44,14 +44,7 @@ class FileCloserTest : public ::testing::Test {
     f.writer = std::move(*w);
     return f;
   }
-  std::vector<std::string> Names() const {
-    std::vector<std::string> out;
-    for (const auto& e : std::filesystem::recursive_directory_iterator(tmp_.path())) {
-      if (e.is_regular_file()) out.push_back(e.path().lexically_relative(tmp_.path()).string());
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
+  std::vector<std::string> Names() const { return tmp_.Files(); }
 
   ferry::testing::TempDir tmp_;
   std::shared_ptr<lake::FileIO> io_ = lake::LocalFileIO();
