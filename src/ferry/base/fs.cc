@@ -83,13 +83,20 @@ std::string AbsolutePath(const std::string& path) {
   return p.lexically_normal().string();
 }
 
-Status FsyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Errno("cannot open folder", dir);
-  int rc = ::fsync(fd);
-  Status s = rc == 0 ? Status::OK() : Errno("cannot fsync folder", dir);
+namespace {
+// Opens `path` read-only (`flags` added), calls `sync` (fsync, syncfs) on it and closes it.
+Status SyncPath(const std::string& path, int flags, int (*sync)(int), std::string_view what) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags);
+  if (fd < 0) return Errno("cannot open", path);
+  int rc = sync(fd);
+  Status s = rc == 0 ? Status::OK() : Errno(what, path);
   ::close(fd);
   return s;
+}
+}  // namespace
+
+Status FsyncDir(const std::string& dir) {
+  return SyncPath(dir, O_DIRECTORY, ::fsync, "cannot fsync folder");
 }
 
 Status SyncFiles(const std::vector<std::string>& paths) {
@@ -102,24 +109,14 @@ Status SyncFiles(const std::vector<std::string>& paths) {
   }
   for (const auto& [device, files] : by_device) {
     if (files.size() >= kSyncFilesystemFrom) {
-      const std::string& any = *files.front();
-      int fd = ::open(any.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) return Errno("cannot open", any);
       // Since Linux 5.8 syncfs reports the file system's writeback errors since the open.
-      int rc = ::syncfs(fd);
-      Status s = rc == 0 ? Status::OK() : Errno("cannot sync the file system of", any);
-      ::close(fd);
-      FERRY_RETURN_IF_ERROR(s);
+      FERRY_RETURN_IF_ERROR(
+          SyncPath(*files.front(), 0, ::syncfs, "cannot sync the file system of"));
       continue;
     }
     std::set<std::string> folders;
     for (const std::string* p : files) {
-      int fd = ::open(p->c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) return Errno("cannot open", *p);
-      int rc = ::fsync(fd);
-      Status s = rc == 0 ? Status::OK() : Errno("cannot fsync", *p);
-      ::close(fd);
-      FERRY_RETURN_IF_ERROR(s);
+      FERRY_RETURN_IF_ERROR(SyncPath(*p, 0, ::fsync, "cannot fsync"));
       folders.insert(ParentDir(*p));
     }
     for (const std::string& f : folders) FERRY_RETURN_IF_ERROR(FsyncDir(f));

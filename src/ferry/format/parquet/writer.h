@@ -117,15 +117,13 @@ class Writer {
   // compression the column got so far: the file's size if closed now (approximately).
   virtual uint64_t EstimatedSize() const = 0;
   virtual uint64_t rows_written() const = 0;
-  // Heap bytes the writer holds for buffers (capacity, not size), its compression context's and
-  // its stream's included: stays
+  // Heap bytes the writer holds for buffers (capacity, not size), its stream's included: stays
   // bounded by about row_group_bytes + columns x (page_bytes + 6 x dictionary_page_bytes) plus
-  // what the stream buffers, whatever the number of rows written. For memory accounting and tests.
+  // what the stream buffers, whatever the number of rows written. The zstd context is one per
+  // thread, shared by every writer on it, and not counted. For memory accounting and tests.
   virtual uint64_t BufferedMemoryBytes() const { return 0; }
-  // Flushes the open row group (however small) and frees the buffers and the compression context,
-  // so that a writer
-  // kept open while others are written (one per partition) holds almost nothing until its next
-  // Write.
+  // Flushes the open row group (however small) and frees the buffers, so that a writer kept open
+  // while others are written (one per partition) holds almost nothing until its next Write.
   virtual Status FlushAndRelease() = 0;
   // Flushes the last row group, writes the footer, closes the stream (durably).
   virtual Result<FileMetrics> Close() = 0;

@@ -323,15 +323,16 @@ Status IcebergStream::WriteToPartition(const std::string& key, const lake::Parti
       FERRY_RETURN_IF_ERROR(CloseFile(lru_.back(), /*hand_over=*/true));
     }
     OpenFile f;
-    f.partition = tuple;
+    f.file.partition = tuple;
+    f.file.spec_id = partitioner_.spec().spec_id;
     const std::string folder =
         partitioner_.spec().fields.empty() ? std::string() : partitioner_.Path(tuple) + "/";
-    f.uri = table_->NewDataFileUri(folder + "data");
+    f.file.uri = table_->NewDataFileUri(folder + "data");
     FERRY_ASSIGN_OR_RETURN(auto out,
-                           table_->io().NewFile(f.uri, lake::FileIO::Durability::kOnPersist));
+                           table_->io().NewFile(f.file.uri, lake::FileIO::Durability::kOnPersist));
     parquet::WriterOptions options = sink_->options().parquet;
     options.hints = hints_;
-    FERRY_ASSIGN_OR_RETURN(f.writer,
+    FERRY_ASSIGN_OR_RETURN(f.file.writer,
                            parquet::Writer::Open(std::move(out), schema_, std::move(options)));
     lru_.push_front(key);
     f.lru = lru_.begin();
@@ -339,8 +340,9 @@ Status IcebergStream::WriteToPartition(const std::string& key, const lake::Parti
   } else {
     lru_.splice(lru_.begin(), lru_, it->second.lru);
   }
-  FERRY_RETURN_IF_ERROR(it->second.writer->Write(batch));
-  if (it->second.writer->EstimatedSize() >= sink_->options().target_file_bytes) {
+  parquet::Writer& writer = *it->second.file.writer;
+  FERRY_RETURN_IF_ERROR(writer.Write(batch));
+  if (writer.EstimatedSize() >= sink_->options().target_file_bytes) {
     return CloseFile(key, /*hand_over=*/true);
   }
   return Status::OK();
@@ -358,13 +360,13 @@ Status IcebergStream::KeepWithinBuffer() {
   // their buffers (the files stay open: no small files for memory's sake). Files of partitions
   // the rows have left (yesterday's day) go first; those being written, last.
   uint64_t buffered = closer_ ? closer_->queued_bytes() : 0;
-  for (const auto& [k, f] : open_) buffered += f.writer->BufferedMemoryBytes();
+  for (const auto& [k, f] : open_) buffered += f.file.writer->BufferedMemoryBytes();
   if (buffered <= o.write_buffer_bytes) return Status::OK();
   // Writers holding little are left for a second pass (a tiny row group costs more than it
   // frees), taken only when the first did not free enough (a small budget over many files).
   for (const uint64_t worth : {kNotWorthFlushing, uint64_t{1}}) {
     for (auto it = lru_.rbegin(); it != lru_.rend() && buffered > o.write_buffer_bytes / 2; ++it) {
-      parquet::Writer& w = *open_.at(*it).writer;
+      parquet::Writer& w = *open_.at(*it).file.writer;
       const uint64_t n = w.BufferedMemoryBytes();
       if (n < worth || w.rows_written() == 0) continue;
       FERRY_RETURN_IF_ERROR(w.FlushAndRelease());
@@ -375,7 +377,7 @@ Status IcebergStream::KeepWithinBuffer() {
   // Still over: what the files' streams hold (an object store's parts, sent whole or on close).
   while (buffered > o.write_buffer_bytes && open_.size() > 1) {
     const std::string victim = lru_.back();
-    buffered -= std::min(buffered, open_.at(victim).writer->BufferedMemoryBytes());
+    buffered -= std::min(buffered, open_.at(victim).file.writer->BufferedMemoryBytes());
     FERRY_RETURN_IF_ERROR(CloseFile(victim, /*hand_over=*/false));  // frees its memory now
   }
   return Status::OK();
@@ -390,8 +392,7 @@ constexpr uint64_t kHandOverShare = 16;
 Status IcebergStream::CloseFile(const std::string& key, bool hand_over) {
   auto it = open_.find(key);
   if (it == open_.end()) return Status::OK();
-  DataFileInProgress f{std::move(it->second.writer), std::move(it->second.uri),
-                       partitioner_.spec().spec_id, std::move(it->second.partition)};
+  DataFileInProgress f = std::move(it->second.file);
   lru_.erase(it->second.lru);
   open_.erase(it);
   const uint64_t budget = sink_->options().write_buffer_bytes;
@@ -457,7 +458,7 @@ Status IcebergStream::CloseDeleteFile() {
 
 uint64_t IcebergStream::pending_rows() const {
   uint64_t n = closer_ ? closer_->rows() : 0;
-  for (const auto& [k, f] : open_) n += f.writer->rows_written();
+  for (const auto& [k, f] : open_) n += f.file.writer->rows_written();
   for (const auto& f : pending_) n += static_cast<uint64_t>(f.record_count);
   return n;
 }
@@ -465,7 +466,7 @@ uint64_t IcebergStream::pending_rows() const {
 bool IcebergStream::LoadCommitDue() const {
   // The bytes written since the last commit: a partitioned table's spread over several files.
   uint64_t bytes = closer_ ? closer_->bytes() : 0;
-  for (const auto& [k, f] : open_) bytes += f.writer->EstimatedSize();
+  for (const auto& [k, f] : open_) bytes += f.file.writer->EstimatedSize();
   for (const auto& f : pending_) bytes += static_cast<uint64_t>(f.file_size_bytes);
   return open_.empty() || bytes >= sink_->options().target_file_bytes / 2;
 }
@@ -552,8 +553,8 @@ Result<CommitResult> IcebergStream::Publish(const std::string& load, const Json&
 void IcebergStream::DiscardPending() {
   if (closer_) (void)closer_->Wait(&pending_);  // what it closed is deleted below
   for (auto& [k, f] : open_) {
-    (void)f.writer->Close();
-    (void)table_->io().Delete(f.uri);
+    (void)f.file.writer->Close();
+    (void)table_->io().Delete(f.file.uri);
   }
   open_.clear();
   lru_.clear();

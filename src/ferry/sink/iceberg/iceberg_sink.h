@@ -144,9 +144,7 @@ class IcebergStream : public SinkStream {
         delete_spec_id_(delete_spec_id) {}
   // A data file open for one partition (the only one, of an unpartitioned spec).
   struct OpenFile {
-    lake::PartitionTuple partition;
-    std::string uri;
-    std::unique_ptr<parquet::Writer> writer;
+    DataFileInProgress file;
     std::list<std::string>::iterator lru;  // its place in lru_
   };
   // Writes `batch`, all of whose rows are in partition `key` (`tuple`).

@@ -168,23 +168,14 @@ void BinlogChanges::Commit(Position end, int64_t commit_us) {
         end.StampOn(&held_change.origin);
       }
     }
-    ReleaseTxn(t);
+    txn_[t].clear();  // a deque gives its blocks back
   }
   txn_changes_ = txn_bytes_ = 0;
   Recount();
 }
 
-void BinlogChanges::ReleaseTxn(size_t t) {
-  // The list's room is kept for the next transaction unless a large one left it large.
-  if (txn_[t].size() > kKeptTxnRoom) {
-    TxnChanges().swap(txn_[t]);
-  } else {
-    txn_[t].clear();
-  }
-}
-
 void BinlogChanges::DropTransaction() {
-  for (size_t t = 0; t < txn_.size(); ++t) ReleaseTxn(t);
+  for (auto& txn : txn_) txn.clear();
   for (int run : txn_runs_) {
     spill_->DropRun(run);
     run_commits_.erase(run);

@@ -150,8 +150,6 @@ class BinlogChanges {
 
   std::vector<Held> held_;       // per table: since the last TakeBatches
   std::vector<TxnChanges> txn_;  // per table: the open transaction
-  static constexpr size_t kKeptTxnRoom = 4096;
-  void ReleaseTxn(size_t t);  // empties txn_[t]
   ChangeSpill* spill_ = nullptr;
   size_t memory_limit_ = 0;
   uint64_t seq_ = 0;
