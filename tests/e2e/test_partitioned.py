@@ -263,6 +263,31 @@ class PartitionedTest(ferrytest.FerryTestCase):
                 con.commit()
                 con.close()
 
+    def test_null_days_and_buckets_get_partitions_of_their_own(self):
+        # Integer-valued partitions (day, bucket) with NULLs among them: rows of a NULL day go to
+        # a partition of their own, apart from day 0 (1970-01-01), and no row is lost or doubled.
+        con = self.source()
+        con.execute("DROP TABLE orders")  # the destination's partition_by is for events alone
+        con.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, at TIMESTAMP, note TEXT)")
+        con.executemany("INSERT INTO events VALUES (?, ?, ?)",
+                        [(i, None if i % 7 == 0 else
+                          "1970-01-01 05:00:00" if i % 11 == 0 else stamp(i % 500), f"e{i} ü")
+                         for i in range(1, 3001)])
+        con.commit()
+        con.close()
+        self.configure(partition_by=["day(at)", "bucket(4, id)"])
+        self.sync()
+        seen = self.assert_table_equals_source("lake", "events")
+        files = self.data_files(seen)
+        null_days = [f for f in files if f["partition"]["at_day"] is None]
+        self.assertTrue(null_days)
+        self.assertTrue(all(f["partition"]["id_bucket"] is not None for f in files))
+        self.assertEqual(sum(f["record_count"] for f in null_days), 3000 // 7)
+        epoch = [f for f in files if f["partition"]["at_day"] == "0"]  # days since 1970-01-01
+        self.assertEqual(sum(f["record_count"] for f in epoch),
+                         sum(1 for i in range(1, 3001) if i % 7 != 0 and i % 11 == 0))
+        self.assertEqual(len({f["partition"]["id_bucket"] for f in null_days}), 4)
+
     def test_a_small_write_buffer_flushes_row_groups_not_files(self):
         # 1MB for the buffers of 32 open files: row groups are flushed early, files stay one
         # per partition and commit (three batches of rows reach each file).
