@@ -124,13 +124,15 @@ Status BinlogChanges::MaybeSpill() {
 
 Status BinlogChanges::Update(size_t t, const std::vector<std::optional<std::string_view>>& before,
                              const std::vector<std::optional<std::string_view>>& after) {
-  std::string old_key;
-  std::string new_key;
-  if (KeyOf(t, before, &old_key) && KeyOf(t, after, &new_key) && old_key != new_key) {
-    // The key changed: the old row is gone.
-    FERRY_RETURN_IF_ERROR(Put(t, RowOrigin::Op::kDelete, before));
+  if (KeyMoved(t, before, after)) {
+    FERRY_RETURN_IF_ERROR(Put(t, RowOrigin::Op::kDelete, before));  // the old row is gone
   }
   return Put(t, RowOrigin::Op::kUpdate, after);
+}
+
+bool BinlogChanges::KeyMoved(size_t t, const std::vector<std::optional<std::string_view>>& before,
+                             const std::vector<std::optional<std::string_view>>& after) {
+  return KeyOf(t, before, &old_key_) && KeyOf(t, after, &new_key_) && old_key_ != new_key_;
 }
 
 void BinlogChanges::Commit(Position end, int64_t commit_us) {

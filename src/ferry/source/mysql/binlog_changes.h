@@ -71,6 +71,10 @@ class BinlogChanges {
   // An UPDATE: `before` and `after` images in stream column order.
   Status Update(size_t t, const std::vector<std::optional<std::string_view>>& before,
                 const std::vector<std::optional<std::string_view>>& after);
+  // Whether an UPDATE moved its row to another key (both images have a whole key and they
+  // differ): then the old row is deleted. Only the key columns of `before` are read.
+  bool KeyMoved(size_t t, const std::vector<std::optional<std::string_view>>& before,
+                const std::vector<std::optional<std::string_view>>& after);
   // The open transaction ended at `end` (the event after its XID or COMMIT), logged at
   // `commit_us` (microseconds since the epoch): its changes of every table whose position is
   // before `end` are held; the rest are already in their tables.
@@ -136,6 +140,7 @@ class BinlogChanges {
              std::string* id) const;
 
   std::vector<BinlogTable> tables_;
+  std::string old_key_, new_key_;  // KeyMoved's
   // Writes `maps` (per table) as one run and empties them; returns its id.
   template <typename Map>
   Result<int> SpillMaps(std::vector<Map>* maps);

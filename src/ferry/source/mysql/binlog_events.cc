@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 
+#include "ferry/base/assert.h"
 #include "ferry/clients/mysql/mysql_server.h"
 #include "ferry/types/value_parse.h"
 #include "ferry/types/value_text.h"
@@ -1574,10 +1575,53 @@ Status DecodeValue(ColumnPlan& p, Reader& r, std::string* out, std::string_view*
   return Status::OK();
 }
 
-// Reads past the value of a column no stream column takes (ColumnPlan::skip).
+// The bytes of a value of `mc` whose size is its type's (numbers, dates and times); 0 for the
+// others, and for metadata out of range (decoding the value names the problem).
+size_t FixedWidth(const MapColumn& mc) {
+  const size_t fraction = mc.meta <= 6 ? (mc.meta + 1u) / 2 : 0;
+  switch (mc.type) {
+    case kTypeTiny:
+    case kTypeYear:
+      return 1;
+    case kTypeShort:
+      return 2;
+    case kTypeInt24:
+    case kTypeDate:
+    case kTypeNewDate:
+    case kTypeTime:
+      return 3;
+    case kTypeLong:
+    case kTypeFloat:
+    case kTypeTimestamp:
+      return 4;
+    case kTypeLongLong:
+    case kTypeDouble:
+    case kTypeDatetime:
+      return 8;
+    case kTypeTimestamp2:
+      return mc.meta <= 6 ? 4 + fraction : 0;
+    case kTypeDatetime2:
+      return mc.meta <= 6 ? 5 + fraction : 0;
+    case kTypeTime2:
+      return mc.meta <= 6 ? 3 + fraction : 0;
+    case kTypeNewDecimal: {
+      const int precision = mc.meta >> 8, scale = mc.meta & 0xFF;
+      if (precision < 1 || precision > 65 || scale > precision) return 0;
+      const int intg = precision - scale;
+      return static_cast<size_t>(intg / 9 * 4 + kDigitBytes[intg % 9] + scale / 9 * 4 +
+                                 kDigitBytes[scale % 9]);
+    }
+    default:
+      return 0;
+  }
+}
+
+// Reads past the value of a column not decoded: one no stream column takes (ColumnPlan::skip),
+// or one an image does not need (RowDecoder::SetBeforeColumns).
 Status SkipValue(ColumnPlan& p, Reader& r, std::string* scratch) {
   const MapColumn& mc = *p.map;
   std::string_view bytes;
+  if (const size_t width = FixedWidth(mc); width > 0) return r.Bytes(width, "value", &bytes);
   switch (mc.type) {
     case kTypeEnum:
     case kTypeSet:
@@ -1613,9 +1657,11 @@ Status SkipValue(ColumnPlan& p, Reader& r, std::string* scratch) {
   }
 }
 
-// One row image of the columns in `present`: its null bitmap, then the values.
+// One row image of the columns in `present`: its null bitmap, then the values. `only` (when not
+// empty): the columns decoded; the others are read past and read as nullopt.
 Status DecodeImage(Reader& r, std::vector<ColumnPlan>& plans, const std::vector<bool>& present,
-                   std::vector<std::string>& texts, RowImage* image) {
+                   std::vector<std::string>& texts, RowImage* image,
+                   const std::vector<bool>& only = {}) {
   size_t npresent = 0;
   for (bool b : present) npresent += b;
   std::string_view nulls;
@@ -1626,7 +1672,7 @@ Status DecodeImage(Reader& r, std::vector<ColumnPlan>& plans, const std::vector<
     if (!present[i]) continue;
     const bool null = Bit(nulls, k++);
     if (null) continue;
-    if (plans[i].skip) {
+    if (plans[i].skip || (!only.empty() && !only[i])) {
       FERRY_RETURN_IF_ERROR(SkipValue(plans[i], r, &texts[i]));
       continue;
     }
@@ -1645,6 +1691,12 @@ struct RowDecoder::Impl {
   std::vector<ColumnPlan> plans;  // point into map and forms
   std::vector<std::string> before_texts, after_texts;
   RowImage before, after;
+  std::vector<bool> before_columns;  // SetBeforeColumns (empty: all)
+  // During the callback of an UPDATE row: its before image's bytes, for FullBefore.
+  std::string_view before_bytes;
+  const std::vector<bool>* before_present = nullptr;
+  std::vector<std::string> full_texts;
+  RowImage full_before;
 };
 
 RowDecoder::RowDecoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -1671,7 +1723,22 @@ Result<std::unique_ptr<RowDecoder>> RowDecoder::Make(TableMap map, std::vector<C
   }
   impl->before_texts.resize(n);
   impl->after_texts.resize(n);
+  impl->full_texts.resize(n);
   return std::unique_ptr<RowDecoder>(new RowDecoder(std::move(impl)));
+}
+
+void RowDecoder::SetBeforeColumns(std::vector<bool> columns) {
+  FERRY_CHECK(columns.empty() || columns.size() == impl_->map.columns.size());
+  impl_->before_columns = std::move(columns);
+}
+
+Result<const RowImage*> RowDecoder::FullBefore() {
+  Impl& d = *impl_;
+  FERRY_CHECK(d.before_present != nullptr);  // only during an UPDATE row's callback
+  if (d.before_columns.empty()) return &d.before;
+  Reader r(d.before_bytes, "UPDATE_ROWS");
+  FERRY_RETURN_IF_ERROR(DecodeImage(r, d.plans, *d.before_present, d.full_texts, &d.full_before));
+  return &d.full_before;
 }
 
 Status RowDecoder::Decode(
@@ -1702,11 +1769,18 @@ Status RowDecoder::Decode(
         FERRY_RETURN_IF_ERROR(DecodeImage(r, d.plans, rows.present, d.before_texts, &d.before));
         FERRY_RETURN_IF_ERROR(each(d.before, none));
         break;
-      case RowsEvent::Kind::kUpdate:
-        FERRY_RETURN_IF_ERROR(DecodeImage(r, d.plans, rows.present, d.before_texts, &d.before));
+      case RowsEvent::Kind::kUpdate: {
+        const std::string_view image = r.rest();
+        FERRY_RETURN_IF_ERROR(
+            DecodeImage(r, d.plans, rows.present, d.before_texts, &d.before, d.before_columns));
+        d.before_bytes = image.substr(0, left - r.remaining());
+        d.before_present = &rows.present;
         FERRY_RETURN_IF_ERROR(DecodeImage(r, d.plans, rows.present_after, d.after_texts, &d.after));
-        FERRY_RETURN_IF_ERROR(each(d.before, d.after));
+        Status s = each(d.before, d.after);
+        d.before_present = nullptr;
+        FERRY_RETURN_IF_ERROR(s);
         break;
+      }
     }
     if (r.remaining() == left) {  // no column present: the images are empty, the bytes are not
       return Status::Corruption(name + " event: row images of no bytes with " +

@@ -196,6 +196,13 @@ class RowDecoder {
   Status Decode(const RowsEvent& rows,
                 const std::function<Status(const RowImage& before, const RowImage& after)>& each);
   const TableMap& map() const;
+  // UPDATE rows' before images: only the map columns marked in `columns` are decoded (a
+  // follower needs the key's, to tell whether it moved); the others are read past and read as
+  // nullopt. Empty: every column (the default). WRITE and DELETE images are always whole.
+  void SetBeforeColumns(std::vector<bool> columns);
+  // During Decode's callback of an UPDATE row: its whole before image, decoded now (valid until
+  // the callback returns).
+  Result<const RowImage*> FullBefore();
 
  private:
   struct Impl;

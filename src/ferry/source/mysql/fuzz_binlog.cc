@@ -144,6 +144,20 @@ void ReadEvent(std::string_view event, const FormatDescription& fd,
     for (const auto& v : after) total += v ? v->size() : 0;
     return total > (size_t{1} << 30) ? ferry::Status::Internal("impossible") : ferry::Status::OK();
   });
+  // As a follower reads it: UPDATE before images of the first column alone, whole on demand.
+  auto decoder = RowDecoder::Make(m->second, forms);
+  if (!decoder.ok()) return;
+  std::vector<bool> key(forms.size(), false);
+  if (!key.empty()) key[0] = true;
+  (*decoder)->SetBeforeColumns(std::move(key));
+  RowDecoder& d = **decoder;
+  (void)d.Decode(*rows, [&](const RowImage& before, const RowImage&) -> ferry::Status {
+    if (rows->kind != RowsEvent::Kind::kUpdate) return ferry::Status::OK();
+    for (size_t i = 1; i < before.size(); ++i) {
+      if (before[i]) __builtin_trap();  // a value not asked for was decoded
+    }
+    return d.FullBefore().status();
+  });
 }
 
 }  // namespace

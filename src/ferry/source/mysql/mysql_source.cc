@@ -713,7 +713,15 @@ class MysqlSource final : public Source {
                     case binlog::RowsEvent::Kind::kDelete:
                       return changes.Put(t, RowOrigin::Op::kDelete, before_row);
                     case binlog::RowsEvent::Kind::kUpdate:
-                      return changes.Update(t, before_row, after_row);
+                      // `before` holds the key (SetBeforeColumns): the whole image is decoded
+                      // only when the row moved to another key and the old one is deleted.
+                      if (changes.KeyMoved(t, before_row, after_row)) {
+                        FERRY_ASSIGN_OR_RETURN(const binlog::RowImage* whole,
+                                               m->decoder->FullBefore());
+                        m->Project(*whole, n, &before_row);
+                        FERRY_RETURN_IF_ERROR(changes.Put(t, RowOrigin::Op::kDelete, before_row));
+                      }
+                      return changes.Put(t, RowOrigin::Op::kUpdate, after_row);
                   }
                   return Status::OK();
                 });
@@ -1565,6 +1573,15 @@ Result<std::string> MysqlSource::Pass::Map(binlog::TableMap map, std::string_vie
     return Status(decoder.status().code(), "table " + who + ": " + decoder.status().message());
   }
   m.decoder = std::move(*decoder);
+  // An UPDATE's before image is needed for its key alone (whether the row moved).
+  std::vector<bool> key_columns(m.to_stream.size(), false);
+  for (size_t i = 0; i < m.to_stream.size(); ++i) {
+    const auto& keys = src->stream_keys_[stream];
+    key_columns[i] =
+        m.to_stream[i] >= 0 &&
+        std::find(keys.begin(), keys.end(), static_cast<size_t>(m.to_stream[i])) != keys.end();
+  }
+  m.decoder->SetBeforeColumns(std::move(key_columns));
   m.body = std::string(body);
   maps.insert_or_assign(id, std::move(m));
   return std::string();
