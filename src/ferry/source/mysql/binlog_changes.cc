@@ -14,16 +14,19 @@ BinlogChanges::BinlogChanges(std::vector<BinlogTable> tables)
 std::pair<std::string, BinlogChanges::Change>& BinlogChanges::Held::Upsert(std::string&& key,
                                                                            bool* inserted) {
   if ((entries_.size() + 1) * 2 > slots_.size()) Grow();
+  const uint64_t h = std::hash<std::string_view>{}(key);
+  const auto tag = static_cast<uint32_t>(h ^ (h >> 32));
   const size_t mask = slots_.size() - 1;
-  for (size_t at = std::hash<std::string_view>{}(key)&mask;; at = (at + 1) & mask) {
-    const uint32_t e = slots_[at];
-    if (e == 0) {
+  for (size_t at = tag & mask;; at = (at + 1) & mask) {
+    const uint64_t slot = slots_[at];
+    if (slot == 0) {
       entries_.emplace_back(std::move(key), Change{});
-      slots_[at] = static_cast<uint32_t>(entries_.size());
+      slots_[at] = (uint64_t{tag} << 32) | entries_.size();
       *inserted = true;
       return entries_.back();
     }
-    std::pair<std::string, Change>& entry = entries_[e - 1];
+    if (static_cast<uint32_t>(slot >> 32) != tag) continue;
+    std::pair<std::string, Change>& entry = entries_[static_cast<uint32_t>(slot) - 1];
     if (entry.first == key) {
       *inserted = false;
       return entry;
@@ -32,12 +35,14 @@ std::pair<std::string, BinlogChanges::Change>& BinlogChanges::Held::Upsert(std::
 }
 
 void BinlogChanges::Held::Grow() {
-  slots_.assign(std::max<size_t>(64, slots_.size() * 2), 0);
+  std::vector<uint64_t> old(std::max<size_t>(64, slots_.size() * 2), 0);
+  old.swap(slots_);
   const size_t mask = slots_.size() - 1;
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    size_t at = std::hash<std::string_view>{}(entries_[i].first) & mask;
+  for (uint64_t slot : old) {  // the tags place the entries again: no key is read
+    if (slot == 0) continue;
+    size_t at = (slot >> 32) & mask;
     while (slots_[at] != 0) at = (at + 1) & mask;
-    slots_[at] = static_cast<uint32_t>(i + 1);
+    slots_[at] = slot;
   }
 }
 

@@ -127,7 +127,9 @@ class BinlogChanges {
    private:
     void Grow();
     TxnChanges entries_;
-    std::vector<uint32_t> slots_;  // position in entries_ + 1 (0: free); at most half full
+    // Per slot: the key's 32-bit hash, then its position in entries_ + 1 (0: free); at most
+    // half full. A probe reads an entry's key only when the hashes agree.
+    std::vector<uint64_t> slots_;
   };
   static constexpr uint32_t kNull = 0xffffffffu;
   // What a held change takes, for the max_bytes policy: its key, row and the map's node.

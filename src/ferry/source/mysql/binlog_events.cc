@@ -1657,22 +1657,39 @@ Status SkipValue(ColumnPlan& p, Reader& r, std::string* scratch) {
   }
 }
 
-// One row image of the columns in `present`: its null bitmap, then the values. `only` (when not
-// empty): the columns decoded; the others are read past and read as nullopt.
-Status DecodeImage(Reader& r, std::vector<ColumnPlan>& plans, const std::vector<bool>& present,
-                   std::vector<std::string>& texts, RowImage* image,
-                   const std::vector<bool>& only = {}) {
+// How the images of one ROWS event are read: the bytes of their null bitmap, and per map column
+// whether the images hold it and whether its value is decoded or read past.
+struct ImageLayout {
+  enum Mode : uint8_t { kAbsent, kDecode, kSkip };
+  size_t null_bytes = 0;
+  std::vector<Mode> modes;
+};
+// The layout of images holding the columns in `present`; `only` (when not empty): the columns
+// decoded, the others read past (and read as nullopt).
+void LayOut(const std::vector<ColumnPlan>& plans, const std::vector<bool>& present,
+            const std::vector<bool>& only, ImageLayout* layout) {
+  layout->modes.assign(plans.size(), ImageLayout::kAbsent);
   size_t npresent = 0;
-  for (bool b : present) npresent += b;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (!present[i]) continue;
+    ++npresent;
+    layout->modes[i] =
+        plans[i].skip || (!only.empty() && !only[i]) ? ImageLayout::kSkip : ImageLayout::kDecode;
+  }
+  layout->null_bytes = (npresent + 7) / 8;
+}
+
+// One row image: its null bitmap, then the values of its columns.
+Status DecodeImage(Reader& r, std::vector<ColumnPlan>& plans, const ImageLayout& layout,
+                   std::vector<std::string>& texts, RowImage* image) {
   std::string_view nulls;
-  FERRY_RETURN_IF_ERROR(r.Bytes((npresent + 7) / 8, "null bitmap", &nulls));
+  FERRY_RETURN_IF_ERROR(r.Bytes(layout.null_bytes, "null bitmap", &nulls));
   image->assign(plans.size(), std::nullopt);
   size_t k = 0;
   for (size_t i = 0; i < plans.size(); ++i) {
-    if (!present[i]) continue;
-    const bool null = Bit(nulls, k++);
-    if (null) continue;
-    if (plans[i].skip || (!only.empty() && !only[i])) {
+    const ImageLayout::Mode mode = layout.modes[i];
+    if (mode == ImageLayout::kAbsent || Bit(nulls, k++)) continue;
+    if (mode == ImageLayout::kSkip) {
       FERRY_RETURN_IF_ERROR(SkipValue(plans[i], r, &texts[i]));
       continue;
     }
@@ -1692,9 +1709,13 @@ struct RowDecoder::Impl {
   std::vector<std::string> before_texts, after_texts;
   RowImage before, after;
   std::vector<bool> before_columns;  // SetBeforeColumns (empty: all)
+  // Of the event being decoded: each row's first image (a WRITE's or DELETE's row, an UPDATE's
+  // before) and an UPDATE's after image.
+  ImageLayout first_layout, after_layout;
   // During the callback of an UPDATE row: its before image's bytes, for FullBefore.
   std::string_view before_bytes;
   const std::vector<bool>* before_present = nullptr;
+  ImageLayout full_layout;
   std::vector<std::string> full_texts;
   RowImage full_before;
 };
@@ -1737,7 +1758,8 @@ Result<const RowImage*> RowDecoder::FullBefore() {
   FERRY_CHECK(d.before_present != nullptr);  // only during an UPDATE row's callback
   if (d.before_columns.empty()) return &d.before;
   Reader r(d.before_bytes, "UPDATE_ROWS");
-  FERRY_RETURN_IF_ERROR(DecodeImage(r, d.plans, *d.before_present, d.full_texts, &d.full_before));
+  LayOut(d.plans, *d.before_present, {}, &d.full_layout);
+  FERRY_RETURN_IF_ERROR(DecodeImage(r, d.plans, d.full_layout, d.full_texts, &d.full_before));
   return &d.full_before;
 }
 
@@ -1758,24 +1780,26 @@ Status RowDecoder::Decode(
   }
   Reader r(rows.rows, name);
   const RowImage none;
+  const bool update = rows.kind == RowsEvent::Kind::kUpdate;
+  LayOut(d.plans, rows.present, update ? d.before_columns : std::vector<bool>(), &d.first_layout);
+  if (update) LayOut(d.plans, rows.present_after, {}, &d.after_layout);
   while (!r.empty()) {
     const size_t left = r.remaining();
     switch (rows.kind) {
       case RowsEvent::Kind::kWrite:
-        FERRY_RETURN_IF_ERROR(DecodeImage(r, d.plans, rows.present, d.after_texts, &d.after));
+        FERRY_RETURN_IF_ERROR(DecodeImage(r, d.plans, d.first_layout, d.after_texts, &d.after));
         FERRY_RETURN_IF_ERROR(each(none, d.after));
         break;
       case RowsEvent::Kind::kDelete:
-        FERRY_RETURN_IF_ERROR(DecodeImage(r, d.plans, rows.present, d.before_texts, &d.before));
+        FERRY_RETURN_IF_ERROR(DecodeImage(r, d.plans, d.first_layout, d.before_texts, &d.before));
         FERRY_RETURN_IF_ERROR(each(d.before, none));
         break;
       case RowsEvent::Kind::kUpdate: {
         const std::string_view image = r.rest();
-        FERRY_RETURN_IF_ERROR(
-            DecodeImage(r, d.plans, rows.present, d.before_texts, &d.before, d.before_columns));
+        FERRY_RETURN_IF_ERROR(DecodeImage(r, d.plans, d.first_layout, d.before_texts, &d.before));
         d.before_bytes = image.substr(0, left - r.remaining());
         d.before_present = &rows.present;
-        FERRY_RETURN_IF_ERROR(DecodeImage(r, d.plans, rows.present_after, d.after_texts, &d.after));
+        FERRY_RETURN_IF_ERROR(DecodeImage(r, d.plans, d.after_layout, d.after_texts, &d.after));
         Status s = each(d.before, d.after);
         d.before_present = nullptr;
         FERRY_RETURN_IF_ERROR(s);
