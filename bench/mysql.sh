@@ -18,7 +18,9 @@
 #   cdc           --changes updates in --txns transactions, then mariadb-binlog
 #                 --read-from-remote-server reading the same range of the log to /dev/null   vs
 #                 ferry sync --once applying them to the Iceberg table (a cdc_only stream);
-#                 also mariadb-binlog -v, the same tool decoding every row image
+#                 also mariadb-binlog -v, the same tool decoding every row image, and DuckDB
+#                 writing as many rows of the table as Parquet (one thread): what the Parquet
+#                 encoding alone costs a writer nobody here wrote
 #   one txn       --changes updates in ONE transaction, the same two readers: what one large
 #                 transaction costs in time and in ferry's peak RSS
 #   spilling      the same one transaction into a pipeline with memory_limit: 64MiB, whose held
