@@ -229,6 +229,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& options, SyncRepo
     }
     ProgressTicker ticker(loads, opts);
     result = g.Run();
+    FERRY_LOG(kDebug) << "threads of the snapshot reads: " << g.DescribeTimes();
   }
   // The snapshots are over before the change logs are read: a long CDC round must not hold a
   // source's oldest snapshot (PostgreSQL: xmin) back.
@@ -256,6 +257,7 @@ Status RunSync(config::PipelineConfig& cfg, const SyncOptions& options, SyncRepo
       g.AddNode(MakeSharedLogSourceNode(s->src.get(), it->second, opts, cfg.checkpoint, &s->read));
     }
     result = g.Run();
+    FERRY_LOG(kDebug) << "threads of the change log reads: " << g.DescribeTimes();
     for (const auto& s : sources) {
       if (report->rerun.empty()) report->rerun = s->read.restart;
     }

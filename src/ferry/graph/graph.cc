@@ -1,5 +1,9 @@
 #include "ferry/graph/graph.h"
 
+#include <time.h>
+
+#include <chrono>
+#include <cstdio>
 #include <new>
 #include <stdexcept>
 #include <thread>
@@ -31,10 +35,21 @@ Status Graph::Run() {
   Status first;  // guarded by mu
   std::vector<std::thread> threads;
   threads.reserve(nodes_.size());
-  for (auto& n : nodes_) {
-    Node* node = n.get();
-    threads.emplace_back([&, node] {
+  times_.assign(nodes_.size(), NodeTime{});
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node* node = nodes_[i].get();
+    NodeTime* time = &times_[i];  // this thread's alone
+    threads.emplace_back([&, node, time] {
+      const auto start = std::chrono::steady_clock::now();
       Status s = RunCatching(node->name(), [&] { return node->Run(); });
+      time->node = node->name();
+      time->seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      timespec cpu{};
+      if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0) {
+        time->cpu_seconds =
+            static_cast<double>(cpu.tv_sec) + static_cast<double>(cpu.tv_nsec) / 1e9;
+      }
       if (s.ok()) return;
       std::lock_guard<std::mutex> lock(mu);
       if (first.ok()) {
@@ -46,6 +61,17 @@ Status Graph::Run() {
   }
   for (auto& t : threads) t.join();
   return first;
+}
+
+std::string Graph::DescribeTimes() const {
+  std::string out;
+  char buf[64];
+  for (const NodeTime& t : times_) {
+    if (!out.empty()) out += ", ";
+    std::snprintf(buf, sizeof buf, " %.2f CPU s in %.2f s", t.cpu_seconds, t.seconds);
+    out += t.node + buf;
+  }
+  return out;
 }
 
 }  // namespace ferry::graph

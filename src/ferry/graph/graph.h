@@ -96,16 +96,29 @@ class StopFlag {
 // that names `what` was being done, instead of ending the process.
 Status RunCatching(const std::string& what, const std::function<Status()>& fn);
 
+// What one node's thread took: the CPU time it used and how long it ran.
+struct NodeTime {
+  std::string node;  // Node::name()
+  double cpu_seconds = 0;
+  double seconds = 0;
+};
+
 class Graph {
  public:
   std::shared_ptr<Edge> AddEdge(size_t capacity);
   void AddNode(std::unique_ptr<Node> node);
   // Runs every node to completion; returns the first failure (others are then cancelled).
   Status Run();
+  // After Run: per node, in the order added. A node whose CPU seconds are near its seconds was
+  // busy all along: the one that bounds the graph's speed.
+  const std::vector<NodeTime>& times() const { return times_; }
+  // times() as one line: "source (change log) 1.02 CPU s in 1.10 s, sink db.t 0.41 CPU s ...".
+  std::string DescribeTimes() const;
 
  private:
   std::vector<std::shared_ptr<Edge>> edges_;
   std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<NodeTime> times_;
 };
 
 }  // namespace ferry::graph

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <new>
 #include <stdexcept>
+#include <thread>
 
 namespace ferry::graph {
 namespace {
@@ -62,6 +64,49 @@ TEST(GraphTest, DataAndBarriersFlowInOrder) {
   ASSERT_TRUE(g.Run().ok());
   EXPECT_EQ(c->sum, 4950);
   EXPECT_EQ(c->barrier["n"], 100);
+}
+
+// A node that spins on the CPU for `seconds`, and one that waits as long without using it.
+class Busy : public Node {
+ public:
+  Busy(std::string name, double seconds, bool spin)
+      : name_(std::move(name)), seconds_(seconds), spin_(spin) {}
+  std::string name() const override { return name_; }
+  Status Run() override {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds_);
+    if (!spin_) {
+      std::this_thread::sleep_until(end);
+      return Status::OK();
+    }
+    volatile uint64_t x = 0;
+    while (std::chrono::steady_clock::now() < end) x = x + 1;
+    return Status::OK();
+  }
+
+ private:
+  std::string name_;
+  double seconds_;
+  bool spin_;
+};
+
+TEST(GraphTest, EachNodesThreadTimesAreKept) {
+  Graph g;
+  g.AddNode(std::make_unique<Busy>("decoder", 0.3, true));
+  g.AddNode(std::make_unique<Busy>("waiter", 0.3, false));
+  ASSERT_TRUE(g.Run().ok());
+  ASSERT_EQ(g.times().size(), 2u);
+  EXPECT_EQ(g.times()[0].node, "decoder");
+  EXPECT_EQ(g.times()[1].node, "waiter");
+  for (const NodeTime& t : g.times()) EXPECT_GE(t.seconds, 0.29) << t.node;
+  // The spinning thread used CPU (how much of its time depends on what else the machine runs);
+  // the sleeping one next to none, and less.
+  EXPECT_GT(g.times()[0].cpu_seconds, 0.01);
+  EXPECT_LT(g.times()[1].cpu_seconds, g.times()[0].cpu_seconds);
+  EXPECT_LT(g.times()[1].cpu_seconds, 0.05);
+  const std::string line = g.DescribeTimes();
+  EXPECT_NE(line.find("decoder "), std::string::npos) << line;
+  EXPECT_NE(line.find(" CPU s in 0."), std::string::npos) << line;
+  EXPECT_NE(line.find(", waiter "), std::string::npos) << line;
 }
 
 TEST(GraphTest, AFailingNodeCancelsTheOthersAndItsErrorIsReturned) {
