@@ -3,6 +3,7 @@ import datetime
 import glob
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -49,6 +50,18 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
 
 
+def thread_cpu(log):
+    """The CPU seconds of the change log's reader and of its sinks, from a sync's debug log line
+    "threads of the change log reads: source (change log) 1.02 CPU s in 1.10 s, sink ... "."""
+    line = [x for x in log.splitlines() if "threads of the change log reads:" in x]
+    if not line:
+        sys.exit("ferry -v logged no thread times:\n" + log[-2000:])
+    roles = {"source": 0.0, "sink": 0.0}
+    for m in re.finditer(r"(source|sink)[^,]*? ([0-9.]+) CPU s in [0-9.]+ s", line[-1]):
+        roles[m.group(1)] += float(m.group(2))
+    return roles
+
+
 def run(a, server, work):
     env = dict(os.environ, MARIADB_PASSWORD=server.password)
     env.pop("FERRY_FAULT", None)
@@ -87,7 +100,8 @@ state: ./state.json
                             "big", "big_rss", "big_cpu", "spill_recv", "spill_recv_cpu",
                             "spill", "spill_rss", "spill_cpu", "recv_decoded", "recv_decoded_cpu",
                             "big_recv_decoded", "big_recv_decoded_cpu", "spill_recv_decoded",
-                            "spill_recv_decoded_cpu", "duckdb_parquet")}
+                            "spill_recv_decoded_cpu", "duckdb_parquet", "cdc_source_cpu",
+                            "cdc_sink_cpu")}
     full = pipeline("full", "full_refresh")
     for rep in range(a.repeat):
         s, _, cpu = measure_cpu(client + ["-e", "SELECT * FROM t"])
@@ -144,8 +158,14 @@ state: ./state.json
         s, _, cpu = measure_cpu([*reader, "-v"])
         recs[keys[0] + "_decoded"].append(s)
         recs[keys[0] + "_decoded_cpu"].append(cpu)
-        s, rss, cpu = measure_cpu([a.ferry, "sync", "--once", "-c", "pipeline.yaml"], cwd=where,
-                                  env=env)
+        logs = []
+        # -v: the sync logs the CPU time of each of its threads (the log reader's, the sink's).
+        s, rss, cpu = measure_cpu([a.ferry, "sync", "--once", "-v", "-c", "pipeline.yaml"],
+                                  cwd=where, env=env, logs=logs)
+        if keys[1] == "cdc":
+            roles = thread_cpu(logs[0])
+            recs["cdc_source_cpu"].append(roles["source"])
+            recs["cdc_sink_cpu"].append(roles["sink"])
         recs[keys[1]].append(s)
         recs[keys[1] + "_rss"].append(rss)
         recs[keys[1] + "_cpu"].append(cpu)
@@ -199,6 +219,8 @@ state: ./state.json
             "ratio_ferry_to_mariadb_binlog_decoded":
                 round(med(recs["recv_decoded"]) / med(recs["cdc"]), 3),
             "duckdb_parquet_write_seconds": recs["duckdb_parquet"],
+            "ferry_source_thread_cpu_seconds": recs["cdc_source_cpu"],
+            "ferry_sink_threads_cpu_seconds": recs["cdc_sink_cpu"],
             "target_budget_seconds": round(med(recs["recv"]) / 0.8, 3)},
         "one_transaction": {
             "changes": a.changes,
@@ -232,6 +254,9 @@ state: ./state.json
           f"{c['ratio_ferry_to_mariadb_binlog']:.2f}; peak RSS {max(recs['cdc_rss']) / 1024:.0f} MiB; "
           f"mariadb-binlog -v (rows decoded) {med(recs['recv_decoded']):.2f} s: ferry/that "
           f"{c['ratio_ferry_to_mariadb_binlog_decoded']:.2f}")
+    print(f"  ferry's threads (CPU s, median): the log's reader (reads, decodes and folds the "
+          f"changes) {med(recs['cdc_source_cpu']):.2f}, the sink (Parquet, commits) "
+          f"{med(recs['cdc_sink_cpu']):.2f}")
     print(f"  DuckDB writing {n_changes:,} rows of the table as Parquet (one thread, zstd): "
           f"{med(recs['duckdb_parquet']):.2f} s; the 0.8 target leaves ferry "
           f"{c['target_budget_seconds']:.2f} s on {os.cpu_count()} cores for reading, decoding, "

@@ -33,9 +33,10 @@ VACUUM (ANALYZE, FREEZE) t;
 """
 
 
-def measure_cpu(argv, cwd=None, env=None, stdout=subprocess.DEVNULL):
+def measure_cpu(argv, cwd=None, env=None, stdout=subprocess.DEVNULL, logs=None):
     """Runs argv under /usr/bin/time; returns (wall seconds, peak RSS kB, CPU seconds: user +
-    system). CPU time moves far less than wall time with what else the shared cores run."""
+    system). CPU time moves far less than wall time with what else the shared cores run. `logs`
+    (a list): what the command wrote to stderr is appended to it."""
     rss_file = tempfile.mktemp()
     t0 = time.monotonic()
     p = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", "-o", rss_file, *argv], cwd=cwd,
@@ -43,6 +44,8 @@ def measure_cpu(argv, cwd=None, env=None, stdout=subprocess.DEVNULL):
     wall = time.monotonic() - t0
     if p.returncode != 0:
         sys.exit(f"failed: {' '.join(argv)}\n{p.stderr[-3000:]}")
+    if logs is not None:
+        logs.append(p.stderr)
     rss, user, system = open(rss_file).read().split()[-3:]
     os.unlink(rss_file)
     return wall, int(rss), float(user) + float(system)
