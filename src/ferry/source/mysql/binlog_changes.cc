@@ -60,7 +60,8 @@ bool BinlogChanges::KeyOf(size_t t, const std::vector<std::optional<std::string_
 }
 
 Status BinlogChanges::Put(size_t t, RowOrigin::Op op,
-                          const std::vector<std::optional<std::string_view>>& row) {
+                          const std::vector<std::optional<std::string_view>>& row,
+                          const std::vector<bool>* typed) {
   const bool deleted = op == RowOrigin::Op::kDelete;
   FERRY_CHECK(t < tables_.size());
   const BinlogTable& table = tables_[t];
@@ -75,12 +76,21 @@ Status BinlogChanges::Put(size_t t, RowOrigin::Op op,
   c.origin.op = op;
   size_t size = 4 * table.columns.size();
   for (size_t i = 0; i < row.size() && i < table.columns.size(); ++i) {
-    if (row[i]) size += row[i]->size();
+    if (!row[i]) continue;
+    if (row[i]->size() >= kTyped) {
+      return Status::InvalidArgument("table " + table.display + ", column " + table.columns[i] +
+                                     ": a value of 2 GiB or more is not held");
+    }
+    size += row[i]->size();
   }
   c.packed.reserve(size);
   for (size_t i = 0; i < table.columns.size(); ++i) {
     const bool present = i < row.size() && row[i];
-    const uint32_t n = present ? static_cast<uint32_t>(row[i]->size()) : kNull;
+    uint32_t n = kNull;
+    if (present) {
+      n = static_cast<uint32_t>(row[i]->size());
+      if (typed != nullptr && i < typed->size() && (*typed)[i]) n |= kTyped;
+    }
     c.packed.append(reinterpret_cast<const char*>(&n), sizeof n);
     if (present) c.packed.append(*row[i]);
   }
@@ -207,6 +217,8 @@ Status BinlogChanges::Append(size_t t, const RowOrigin& origin, std::string_view
     std::memcpy(&n, packed.data(), sizeof n);
     packed.remove_prefix(sizeof n);
     std::string_view v;
+    const bool typed = n != kNull && (n & kTyped) != 0;
+    if (typed) n &= ~kTyped;
     if (n != kNull) {
       if (packed.size() < n) {
         return Status::Corruption("table " + table.display + ": a held change is cut short");
@@ -218,7 +230,8 @@ Status BinlogChanges::Append(size_t t, const RowOrigin& origin, std::string_view
       col.AppendNull();
       continue;
     }
-    Status s = AppendMysqlValue(table.wires[c], v, &col);
+    Status s = typed ? AppendMysqlBinary(table.wires[c], v, &col)
+                     : AppendMysqlValue(table.wires[c], v, &col);
     if (!s.ok()) {
       return Status(s.code(), "table " + table.display + ", column " + table.columns[c] +
                                   " (a change from the binary log): " + s.message());

@@ -9,7 +9,9 @@
 // that table.
 //
 // Values are kept as the text the snapshot reads (binlog_events.h) and converted by
-// AppendMysqlValue when the batches are taken: a change and a snapshot row convert alike.
+// AppendMysqlValue when the batches are taken: a change and a snapshot row convert alike. Those
+// the decoder gives in binary form (numbers, dates and times) are kept so and appended by
+// AppendMysqlBinary, which converts and refuses as AppendMysqlValue does their text.
 //
 // An UPDATE that changes a row's key is a delete of the old key and an upsert of the new one.
 //
@@ -66,8 +68,10 @@ class BinlogChanges {
     return Put(t, deleted ? RowOrigin::Op::kDelete : RowOrigin::Op::kInsert, row);
   }
   // The same, of an insert, an update's new row or a delete (the kind of change the row's
-  // origin says: see TakeBatches).
-  Status Put(size_t t, RowOrigin::Op op, const std::vector<std::optional<std::string_view>>& row);
+  // origin says: see TakeBatches). `typed` (per stream column, when given): the values that are
+  // in ferry's binary form (mysql_types.h, AppendMysqlBinary) rather than text; never a key's.
+  Status Put(size_t t, RowOrigin::Op op, const std::vector<std::optional<std::string_view>>& row,
+             const std::vector<bool>* typed = nullptr);
   // An UPDATE: `before` and `after` images in stream column order.
   Status Update(size_t t, const std::vector<std::optional<std::string_view>>& before,
                 const std::vector<std::optional<std::string_view>>& after);
@@ -100,7 +104,8 @@ class BinlogChanges {
 
  private:
   // A row packed in one string (one allocation per change, whatever the columns): per column
-  // in stream column order, a 4-byte length (kNull: NULL) and the value's bytes.
+  // in stream column order, a 4-byte length (kNull: NULL; kTyped set: the value is in binary
+  // form) and the value's bytes.
   struct Change {
     bool deleted = false;
     uint64_t seq = 0;  // arrival order: the later change of a key wins, in memory or on disk
@@ -132,6 +137,7 @@ class BinlogChanges {
     std::vector<uint64_t> slots_;
   };
   static constexpr uint32_t kNull = 0xffffffffu;
+  static constexpr uint32_t kTyped = 0x80000000u;
   // What a held change takes, for the max_bytes policy: its key, row and the map's node.
   static size_t BytesOf(const std::string& key, const Change& c) {
     return key.size() + c.packed.size() + 96;

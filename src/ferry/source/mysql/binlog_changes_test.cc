@@ -157,6 +157,73 @@ namespace {
 // A random mix of changes, with transactions that commit, are dropped, or are already in the
 // second table, applied with and without a spill store of a tiny memory limit: both hand out
 // the same changes.
+// Values the decoder gives in binary form are held so (in memory and in spill runs) and come out
+// as the same typed values; one that does not fit its column is refused naming it.
+TEST(BinlogChangesTest, ValuesInBinaryFormAreHeldAndConverted) {
+  BinlogTable t;
+  t.stream = "orders";
+  t.display = "shop.orders";
+  t.columns = {"id", "qty", "amount", "note"};
+  t.wires = {MysqlWire::kInt32, MysqlWire::kInt32, MysqlWire::kDecimal, MysqlWire::kText};
+  t.key = {0};
+  Schema schema;
+  schema.fields.push_back(Field{1, "id", DataType::Int32(), true});
+  schema.fields.push_back(Field{2, "qty", DataType::Int32(), false});
+  schema.fields.push_back(Field{3, "amount", DataType::Decimal(12, 2), false});
+  schema.fields.push_back(Field{4, "note", DataType::String(), false});
+  t.schema = std::make_shared<const Schema>(schema);
+  t.position = Position::Binlog(1, 100);
+  const std::vector<bool> typed = {false, true, true, false};
+  char tmpl[] = "/tmp/ferry_binlog_typed_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  for (bool spilling : {false, true}) {
+    BinlogChanges c({t});
+    ChangeSpill spill(tmpl, "temp_dir");
+    if (spilling) c.SetSpill(&spill, 300);
+    std::vector<std::string> held;
+    held.reserve(300);
+    for (int i = 0; i < 100; ++i) {
+      held.push_back(std::to_string(i % 40));
+      held.push_back(MysqlBinaryInt64(-i));
+      held.push_back(MysqlBinaryDecimal(int128_t{i} * 100 + 5, 2));
+      const size_t at = held.size();
+      ASSERT_TRUE(c.Put(0, RowOrigin::Op::kInsert,
+                        Row{held[at - 3], held[at - 2], held[at - 1],
+                            i % 3 ? "n" : std::optional<std::string_view>()},
+                        &typed)
+                      .ok());
+      if (i % 10 == 9) c.Commit(Position::Binlog(1, 200 + static_cast<uint64_t>(i)));
+    }
+    EXPECT_EQ(spill.disk_bytes() > 0, spilling);
+    std::map<int32_t, std::pair<int32_t, int64_t>> got;
+    ASSERT_TRUE(c.TakeBatches(64, [&](size_t, Batch& b, bool) {
+                   for (size_t r = 0; r < b.num_rows(); ++r) {
+                     got[b.column(0).ValueAt<int32_t>(r)] = {
+                         b.column(1).ValueAt<int32_t>(r),
+                         static_cast<int64_t>(b.column(2).ValueAt<int128_t>(r))};
+                   }
+                   return true;
+                 }).ok());
+    ASSERT_EQ(got.size(), 40u) << spilling;
+    for (int id = 0; id < 40; ++id) {
+      const int last = id + 40 * ((99 - id) / 40);  // the key's last change
+      EXPECT_EQ(got[id], (std::pair<int32_t, int64_t>{-last, last * 100 + 5})) << id;
+    }
+  }
+  // A qty beyond 32 bits in the log (the column was widened since discovery): refused, named.
+  BinlogChanges c({t});
+  const std::string big = MysqlBinaryInt64(int64_t{1} << 40);
+  const std::string amount = MysqlBinaryDecimal(1, 2);
+  ASSERT_TRUE(c.Put(0, RowOrigin::Op::kInsert, Row{"1", big, amount, "n"}, &typed).ok());
+  c.Commit(Position::Binlog(1, 300));
+  Status s = c.TakeBatches(64, [](size_t, Batch&, bool) { return true; });
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("shop.orders, column qty"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("1099511627776 does not fit a 32-bit int"), std::string::npos)
+      << s.message();
+  std::filesystem::remove_all(tmpl);
+}
+
 TEST(BinlogChangesSpillTest, SpilledChangesGiveWhatMemoryGives) {
   char tmpl[] = "/tmp/ferry_binlog_spill_XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

@@ -733,6 +733,8 @@ struct ColumnPlan {
   enum class Special { kNone, kInet4, kInet6, kUuid, kBinaryPad } special = Special::kNone;
   // A column no stream column takes (ColumnForm without a column): its bytes are read past.
   bool skip = false;
+  // Its values are given in ferry's binary form (RowDecoder::SetTypedColumns), not as text.
+  bool typed = false;
 };
 
 std::string ColumnName(const ColumnPlan& p) {
@@ -1172,7 +1174,10 @@ void AppendDouble(std::string* out, double v) {
 // NEWDECIMAL: 9 digits per 4 bytes, big-endian, the leftover digits of each side in the fewest
 // bytes; the sign bit inverted, negative values with every bit inverted.
 constexpr int kDigitBytes[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
-Status DecodeDecimal(const ColumnPlan& p, Reader& r, std::string* out) {
+// Reads a NEWDECIMAL value: `group(ndigits, value, fraction)` is called for each digit group in
+// order (the integer part's, then the fraction's); *negative says its sign.
+template <typename Group>
+Status ReadDecimal(const ColumnPlan& p, Reader& r, bool* negative, Group&& group) {
   const int precision = p.map->meta >> 8, scale = p.map->meta & 0xFF;
   if (precision < 1 || precision > 65 || scale > precision) {
     return Status::Corruption("ROWS event: decimal(" + std::to_string(precision) + "," +
@@ -1187,15 +1192,13 @@ Status DecodeDecimal(const ColumnPlan& p, Reader& r, std::string* out) {
   FERRY_RETURN_IF_ERROR(r.Bytes(size, "decimal value", &raw));
   uint8_t b[32];  // 65 digits take at most 30 bytes
   std::memcpy(b, raw.data(), size);
-  const bool negative = (b[0] & 0x80) == 0;
+  *negative = (b[0] & 0x80) == 0;
   b[0] ^= 0x80;
-  if (negative) {
+  if (*negative) {
     for (size_t i = 0; i < size; ++i) b[i] = static_cast<uint8_t>(~b[i]);
   }
   size_t at = 0;
-  char int_digits[72], frac_digits[72];
-  int n_int = 0, n_frac = 0;
-  auto group = [&](int ndigits, char* to, int* n) -> Status {
+  auto next = [&](int ndigits, bool fraction) -> Status {
     const size_t nbytes = ndigits == 9 ? 4 : static_cast<size_t>(kDigitBytes[ndigits]);
     uint64_t v = 0;
     for (size_t i = 0; i < nbytes; ++i) v = (v << 8) | b[at + i];
@@ -1206,14 +1209,25 @@ Status DecodeDecimal(const ColumnPlan& p, Reader& r, std::string* out) {
       return Status::Corruption("ROWS event: a decimal digit group of column " + ColumnName(p) +
                                 " holds " + std::to_string(v));
     }
-    PutDigits(to + *n, v, ndigits);
-    *n += ndigits;
+    group(ndigits, v, fraction);
     return Status::OK();
   };
-  if (intg0x > 0) FERRY_RETURN_IF_ERROR(group(intg0x, int_digits, &n_int));
-  for (int i = 0; i < intg0; ++i) FERRY_RETURN_IF_ERROR(group(9, int_digits, &n_int));
-  for (int i = 0; i < frac0; ++i) FERRY_RETURN_IF_ERROR(group(9, frac_digits, &n_frac));
-  if (frac0x > 0) FERRY_RETURN_IF_ERROR(group(frac0x, frac_digits, &n_frac));
+  if (intg0x > 0) FERRY_RETURN_IF_ERROR(next(intg0x, false));
+  for (int i = 0; i < intg0; ++i) FERRY_RETURN_IF_ERROR(next(9, false));
+  for (int i = 0; i < frac0; ++i) FERRY_RETURN_IF_ERROR(next(9, true));
+  if (frac0x > 0) FERRY_RETURN_IF_ERROR(next(frac0x, true));
+  return Status::OK();
+}
+
+Status DecodeDecimal(const ColumnPlan& p, Reader& r, std::string* out) {
+  char int_digits[72], frac_digits[72];
+  int n_int = 0, n_frac = 0;
+  bool negative = false;
+  FERRY_RETURN_IF_ERROR(ReadDecimal(p, r, &negative, [&](int ndigits, uint64_t v, bool fraction) {
+    PutDigits((fraction ? frac_digits : int_digits) + (fraction ? n_frac : n_int), v, ndigits);
+    (fraction ? n_frac : n_int) += ndigits;
+  }));
+  const int scale = p.map->meta & 0xFF;
   int first = 0;
   while (first < n_int && int_digits[first] == '0') ++first;
   bool zero = first == n_int;
@@ -1228,6 +1242,17 @@ Status DecodeDecimal(const ColumnPlan& p, Reader& r, std::string* out) {
     out->push_back('.');
     out->append(frac_digits, static_cast<size_t>(n_frac));
   }
+  return Status::OK();
+}
+
+// A NEWDECIMAL of at most 38 digits as its unscaled value at the log's scale.
+Status DecodeDecimalValue(const ColumnPlan& p, Reader& r, int128_t* unscaled) {
+  int128_t v = 0;
+  bool negative = false;
+  FERRY_RETURN_IF_ERROR(ReadDecimal(p, r, &negative, [&](int ndigits, uint64_t group, bool) {
+    v = v * static_cast<int128_t>(Pow10(ndigits)) + static_cast<int128_t>(group);
+  }));
+  *unscaled = negative ? -v : v;
   return Status::OK();
 }
 
@@ -1575,6 +1600,159 @@ Status DecodeValue(ColumnPlan& p, Reader& r, std::string* out, std::string_view*
   return Status::OK();
 }
 
+// Whether values of `p` can be given in binary form (mysql_types.h): its wire has one, and the
+// log's type is one whose values always fit it.
+bool HasBinaryForm(const ColumnPlan& p) {
+  if (p.skip || !MysqlWireHasBinaryForm(p.form->wire)) return false;
+  const MapColumn& mc = *p.map;
+  const bool small = mc.type == kTypeTiny || mc.type == kTypeShort || mc.type == kTypeInt24;
+  switch (p.form->wire) {
+    case MysqlWire::kInt32:
+      return small || (mc.type == kTypeLong && !p.is_unsigned);
+    case MysqlWire::kInt64:
+      return small || mc.type == kTypeLong || (mc.type == kTypeLongLong && !p.is_unsigned);
+    case MysqlWire::kDecimal:
+      return mc.type == kTypeNewDecimal && (mc.meta >> 8) >= 1 && (mc.meta >> 8) <= 38 &&
+             (mc.meta & 0xFF) <= (mc.meta >> 8);
+    case MysqlWire::kDate:
+      return mc.type == kTypeDate || mc.type == kTypeNewDate;
+    case MysqlWire::kDatetime:
+      return mc.type == kTypeDatetime2 && mc.meta <= 6;
+    case MysqlWire::kTimestamp:
+      return (mc.type == kTypeTimestamp2 && mc.meta <= 6) || mc.type == kTypeTimestamp;
+    default:
+      return false;
+  }
+}
+
+unsigned DaysInMonth(uint64_t y, unsigned m) {
+  static constexpr unsigned kDays[13] = {0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  return m == 2 && leap ? 29 : kDays[m];
+}
+
+// Microseconds cut to `fsp` digits, as the text of a value of that precision holds them.
+int64_t CutToFsp(int64_t micros, unsigned fsp) {
+  static constexpr int64_t kUnit[7] = {1000000, 100000, 10000, 1000, 100, 10, 1};
+  return micros - micros % kUnit[fsp];
+}
+
+// A value of a column with a binary form (HasBinaryForm) in that form; *null for a zero date (a
+// zero month or day), which converts to NULL. A date or time of day that is not a calendar's
+// converts as its text does (ParseDate, ParseTimestamp): refused.
+Status DecodeTyped(ColumnPlan& p, Reader& r, std::string* out, std::string_view* view, bool* null) {
+  const MapColumn& mc = *p.map;
+  *null = false;
+  auto put = [&](int64_t v) {
+    out->resize(sizeof v);
+    std::memcpy(out->data(), &v, sizeof v);
+    *view = *out;
+    return Status::OK();
+  };
+  // Not a calendar's date or time: what its text (in *out) gives, an error naming it.
+  auto as_text = [&](bool has_time) -> Status {
+    const std::string text = *out;
+    Status s;
+    if (has_time) {
+      auto us = ParseTimestamp(text, /*allow_zone=*/false);
+      if (us.ok()) return put(*us);
+      s = us.status();
+    } else {
+      auto days = ParseDate(text);
+      if (days.ok()) return put(*days);
+      s = days.status();
+    }
+    return Status(s.code(), "column " + ColumnName(p) + ": " + s.message());
+  };
+  out->clear();
+  switch (p.form->wire) {
+    case MysqlWire::kInt32:
+    case MysqlWire::kInt64: {
+      const size_t n = mc.type == kTypeTiny    ? 1
+                       : mc.type == kTypeShort ? 2
+                       : mc.type == kTypeInt24 ? 3
+                       : mc.type == kTypeLong  ? 4
+                                               : 8;
+      uint64_t v = 0;
+      FERRY_RETURN_IF_ERROR(r.Le(n, "integer value", &v));
+      if (p.is_unsigned) return put(static_cast<int64_t>(v));
+      const unsigned shift = static_cast<unsigned>(64 - 8 * n);
+      return put(static_cast<int64_t>(v << shift) >> shift);
+    }
+    case MysqlWire::kDecimal: {
+      int128_t v = 0;
+      FERRY_RETURN_IF_ERROR(DecodeDecimalValue(p, r, &v));
+      *out = MysqlBinaryDecimal(v, mc.meta & 0xFF);
+      *view = *out;
+      return Status::OK();
+    }
+    case MysqlWire::kDate: {
+      uint64_t v = 0;
+      FERRY_RETURN_IF_ERROR(r.Le(3, "date value", &v));
+      const uint64_t y = v >> 9;
+      const auto m = static_cast<unsigned>((v >> 5) & 15), d = static_cast<unsigned>(v & 31);
+      if (m == 0 || d == 0) {
+        *null = true;
+        return Status::OK();
+      }
+      if (m <= 12 && d <= DaysInMonth(y, m)) {
+        return put(DaysFromCivil(static_cast<int64_t>(y), m, d));
+      }
+      AppendDate(out, y, m, d);
+      return as_text(false);
+    }
+    case MysqlWire::kDatetime: {
+      const unsigned fsp = mc.meta;
+      std::string_view b;
+      FERRY_RETURN_IF_ERROR(r.Bytes(5, "datetime value", &b));
+      int64_t micros = 0;
+      FERRY_RETURN_IF_ERROR(ReadFraction(r, fsp, true, &micros));
+      const int64_t packed = static_cast<int64_t>(BeOf(b)) - 0x8000000000LL;
+      if (packed < 0 || micros < 0) return Mismatch(p, "a negative datetime");
+      const auto ymdhms = static_cast<uint64_t>(packed);
+      const uint64_t ymd = ymdhms >> 17, ym = ymd >> 5, hms = ymdhms & ((1 << 17) - 1);
+      const uint64_t y = ym / 13;
+      const auto m = static_cast<unsigned>(ym % 13), d = static_cast<unsigned>(ymd & 31);
+      const auto h = static_cast<unsigned>(hms >> 12);
+      const auto mi = static_cast<unsigned>((hms >> 6) & 63), sec = static_cast<unsigned>(hms & 63);
+      if (m == 0 || d == 0) {
+        *null = true;
+        return Status::OK();
+      }
+      micros = CutToFsp(micros, fsp);
+      if (y <= 9999 && d <= DaysInMonth(y, m) && h <= 23 && mi <= 59 && sec <= 59) {
+        const int64_t days = DaysFromCivil(static_cast<int64_t>(y), m, d);
+        return put(days * 86400000000LL + ((h * 60 + mi) * 60 + sec) * int64_t{1000000} + micros);
+      }
+      AppendDate(out, y, m, d);
+      out->push_back(' ');
+      AppendClock(out, h, mi, sec);
+      AppendFraction(out, static_cast<uint32_t>(micros), fsp);
+      return as_text(true);
+    }
+    case MysqlWire::kTimestamp: {
+      uint64_t secs = 0;
+      int64_t micros = 0;
+      if (mc.type == kTypeTimestamp) {
+        FERRY_RETURN_IF_ERROR(r.Le(4, "timestamp value", &secs));
+      } else {
+        std::string_view b;
+        FERRY_RETURN_IF_ERROR(r.Bytes(4, "timestamp value", &b));
+        secs = BeOf(b);
+        FERRY_RETURN_IF_ERROR(ReadFraction(r, mc.meta, false, &micros));
+      }
+      if (secs == 0 && micros == 0) {
+        *null = true;
+        return Status::OK();
+      }
+      const unsigned fsp = mc.type == kTypeTimestamp ? 0 : mc.meta;  // HasBinaryForm: <= 6
+      return put(static_cast<int64_t>(secs) * 1000000 + CutToFsp(micros, fsp));
+    }
+    default:
+      return Status::Internal("column " + ColumnName(p) + " has no binary form");
+  }
+}
+
 // The bytes of a value of `mc` whose size is its type's (numbers, dates and times); 0 for the
 // others, and for metadata out of range (decoding the value names the problem).
 size_t FixedWidth(const MapColumn& mc) {
@@ -1660,7 +1838,7 @@ Status SkipValue(ColumnPlan& p, Reader& r, std::string* scratch) {
 // How the images of one ROWS event are read: the bytes of their null bitmap, and per map column
 // whether the images hold it and whether its value is decoded or read past.
 struct ImageLayout {
-  enum Mode : uint8_t { kAbsent, kDecode, kSkip };
+  enum Mode : uint8_t { kAbsent, kDecode, kTyped, kSkip };
   size_t null_bytes = 0;
   std::vector<Mode> modes;
 };
@@ -1673,8 +1851,11 @@ void LayOut(const std::vector<ColumnPlan>& plans, const std::vector<bool>& prese
   for (size_t i = 0; i < plans.size(); ++i) {
     if (!present[i]) continue;
     ++npresent;
-    layout->modes[i] =
-        plans[i].skip || (!only.empty() && !only[i]) ? ImageLayout::kSkip : ImageLayout::kDecode;
+    if (plans[i].skip || (!only.empty() && !only[i])) {
+      layout->modes[i] = ImageLayout::kSkip;
+    } else {
+      layout->modes[i] = plans[i].typed ? ImageLayout::kTyped : ImageLayout::kDecode;
+    }
   }
   layout->null_bytes = (npresent + 7) / 8;
 }
@@ -1694,7 +1875,13 @@ Status DecodeImage(Reader& r, std::vector<ColumnPlan>& plans, const ImageLayout&
       continue;
     }
     std::string_view v;
-    FERRY_RETURN_IF_ERROR(DecodeValue(plans[i], r, &texts[i], &v));
+    if (mode == ImageLayout::kTyped) {
+      bool null = false;
+      FERRY_RETURN_IF_ERROR(DecodeTyped(plans[i], r, &texts[i], &v, &null));
+      if (null) continue;
+    } else {
+      FERRY_RETURN_IF_ERROR(DecodeValue(plans[i], r, &texts[i], &v));
+    }
     (*image)[i] = v;
   }
   return Status::OK();
@@ -1709,6 +1896,7 @@ struct RowDecoder::Impl {
   std::vector<std::string> before_texts, after_texts;
   RowImage before, after;
   std::vector<bool> before_columns;  // SetBeforeColumns (empty: all)
+  std::vector<bool> typed;           // per column: ColumnPlan::typed
   // Of the event being decoded: each row's first image (a WRITE's or DELETE's row, an UPDATE's
   // before) and an UPDATE's after image.
   ImageLayout first_layout, after_layout;
@@ -1745,8 +1933,21 @@ Result<std::unique_ptr<RowDecoder>> RowDecoder::Make(TableMap map, std::vector<C
   impl->before_texts.resize(n);
   impl->after_texts.resize(n);
   impl->full_texts.resize(n);
+  impl->typed.assign(n, false);
   return std::unique_ptr<RowDecoder>(new RowDecoder(std::move(impl)));
 }
+
+void RowDecoder::SetTypedColumns(const std::vector<bool>& allowed) {
+  Impl& d = *impl_;
+  FERRY_CHECK(allowed.empty() || allowed.size() == d.plans.size());
+  d.typed.assign(d.plans.size(), false);
+  for (size_t i = 0; i < d.plans.size(); ++i) {
+    d.plans[i].typed = !allowed.empty() && allowed[i] && HasBinaryForm(d.plans[i]);
+    d.typed[i] = d.plans[i].typed;
+  }
+}
+
+const std::vector<bool>& RowDecoder::typed() const { return impl_->typed; }
 
 void RowDecoder::SetBeforeColumns(std::vector<bool> columns) {
   FERRY_CHECK(columns.empty() || columns.size() == impl_->map.columns.size());

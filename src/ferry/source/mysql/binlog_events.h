@@ -203,6 +203,13 @@ class RowDecoder {
   // During Decode's callback of an UPDATE row: its whole before image, decoded now (valid until
   // the callback returns).
   Result<const RowImage*> FullBefore();
+  // Columns (map order) whose values may be given in ferry's binary form (mysql_types.h,
+  // AppendMysqlBinary) instead of their text: of those marked, every one whose wire has a binary
+  // form and whose type in the log always fits it. A follower leaves its key columns out (a
+  // key's bytes must not depend on the form). Empty: none (the default).
+  void SetTypedColumns(const std::vector<bool>& allowed);
+  // Per map column: whether its values come in binary form.
+  const std::vector<bool>& typed() const;
 
  private:
   struct Impl;

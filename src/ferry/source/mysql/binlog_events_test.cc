@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <cstring>
+#include <tuple>
 
 namespace ferry::source::binlog {
 namespace {
@@ -682,6 +683,171 @@ TEST(BinlogValues, ConvertLikeSnapshotValues) {
   const ColumnForm n = Form("n", "decimal", "decimal(10,4)", "", 10, 4);
   EXPECT_EQ(convert({246, "\x0a\x04"}, n, Decimal(true, "0", "05", 10, 4)).ValueAt<int128_t>(0),
             int128_t{-500});
+}
+
+// What a value converts to, decoded as text and converted by AppendMysqlValue, or decoded in
+// binary form (SetTypedColumns) and appended by AppendMysqlBinary: "null", the value's bytes in
+// the column, or "error". `typed_used`: whether the column had a binary form.
+std::string Converted(const Col& col, const ColumnForm& form, const std::string& value, bool typed,
+                      bool* typed_used = nullptr) {
+  const FormatDescription fd = Fd();
+  auto map = ParseTableMap(TableMapBody(9, {col}), fd);
+  EXPECT_TRUE(map.ok()) << map.status().ToString();
+  if (!map.ok()) return "bad map";
+  EventHeader h;
+  h.type = kWriteRowsV1;
+  const std::string body = RowsBody(9, 1, std::string(1, '\0') + value);
+  auto rows = ParseRowsEvent(h, body, fd);
+  EXPECT_TRUE(rows.ok());
+  if (!rows.ok()) return "bad rows";
+  auto decoder = RowDecoder::Make(*map, {form});
+  EXPECT_TRUE(decoder.ok()) << decoder.status().ToString();
+  if (!decoder.ok()) return "bad decoder";
+  if (typed) (*decoder)->SetTypedColumns({true});
+  const bool binary = (*decoder)->typed()[0];
+  if (typed_used != nullptr) *typed_used = binary;
+  Column out(MapMysqlColumn(form.column).type);
+  Status s = (*decoder)->Decode(*rows, [&](const RowImage&, const RowImage& after) {
+    if (!after[0]) {
+      out.AppendNull();
+      return Status::OK();
+    }
+    return binary ? AppendMysqlBinary(form.wire, *after[0], &out)
+                  : AppendMysqlValue(form.wire, *after[0], &out);
+  });
+  if (!s.ok()) return "error";
+  if (out.size() != 1) return "no value";
+  if (!out.IsValid(0)) return "null";
+  return std::string(reinterpret_cast<const char*>(out.fixed_data()),
+                     static_cast<size_t>(out.type().FixedWidth()));
+}
+
+// Numbers, dates and times in binary form convert exactly as their text does: the same value,
+// the same NULL for zero dates, the same refusals.
+TEST(BinlogValues, BinaryFormConvertsAsTheText) {
+  size_t compared = 0;
+  auto same = [&](const Col& col, const ColumnForm& form, const std::string& value,
+                  bool expect_typed = true) {
+    bool used = false;
+    const std::string typed = Converted(col, form, value, true, &used);
+    EXPECT_EQ(used, expect_typed) << form.column.column_type;
+    EXPECT_EQ(typed, Converted(col, form, value, false))
+        << form.column.column_type << " value bytes " << value.size();
+    ++compared;
+    return typed;
+  };
+  // Integers of every width and sign, at their ends.
+  const std::vector<std::tuple<uint8_t, const char*, const char*, size_t>> ints = {
+      {1, "tinyint", "tinyint(4)", 1},
+      {1, "tinyint", "tinyint(3) unsigned", 1},
+      {2, "smallint", "smallint(6)", 2},
+      {2, "smallint", "smallint(5) unsigned", 2},
+      {9, "mediumint", "mediumint(9)", 3},
+      {9, "mediumint", "mediumint(8) unsigned", 3},
+      {3, "int", "int(11)", 4},
+      {3, "int", "int(10) unsigned", 4},
+      {8, "bigint", "bigint(20)", 8},
+      {3, "int", "int(8) unsigned zerofill", 4},
+      {1, "tinyint", "tinyint(1)", 1}};
+  for (const auto& [type, data_type, column_type, n] : ints) {
+    const ColumnForm f = Form("n", data_type, column_type);
+    for (uint64_t v : {uint64_t{0}, uint64_t{1}, uint64_t{42}, ~uint64_t{0},
+                       uint64_t{1} << (8 * n - 1), (uint64_t{1} << (8 * n - 1)) - 1}) {
+      same({type, ""}, f, Le(v, n));
+    }
+  }
+  // bigint unsigned is a decimal(20,0) in the lake: text, not binary.
+  same({8, ""}, Form("n", "bigint", "bigint(20) unsigned"), Le(~0ull, 8), false);
+  // Decimals: signs, zeros, the most digits, fractions, and a log of another precision or
+  // scale than discovered (converted as the text is, or refused as it is).
+  auto dec = [](int p, int sc, const std::string& zerofill = "") {
+    return Form("n", "decimal",
+                "decimal(" + std::to_string(p) + "," + std::to_string(sc) + ")" + zerofill, "", p,
+                sc);
+  };
+  auto dcol = [](int p, int sc) { return Col{246, std::string{char(p), char(sc)}}; };
+  EXPECT_EQ(same(dcol(12, 2), dec(12, 2), Decimal(false, "1234567890", "12", 12, 2)),
+            Converted(dcol(12, 2), dec(12, 2), Decimal(false, "1234567890", "12", 12, 2), false));
+  same(dcol(12, 2), dec(12, 2), Decimal(true, "1234567890", "12", 12, 2));
+  same(dcol(12, 2), dec(12, 2), Decimal(true, "0", "", 12, 2));
+  same(dcol(12, 2), dec(12, 2), Decimal(false, "0", "01", 12, 2));
+  same(dcol(38, 0), dec(38, 0), Decimal(false, std::string(38, '9'), "", 38, 0));
+  same(dcol(38, 0), dec(38, 0), Decimal(true, std::string(38, '9'), "", 38, 0));
+  same(dcol(38, 38), dec(38, 38), Decimal(true, "", std::string(38, '9'), 38, 38));
+  same(dcol(18, 9), dec(18, 9), Decimal(false, "123456789", "123456789", 18, 9));
+  same(dcol(9, 9), dec(9, 9), Decimal(false, "", "000000001", 9, 9));
+  same(dcol(8, 3), dec(8, 3, " unsigned zerofill"), Decimal(false, "1", "5", 8, 3));
+  same(dcol(10, 2), dec(12, 3), Decimal(false, "12345678", "25", 10, 2));
+  same(dcol(12, 3), dec(10, 2), Decimal(false, "1", "125", 12, 3));        // a digit too many
+  same(dcol(12, 3), dec(10, 2), Decimal(false, "1", "12", 12, 3));         // a zero too many
+  same(dcol(12, 2), dec(10, 2), Decimal(false, "1234567890", "", 12, 2));  // too large
+  same(dcol(40, 2), dec(40, 2), Decimal(false, "1", "5", 40, 2), false);   // text beyond 38
+  // Dates: ordinary, leap days, year 0, the ends, zero dates and zero parts, not a calendar's.
+  const ColumnForm date = Form("d", "date", "date");
+  auto d3 = [](uint64_t y, uint64_t m, uint64_t d) { return Le((y << 9) | (m << 5) | d, 3); };
+  for (const auto& [y, m, d] : std::vector<std::tuple<int, int, int>>{{2024, 2, 29},
+                                                                      {2023, 2, 29},
+                                                                      {1900, 2, 29},
+                                                                      {2000, 2, 29},
+                                                                      {0, 1, 1},
+                                                                      {1, 1, 1},
+                                                                      {9999, 12, 31},
+                                                                      {1969, 12, 31},
+                                                                      {1970, 1, 1},
+                                                                      {0, 0, 0},
+                                                                      {2024, 0, 15},
+                                                                      {2024, 6, 0},
+                                                                      {2024, 4, 31},
+                                                                      {2024, 13, 1},
+                                                                      {2024, 15, 31}}) {
+    same({10, ""}, date, d3(uint64_t(y), uint64_t(m), uint64_t(d)));
+  }
+  EXPECT_EQ(Converted({10, ""}, date, d3(2024, 0, 15), true), "null");
+  EXPECT_EQ(Converted({10, ""}, date, d3(2024, 4, 31), true), "error");
+  // Datetimes of every precision, with zero dates (and a zero date with a fraction), times of
+  // day past their ends and the ends of the range.
+  for (unsigned fsp = 0; fsp <= 6; ++fsp) {
+    const ColumnForm dt =
+        Form("t", "datetime", fsp == 0 ? "datetime" : "datetime(" + std::to_string(fsp) + ")");
+    const size_t fbytes = (fsp + 1) / 2;
+    const uint64_t frac_max = fbytes == 0 ? 0 : fbytes == 1 ? 99 : fbytes == 2 ? 9999 : 999999;
+    for (const auto& [y, mo, d, h, mi, sec] :
+         std::vector<std::tuple<int, int, int, int, int, int>>{{2024, 2, 29, 12, 34, 56},
+                                                               {0, 1, 1, 0, 0, 0},
+                                                               {9999, 12, 31, 23, 59, 59},
+                                                               {1969, 12, 31, 23, 59, 59},
+                                                               {1970, 1, 1, 0, 0, 0},
+                                                               {0, 0, 0, 0, 0, 0},
+                                                               {2024, 2, 30, 0, 0, 0},
+                                                               {2024, 1, 1, 24, 0, 0},
+                                                               {2024, 1, 1, 0, 60, 0},
+                                                               {2024, 1, 1, 0, 0, 60},
+                                                               {2024, 0, 1, 1, 2, 3}}) {
+      for (uint64_t frac : {uint64_t{0}, uint64_t{1}, frac_max}) {
+        same({18, std::string(1, char(fsp))}, dt,
+             Datetime2(y, mo, d, h, mi, sec) + Be(frac, fbytes));
+      }
+    }
+  }
+  // Timestamps (UTC): every precision, zero, the epoch's first fraction, the 2038 end.
+  for (unsigned fsp = 0; fsp <= 6; ++fsp) {
+    const ColumnForm ts =
+        Form("t", "timestamp", fsp == 0 ? "timestamp" : "timestamp(" + std::to_string(fsp) + ")");
+    const size_t fbytes = (fsp + 1) / 2;
+    for (uint64_t secs : {uint64_t{0}, uint64_t{1}, uint64_t{951782400}, uint64_t{2147483647}}) {
+      for (uint64_t frac : {uint64_t{0}, uint64_t{1}, uint64_t{90}}) {
+        if (fbytes == 0 && frac != 0) continue;
+        same({17, std::string(1, char(fsp))}, ts, Be(secs, 4) + Be(frac, fbytes));
+      }
+    }
+  }
+  same({7, ""}, Form("t", "timestamp", "timestamp"), Le(0, 4));
+  same({7, ""}, Form("t", "timestamp", "timestamp"), Le(1700000000, 4));
+  // Types without a binary form stay text.
+  same({5, "\x08"}, Form("d", "double", "double"), F64(2.5), false);
+  same({19, "\x06"}, Form("t", "time", "time(6)"), Time2Micro(true, 838, 59, 59, 0), false);
+  same({13, ""}, Form("y", "year", "year(4)"), "\x7c", false);
+  EXPECT_GT(compared, 300u);
 }
 
 TEST(BinlogRows, UpdateImagesNullsAndPresentColumns) {

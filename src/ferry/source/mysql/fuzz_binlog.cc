@@ -144,9 +144,11 @@ void ReadEvent(std::string_view event, const FormatDescription& fd,
     for (const auto& v : after) total += v ? v->size() : 0;
     return total > (size_t{1} << 30) ? ferry::Status::Internal("impossible") : ferry::Status::OK();
   });
-  // As a follower reads it: UPDATE before images of the first column alone, whole on demand.
+  // As a follower reads it: values in binary form where they have one, UPDATE before images of
+  // the first column alone, whole on demand.
   auto decoder = RowDecoder::Make(m->second, forms);
   if (!decoder.ok()) return;
+  (*decoder)->SetTypedColumns(std::vector<bool>(forms.size(), true));
   std::vector<bool> key(forms.size(), false);
   if (!key.empty()) key[0] = true;
   (*decoder)->SetBeforeColumns(std::move(key));

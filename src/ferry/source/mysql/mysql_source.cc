@@ -709,9 +709,9 @@ class MysqlSource final : public Source {
                   m->Project(after, n, &after_row);
                   switch (rows->kind) {
                     case binlog::RowsEvent::Kind::kWrite:
-                      return changes.Put(t, RowOrigin::Op::kInsert, after_row);
+                      return changes.Put(t, RowOrigin::Op::kInsert, after_row, &m->typed);
                     case binlog::RowsEvent::Kind::kDelete:
-                      return changes.Put(t, RowOrigin::Op::kDelete, before_row);
+                      return changes.Put(t, RowOrigin::Op::kDelete, before_row, &m->typed);
                     case binlog::RowsEvent::Kind::kUpdate:
                       // `before` holds the key (SetBeforeColumns): the whole image is decoded
                       // only when the row moved to another key and the old one is deleted.
@@ -719,9 +719,10 @@ class MysqlSource final : public Source {
                         FERRY_ASSIGN_OR_RETURN(const binlog::RowImage* whole,
                                                m->decoder->FullBefore());
                         m->Project(*whole, n, &before_row);
-                        FERRY_RETURN_IF_ERROR(changes.Put(t, RowOrigin::Op::kDelete, before_row));
+                        FERRY_RETURN_IF_ERROR(
+                            changes.Put(t, RowOrigin::Op::kDelete, before_row, &m->typed));
                       }
-                      return changes.Put(t, RowOrigin::Op::kUpdate, after_row);
+                      return changes.Put(t, RowOrigin::Op::kUpdate, after_row, &m->typed);
                   }
                   return Status::OK();
                 });
@@ -975,6 +976,7 @@ class MysqlSource final : public Source {
     std::string body;  // the TABLE_MAP event's body: the server sends it again and again
     std::unique_ptr<binlog::RowDecoder> decoder;  // the map, with a form per map column
     std::vector<int> to_stream;                   // per map column: the stream column, or -1
+    std::vector<bool> typed;  // per stream column: its values come in binary form
     // A row image in stream column order (columns the map lacks are NULL).
     void Project(const binlog::RowImage& image, size_t n,
                  std::vector<std::optional<std::string_view>>* row) const {
@@ -1580,6 +1582,16 @@ Result<std::string> MysqlSource::Pass::Map(binlog::TableMap map, std::string_vie
     key_columns[i] =
         m.to_stream[i] >= 0 &&
         std::find(keys.begin(), keys.end(), static_cast<size_t>(m.to_stream[i])) != keys.end();
+  }
+  // The other columns' values may come in binary form (numbers, dates and times): no text to
+  // print and parse again. A key's bytes stay its text, whatever the log's type.
+  std::vector<bool> not_key(key_columns.size());
+  for (size_t i = 0; i < key_columns.size(); ++i)
+    not_key[i] = m.to_stream[i] >= 0 && !key_columns[i];
+  m.decoder->SetTypedColumns(not_key);
+  m.typed.assign(t.columns.size(), false);
+  for (size_t i = 0; i < m.to_stream.size(); ++i) {
+    if (m.to_stream[i] >= 0) m.typed[static_cast<size_t>(m.to_stream[i])] = m.decoder->typed()[i];
   }
   m.decoder->SetBeforeColumns(std::move(key_columns));
   m.body = std::string(body);

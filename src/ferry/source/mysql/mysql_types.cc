@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <cstring>
 #include <limits>
 
 #include "ferry/clients/mysql/mysql_server.h"
@@ -273,6 +274,84 @@ Status AppendMysqlValue(MysqlWire wire, std::optional<std::string_view> text, Co
     }
   }
   return Status::Internal("unknown MySQL wire form");
+}
+
+bool MysqlWireHasBinaryForm(MysqlWire wire) {
+  switch (wire) {
+    case MysqlWire::kInt32:
+    case MysqlWire::kInt64:
+    case MysqlWire::kDecimal:
+    case MysqlWire::kDate:
+    case MysqlWire::kDatetime:
+    case MysqlWire::kTimestamp:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string MysqlBinaryInt64(int64_t v) {
+  std::string out(sizeof v, '\0');
+  std::memcpy(out.data(), &v, sizeof v);
+  return out;
+}
+
+std::string MysqlBinaryDecimal(int128_t unscaled, int scale) {
+  std::string out(sizeof unscaled + 1, '\0');
+  std::memcpy(out.data(), &unscaled, sizeof unscaled);
+  out[sizeof unscaled] = static_cast<char>(scale);
+  return out;
+}
+
+Status AppendMysqlBinary(MysqlWire wire, std::string_view bytes, Column* col) {
+  auto bad = [&] {
+    return Status::Corruption("a value in binary form of " + std::to_string(bytes.size()) +
+                              " bytes for its kind");
+  };
+  int64_t v = 0;
+  if (wire != MysqlWire::kDecimal) {
+    if (bytes.size() != sizeof v) return bad();
+    std::memcpy(&v, bytes.data(), sizeof v);
+  }
+  switch (wire) {
+    case MysqlWire::kInt32:
+      if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+        return Status::InvalidArgument(std::to_string(v) + " does not fit a 32-bit int");
+      }
+      col->AppendInt32(static_cast<int32_t>(v));
+      return Status::OK();
+    case MysqlWire::kInt64:
+    case MysqlWire::kDatetime:
+    case MysqlWire::kTimestamp:
+      col->AppendInt64(v);
+      return Status::OK();
+    case MysqlWire::kDate:
+      if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+        return bad();
+      }
+      col->AppendInt32(static_cast<int32_t>(v));
+      return Status::OK();
+    case MysqlWire::kDecimal: {
+      int128_t d = 0;
+      if (bytes.size() != sizeof d + 1) return bad();
+      std::memcpy(&d, bytes.data(), sizeof d);
+      const int scale = static_cast<uint8_t>(bytes[sizeof d]);
+      const DataType& t = col->type();
+      if (scale == t.scale() && t.precision() <= 38 && d < Pow10(t.precision()) &&
+          d > -Pow10(t.precision())) {
+        col->AppendDecimal(d);
+        return Status::OK();
+      }
+      // Another scale than the column's (it changed since), or too many digits: as its text
+      // converts, or is refused.
+      FERRY_ASSIGN_OR_RETURN(int128_t exact,
+                             ParseDecimal(FormatDecimal(d, scale), t.precision(), t.scale()));
+      col->AppendDecimal(exact);
+      return Status::OK();
+    }
+    default:
+      return Status::Internal("a MySQL wire form without a binary form");
+  }
 }
 
 MysqlCursor ClassifyMysqlCursor(const MysqlColumn& c, MysqlWire wire) {

@@ -74,6 +74,21 @@ std::string MysqlSelectExpression(std::string_view name, MysqlWire wire);
 // caller adds table, column and row).
 Status AppendMysqlValue(MysqlWire wire, std::optional<std::string_view> text, Column* col);
 
+// A value in ferry's binary form: what its text converts to, without the text (the binary log's
+// decoder gives the common types so; binlog_events.h, RowDecoder::SetTypedColumns). Per wire:
+//   kInt32, kInt64        8 bytes: the value as a little-endian int64
+//   kDecimal              17 bytes: the unscaled value as a little-endian int128, then its scale
+//   kDate                 8 bytes: days since 1970-01-01, a little-endian int64
+//   kDatetime, kTimestamp 8 bytes: microseconds since 1970-01-01 00:00 (UTC), likewise
+// Zero dates have no binary form: they are NULL, as their text converts.
+bool MysqlWireHasBinaryForm(MysqlWire wire);
+std::string MysqlBinaryInt64(int64_t v);
+std::string MysqlBinaryDecimal(int128_t unscaled, int scale);
+// Appends a value in binary form to `col`, converted and checked as AppendMysqlValue converts its
+// text (the same refusals: an int that does not fit 32 bits, a decimal beyond the column's
+// precision or with more fraction digits than its scale).
+Status AppendMysqlBinary(MysqlWire wire, std::string_view bytes, Column* col);
+
 // Whether `text` is a MySQL zero date or a date with a zero month or day ("0000-00-00",
 // "2024-00-15 10:00:00"): what MySQL itself treats as NULL (`c IS NULL` holds for it).
 bool IsZeroDate(std::string_view text);
