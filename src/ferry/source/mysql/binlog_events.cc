@@ -1644,8 +1644,7 @@ Status DecodeTyped(ColumnPlan& p, Reader& r, std::string* out, std::string_view*
   const MapColumn& mc = *p.map;
   *null = false;
   auto put = [&](int64_t v) {
-    out->resize(sizeof v);
-    std::memcpy(out->data(), &v, sizeof v);
+    PutMysqlBinaryInt64(v, out);
     *view = *out;
     return Status::OK();
   };
@@ -1682,7 +1681,7 @@ Status DecodeTyped(ColumnPlan& p, Reader& r, std::string* out, std::string_view*
     case MysqlWire::kDecimal: {
       int128_t v = 0;
       FERRY_RETURN_IF_ERROR(DecodeDecimalValue(p, r, &v));
-      *out = MysqlBinaryDecimal(v, mc.meta & 0xFF);
+      PutMysqlBinaryDecimal(v, mc.meta & 0xFF, out);
       *view = *out;
       return Status::OK();
     }

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "ferry/clients/mysql/mysql_server.h"
 #include "ferry/types/value_parse.h"
@@ -290,16 +291,65 @@ bool MysqlWireHasBinaryForm(MysqlWire wire) {
   }
 }
 
+namespace {
+
+// The unsigned type of the same width (std::make_unsigned does not know __int128 in strict
+// C++).
+template <typename T>
+struct UnsignedOf {
+  using type = std::make_unsigned_t<T>;
+};
+template <>
+struct UnsignedOf<int128_t> {
+  using type = unsigned __int128;
+};
+
+// v in the fewest little-endian bytes (at most `max`) whose sign extension gives it back.
+template <typename T>
+void PutSigned(T v, size_t max, std::string* out) {
+  size_t n = 1;
+  while (n < max) {
+    const T lo = -(static_cast<T>(1) << (8 * n - 1));
+    if (v >= lo && v < -lo) break;
+    ++n;
+  }
+  out->resize(n);
+  auto u = static_cast<typename UnsignedOf<T>::type>(v);
+  for (size_t i = 0; i < n; ++i) {
+    (*out)[i] = static_cast<char>(static_cast<uint8_t>(u & 0xFF));
+    u >>= 8;
+  }
+}
+
+// The value of `bytes` (1 to sizeof(T), little-endian, sign-extended); false for another size.
+template <typename T>
+bool GetSigned(std::string_view bytes, T* v) {
+  if (bytes.empty() || bytes.size() > sizeof(T)) return false;
+  typename UnsignedOf<T>::type u = 0;
+  for (size_t i = bytes.size(); i-- > 0;) u = (u << 8) | static_cast<uint8_t>(bytes[i]);
+  const unsigned shift = static_cast<unsigned>(8 * (sizeof(T) - bytes.size()));
+  *v = static_cast<T>(u << shift) >> shift;
+  return true;
+}
+
+}  // namespace
+
+void PutMysqlBinaryInt64(int64_t v, std::string* out) { PutSigned(v, 8, out); }
+
+void PutMysqlBinaryDecimal(int128_t unscaled, int scale, std::string* out) {
+  PutSigned(unscaled, 16, out);
+  out->push_back(static_cast<char>(scale));
+}
+
 std::string MysqlBinaryInt64(int64_t v) {
-  std::string out(sizeof v, '\0');
-  std::memcpy(out.data(), &v, sizeof v);
+  std::string out;
+  PutMysqlBinaryInt64(v, &out);
   return out;
 }
 
 std::string MysqlBinaryDecimal(int128_t unscaled, int scale) {
-  std::string out(sizeof unscaled + 1, '\0');
-  std::memcpy(out.data(), &unscaled, sizeof unscaled);
-  out[sizeof unscaled] = static_cast<char>(scale);
+  std::string out;
+  PutMysqlBinaryDecimal(unscaled, scale, &out);
   return out;
 }
 
@@ -309,10 +359,7 @@ Status AppendMysqlBinary(MysqlWire wire, std::string_view bytes, Column* col) {
                               " bytes for its kind");
   };
   int64_t v = 0;
-  if (wire != MysqlWire::kDecimal) {
-    if (bytes.size() != sizeof v) return bad();
-    std::memcpy(&v, bytes.data(), sizeof v);
-  }
+  if (wire != MysqlWire::kDecimal && !GetSigned(bytes, &v)) return bad();
   switch (wire) {
     case MysqlWire::kInt32:
       if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
@@ -333,9 +380,8 @@ Status AppendMysqlBinary(MysqlWire wire, std::string_view bytes, Column* col) {
       return Status::OK();
     case MysqlWire::kDecimal: {
       int128_t d = 0;
-      if (bytes.size() != sizeof d + 1) return bad();
-      std::memcpy(&d, bytes.data(), sizeof d);
-      const int scale = static_cast<uint8_t>(bytes[sizeof d]);
+      if (bytes.size() < 2 || !GetSigned(bytes.substr(0, bytes.size() - 1), &d)) return bad();
+      const int scale = static_cast<uint8_t>(bytes.back());
       const DataType& t = col->type();
       if (scale == t.scale() && t.precision() <= 38 && d < Pow10(t.precision()) &&
           d > -Pow10(t.precision())) {

@@ -75,13 +75,17 @@ std::string MysqlSelectExpression(std::string_view name, MysqlWire wire);
 Status AppendMysqlValue(MysqlWire wire, std::optional<std::string_view> text, Column* col);
 
 // A value in ferry's binary form: what its text converts to, without the text (the binary log's
-// decoder gives the common types so; binlog_events.h, RowDecoder::SetTypedColumns). Per wire:
-//   kInt32, kInt64        8 bytes: the value as a little-endian int64
-//   kDecimal              17 bytes: the unscaled value as a little-endian int128, then its scale
-//   kDate                 8 bytes: days since 1970-01-01, a little-endian int64
-//   kDatetime, kTimestamp 8 bytes: microseconds since 1970-01-01 00:00 (UTC), likewise
+// decoder gives the common types so; binlog_events.h, RowDecoder::SetTypedColumns). An integer
+// is held in the fewest little-endian bytes that keep its sign (1 to 8; 1 to 16 for a
+// decimal's), so a value takes no more room than its text. Per wire:
+//   kInt32, kInt64        the value
+//   kDecimal              the unscaled value, then one byte: its scale
+//   kDate                 days since 1970-01-01
+//   kDatetime, kTimestamp microseconds since 1970-01-01 00:00 (UTC)
 // Zero dates have no binary form: they are NULL, as their text converts.
 bool MysqlWireHasBinaryForm(MysqlWire wire);
+void PutMysqlBinaryInt64(int64_t v, std::string* out);  // *out = the binary form of v
+void PutMysqlBinaryDecimal(int128_t unscaled, int scale, std::string* out);
 std::string MysqlBinaryInt64(int64_t v);
 std::string MysqlBinaryDecimal(int128_t unscaled, int scale);
 // Appends a value in binary form to `col`, converted and checked as AppendMysqlValue converts its

@@ -194,6 +194,57 @@ TEST_F(MysqlValueTest, TextMustBeUtf8AndNullsStayNull) {
   ASSERT_TRUE(v.ok()) << v.status().message();
 }
 
+// The binary form holds an integer in the fewest bytes that keep its sign, and gives back every
+// value at each width's ends; a form of the wrong size is damage, not a value.
+TEST(MysqlBinaryFormTest, IntegersInTheFewestBytesAndBack) {
+  EXPECT_EQ(MysqlBinaryInt64(0).size(), 1u);
+  EXPECT_EQ(MysqlBinaryInt64(127).size(), 1u);
+  EXPECT_EQ(MysqlBinaryInt64(-128).size(), 1u);
+  EXPECT_EQ(MysqlBinaryInt64(128).size(), 2u);
+  EXPECT_EQ(MysqlBinaryInt64(-129).size(), 2u);
+  EXPECT_EQ(MysqlBinaryInt64(std::numeric_limits<int64_t>::min()).size(), 8u);
+  EXPECT_EQ(MysqlBinaryInt64(1700000000000000).size(), 7u);  // microseconds of 2023: 7 bytes
+  auto back64 = [](int64_t v) {
+    Column c(DataType::Int64());
+    EXPECT_TRUE(AppendMysqlBinary(MysqlWire::kInt64, MysqlBinaryInt64(v), &c).ok());
+    return c.ValueAt<int64_t>(0);
+  };
+  for (int n = 1; n <= 8; ++n) {
+    const int64_t hi =
+        n == 8 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (8 * n - 1)) - 1;
+    for (int64_t v : {hi, -hi - 1, hi - 1, -hi, n == 8 ? hi : hi + 1, n == 8 ? -hi : -hi - 2}) {
+      EXPECT_EQ(back64(v), v) << n;
+    }
+  }
+  auto back128 = [](int128_t v, int precision) {
+    Column c(DataType::Decimal(precision, 0));
+    Status s = AppendMysqlBinary(MysqlWire::kDecimal, MysqlBinaryDecimal(v, 0), &c);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return s.ok() ? c.ValueAt<int128_t>(0) : int128_t{-1};
+  };
+  const int128_t nines = Pow10(38) - 1;
+  EXPECT_EQ(MysqlBinaryDecimal(nines, 0).size(), 17u);
+  EXPECT_EQ(back128(nines, 38), nines);
+  EXPECT_EQ(back128(-nines, 38), -nines);
+  for (int digits = 1; digits <= 38; ++digits) {
+    EXPECT_EQ(back128(Pow10(digits) - 1, 38), Pow10(digits) - 1) << digits;
+    EXPECT_EQ(back128(-Pow10(digits) + 1, 38), -Pow10(digits) + 1) << digits;
+  }
+  // The column's scale decides, as for text: 1.5 at scale 1 into decimal(10,2) is 1.50.
+  Column d(DataType::Decimal(10, 2));
+  ASSERT_TRUE(AppendMysqlBinary(MysqlWire::kDecimal, MysqlBinaryDecimal(15, 1), &d).ok());
+  EXPECT_EQ(d.ValueAt<int128_t>(0), int128_t{150});
+  EXPECT_EQ(AppendMysqlBinary(MysqlWire::kDecimal, MysqlBinaryDecimal(12345, 3), &d).code(),
+            StatusCode::kInvalidArgument);  // 12.345: a digit beyond the scale
+  Column i(DataType::Int32());
+  EXPECT_EQ(AppendMysqlBinary(MysqlWire::kInt32, "", &i).code(), StatusCode::kCorruption);
+  EXPECT_EQ(AppendMysqlBinary(MysqlWire::kInt32, std::string(9, '\1'), &i).code(),
+            StatusCode::kCorruption);
+  EXPECT_EQ(AppendMysqlBinary(MysqlWire::kDecimal, "\x01", &d).code(), StatusCode::kCorruption);
+  EXPECT_EQ(AppendMysqlBinary(MysqlWire::kText, "x", &i).code(), StatusCode::kInternal);
+  EXPECT_EQ(i.size(), 0u);
+}
+
 TEST(MysqlLiteralTest, NumbersUnquotedBinaryAsHexTextQuoted) {
   auto quote = [](std::string_view s) { return "'" + std::string(s) + "'"; };
   EXPECT_EQ(*MysqlLiteral(MysqlWire::kDecimal, "-12.50", quote), "-12.50");
