@@ -137,12 +137,19 @@ Status BinlogChanges::MaybeSpill() {
   return Status::OK();
 }
 
-Status BinlogChanges::Update(size_t t, const std::vector<std::optional<std::string_view>>& before,
-                             const std::vector<std::optional<std::string_view>>& after) {
-  if (KeyMoved(t, before, after)) {
-    FERRY_RETURN_IF_ERROR(Put(t, RowOrigin::Op::kDelete, before));  // the old row is gone
+Status BinlogChanges::Update(
+    size_t t, const std::vector<std::optional<std::string_view>>& before,
+    const std::vector<std::optional<std::string_view>>& after, const std::vector<bool>* typed,
+    const std::function<Result<const std::vector<std::optional<std::string_view>>*>()>&
+        whole_before) {
+  if (KeyMoved(t, before, after)) {  // the old row is gone
+    const std::vector<std::optional<std::string_view>>* old = &before;
+    if (whole_before) {
+      FERRY_ASSIGN_OR_RETURN(old, whole_before());
+    }
+    FERRY_RETURN_IF_ERROR(Put(t, RowOrigin::Op::kDelete, *old, typed));
   }
-  return Put(t, RowOrigin::Op::kUpdate, after);
+  return Put(t, RowOrigin::Op::kUpdate, after, typed);
 }
 
 bool BinlogChanges::KeyMoved(size_t t, const std::vector<std::optional<std::string_view>>& before,

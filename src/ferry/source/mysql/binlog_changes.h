@@ -72,13 +72,14 @@ class BinlogChanges {
   // in ferry's binary form (mysql_types.h, AppendMysqlBinary) rather than text; never a key's.
   Status Put(size_t t, RowOrigin::Op op, const std::vector<std::optional<std::string_view>>& row,
              const std::vector<bool>* typed = nullptr);
-  // An UPDATE: `before` and `after` images in stream column order.
+  // An UPDATE: `before` and `after` images in stream column order (`typed` as for Put). When
+  // the row moved to another key (both images have a whole key and they differ) the old row is
+  // deleted, with the image `whole_before` gives when set: `before` may then hold the key alone.
   Status Update(size_t t, const std::vector<std::optional<std::string_view>>& before,
-                const std::vector<std::optional<std::string_view>>& after);
-  // Whether an UPDATE moved its row to another key (both images have a whole key and they
-  // differ): then the old row is deleted. Only the key columns of `before` are read.
-  bool KeyMoved(size_t t, const std::vector<std::optional<std::string_view>>& before,
-                const std::vector<std::optional<std::string_view>>& after);
+                const std::vector<std::optional<std::string_view>>& after,
+                const std::vector<bool>* typed = nullptr,
+                const std::function<Result<const std::vector<std::optional<std::string_view>>*>()>&
+                    whole_before = {});
   // The open transaction ended at `end` (the event after its XID or COMMIT), logged at
   // `commit_us` (microseconds since the epoch): its changes of every table whose position is
   // before `end` are held; the rest are already in their tables.
@@ -143,6 +144,9 @@ class BinlogChanges {
     return key.size() + c.packed.size() + 96;
   }
 
+  // Whether an UPDATE moved its row to another key (Update).
+  bool KeyMoved(size_t t, const std::vector<std::optional<std::string_view>>& before,
+                const std::vector<std::optional<std::string_view>>& after);
   // The key id of `row`; false when a key column is NULL.
   bool KeyOf(size_t t, const std::vector<std::optional<std::string_view>>& row,
              std::string* id) const;

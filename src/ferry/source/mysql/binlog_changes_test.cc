@@ -112,6 +112,28 @@ TEST(BinlogChangesTest, AnUpdateThatChangesTheKeyDeletesTheOldRow) {
   EXPECT_EQ(t.upserts, (std::map<int32_t, std::string>{{-5, "x"}}));
   EXPECT_EQ(t.deletes, std::vector<int32_t>{5});
   EXPECT_EQ(t.deleted_names, (std::map<int32_t, std::string>{{5, "x"}}));
+  // A before image of the key alone: the whole one is asked for only when the key moved, and
+  // the deleted row is that whole image.
+  int asked = 0;
+  const Row whole{"7", "old name"};
+  auto whole_before = [&]() -> Result<const Row*> {
+    ++asked;
+    return &whole;
+  };
+  ASSERT_TRUE(
+      c.Update(0, Row{"6", std::nullopt}, Row{"6", "same key"}, nullptr, whole_before).ok());
+  EXPECT_EQ(asked, 0);
+  ASSERT_TRUE(c.Update(0, Row{"7", std::nullopt}, Row{"8", "moved"}, nullptr, whole_before).ok());
+  EXPECT_EQ(asked, 1);
+  c.Commit(Position::Binlog(1, 300));
+  t = Take(c);
+  EXPECT_EQ(t.upserts, (std::map<int32_t, std::string>{{6, "same key"}, {8, "moved"}}));
+  EXPECT_EQ(t.deleted_names, (std::map<int32_t, std::string>{{7, "old name"}}));
+  // Its failure is the update's.
+  ASSERT_FALSE(
+      c.Update(0, Row{"9", std::nullopt}, Row{"10", "x"}, nullptr, []() -> Result<const Row*> {
+         return Status::Corruption("cut short");
+       }).ok());
 }
 
 TEST(BinlogChangesTest, TransactionsEndingAtOrBeforeTheTablesPositionAreSkipped) {

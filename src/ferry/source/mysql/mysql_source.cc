@@ -715,14 +715,14 @@ class MysqlSource final : public Source {
                     case binlog::RowsEvent::Kind::kUpdate:
                       // `before` holds the key (SetBeforeColumns): the whole image is decoded
                       // only when the row moved to another key and the old one is deleted.
-                      if (changes.KeyMoved(t, before_row, after_row)) {
-                        FERRY_ASSIGN_OR_RETURN(const binlog::RowImage* whole,
-                                               m->decoder->FullBefore());
-                        m->Project(*whole, n, &before_row);
-                        FERRY_RETURN_IF_ERROR(
-                            changes.Put(t, RowOrigin::Op::kDelete, before_row, &m->typed));
-                      }
-                      return changes.Put(t, RowOrigin::Op::kUpdate, after_row, &m->typed);
+                      return changes.Update(
+                          t, before_row, after_row, &m->typed,
+                          [&]() -> Result<const std::vector<std::optional<std::string_view>>*> {
+                            FERRY_ASSIGN_OR_RETURN(const binlog::RowImage* whole,
+                                                   m->decoder->FullBefore());
+                            m->Project(*whole, n, &before_row);
+                            return &before_row;
+                          });
                   }
                   return Status::OK();
                 });
@@ -1586,8 +1586,9 @@ Result<std::string> MysqlSource::Pass::Map(binlog::TableMap map, std::string_vie
   // The other columns' values may come in binary form (numbers, dates and times): no text to
   // print and parse again. A key's bytes stay its text, whatever the log's type.
   std::vector<bool> not_key(key_columns.size());
-  for (size_t i = 0; i < key_columns.size(); ++i)
+  for (size_t i = 0; i < key_columns.size(); ++i) {
     not_key[i] = m.to_stream[i] >= 0 && !key_columns[i];
+  }
   m.decoder->SetTypedColumns(not_key);
   m.typed.assign(t.columns.size(), false);
   for (size_t i = 0; i < m.to_stream.size(); ++i) {
