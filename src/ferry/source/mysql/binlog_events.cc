@@ -1307,6 +1307,37 @@ Status ReadFraction(Reader& r, unsigned fsp, bool is_signed, int64_t* micros) {
   return Status::OK();
 }
 
+// A DATETIME2 value's fields: 5 bytes of year*13+month, day, hour, minute, second (offset by
+// 0x8000000000), then the fraction of `fsp` digits.
+struct Datetime {
+  uint64_t y = 0;
+  unsigned m = 0, d = 0, h = 0, mi = 0, s = 0;
+  int64_t micros = 0;
+};
+Status ReadDatetime2(const ColumnPlan& p, Reader& r, unsigned fsp, Datetime* t) {
+  std::string_view b;
+  FERRY_RETURN_IF_ERROR(r.Bytes(5, "datetime value", &b));
+  FERRY_RETURN_IF_ERROR(ReadFraction(r, fsp, true, &t->micros));
+  const int64_t packed = static_cast<int64_t>(BeOf(b)) - 0x8000000000LL;
+  if (packed < 0 || t->micros < 0) return Mismatch(p, "a negative datetime");
+  const auto ymdhms = static_cast<uint64_t>(packed);
+  const uint64_t ymd = ymdhms >> 17, ym = ymd >> 5, hms = ymdhms & ((1 << 17) - 1);
+  t->y = ym / 13;
+  t->m = static_cast<unsigned>(ym % 13);
+  t->d = static_cast<unsigned>(ymd & 31);
+  t->h = static_cast<unsigned>(hms >> 12);
+  t->mi = static_cast<unsigned>((hms >> 6) & 63);
+  t->s = static_cast<unsigned>(hms & 63);
+  return Status::OK();
+}
+// Its text as the server prints it.
+void AppendDatetime(std::string* out, const Datetime& t, unsigned fsp) {
+  AppendDate(out, t.y, t.m, t.d);
+  out->push_back(' ');
+  AppendClock(out, t.h, t.mi, t.s);
+  AppendFraction(out, static_cast<uint32_t>(t.micros), fsp);
+}
+
 Status DecodeValue(ColumnPlan& p, Reader& r, std::string* out, std::string_view* view) {
   const MapColumn& mc = *p.map;
   out->clear();
@@ -1434,18 +1465,9 @@ Status DecodeValue(ColumnPlan& p, Reader& r, std::string* out, std::string_view*
     }
     case kTypeDatetime2: {
       FERRY_ASSIGN_OR_RETURN(unsigned fsp, fsp_of());
-      std::string_view b;
-      FERRY_RETURN_IF_ERROR(r.Bytes(5, "datetime value", &b));
-      int64_t micros = 0;
-      FERRY_RETURN_IF_ERROR(ReadFraction(r, fsp, true, &micros));
-      const int64_t packed = static_cast<int64_t>(BeOf(b)) - 0x8000000000LL;
-      if (packed < 0 || micros < 0) return Mismatch(p, "a negative datetime");
-      const uint64_t ymdhms = static_cast<uint64_t>(packed);
-      const uint64_t ymd = ymdhms >> 17, ym = ymd >> 5, hms = ymdhms & ((1 << 17) - 1);
-      AppendDate(out, ym / 13, ym % 13, ymd & 31);
-      out->push_back(' ');
-      AppendClock(out, hms >> 12, (hms >> 6) & 63, hms & 63);
-      AppendFraction(out, static_cast<uint32_t>(micros), fsp);
+      Datetime t;
+      FERRY_RETURN_IF_ERROR(ReadDatetime2(p, r, fsp, &t));
+      AppendDatetime(out, t, fsp);
       break;
     }
     case kTypeTime: {  // before 5.6: [-]HHMMSS as a signed 3-byte integer
@@ -1702,31 +1724,18 @@ Status DecodeTyped(ColumnPlan& p, Reader& r, std::string* out, std::string_view*
     }
     case MysqlWire::kDatetime: {
       const unsigned fsp = mc.meta;
-      std::string_view b;
-      FERRY_RETURN_IF_ERROR(r.Bytes(5, "datetime value", &b));
-      int64_t micros = 0;
-      FERRY_RETURN_IF_ERROR(ReadFraction(r, fsp, true, &micros));
-      const int64_t packed = static_cast<int64_t>(BeOf(b)) - 0x8000000000LL;
-      if (packed < 0 || micros < 0) return Mismatch(p, "a negative datetime");
-      const auto ymdhms = static_cast<uint64_t>(packed);
-      const uint64_t ymd = ymdhms >> 17, ym = ymd >> 5, hms = ymdhms & ((1 << 17) - 1);
-      const uint64_t y = ym / 13;
-      const auto m = static_cast<unsigned>(ym % 13), d = static_cast<unsigned>(ymd & 31);
-      const auto h = static_cast<unsigned>(hms >> 12);
-      const auto mi = static_cast<unsigned>((hms >> 6) & 63), sec = static_cast<unsigned>(hms & 63);
-      if (m == 0 || d == 0) {
+      Datetime t;
+      FERRY_RETURN_IF_ERROR(ReadDatetime2(p, r, fsp, &t));
+      if (t.m == 0 || t.d == 0) {
         *null = true;
         return Status::OK();
       }
-      micros = CutToFsp(micros, fsp);
-      if (y <= 9999 && d <= DaysInMonth(y, m) && h <= 23 && mi <= 59 && sec <= 59) {
-        const int64_t days = DaysFromCivil(static_cast<int64_t>(y), m, d);
-        return put(days * 86400000000LL + ((h * 60 + mi) * 60 + sec) * int64_t{1000000} + micros);
+      if (t.y <= 9999 && t.d <= DaysInMonth(t.y, t.m) && t.h <= 23 && t.mi <= 59 && t.s <= 59) {
+        const int64_t days = DaysFromCivil(static_cast<int64_t>(t.y), t.m, t.d);
+        return put(days * 86400000000LL + ((t.h * 60 + t.mi) * 60 + t.s) * int64_t{1000000} +
+                   CutToFsp(t.micros, fsp));
       }
-      AppendDate(out, y, m, d);
-      out->push_back(' ');
-      AppendClock(out, h, mi, sec);
-      AppendFraction(out, static_cast<uint32_t>(micros), fsp);
+      AppendDatetime(out, t, fsp);
       return as_text(true);
     }
     case MysqlWire::kTimestamp: {
