@@ -1712,11 +1712,11 @@ Status DecodeTyped(ColumnPlan& p, Reader& r, std::string* out, std::string_view*
       FERRY_RETURN_IF_ERROR(r.Le(3, "date value", &v));
       const uint64_t y = v >> 9;
       const auto m = static_cast<unsigned>((v >> 5) & 15), d = static_cast<unsigned>(v & 31);
-      if (m == 0 || d == 0) {
+      if (y <= 9999 && (m == 0 || d == 0)) {  // (a longer year's text is no zero date)
         *null = true;
         return Status::OK();
       }
-      if (m <= 12 && d <= DaysInMonth(y, m)) {
+      if (y <= 9999 && m >= 1 && m <= 12 && d >= 1 && d <= DaysInMonth(y, m)) {
         return put(DaysFromCivil(static_cast<int64_t>(y), m, d));
       }
       AppendDate(out, y, m, d);
@@ -1726,11 +1726,12 @@ Status DecodeTyped(ColumnPlan& p, Reader& r, std::string* out, std::string_view*
       const unsigned fsp = mc.meta;
       Datetime t;
       FERRY_RETURN_IF_ERROR(ReadDatetime2(p, r, fsp, &t));
-      if (t.m == 0 || t.d == 0) {
+      if (t.y <= 9999 && (t.m == 0 || t.d == 0)) {  // (a longer year's text is no zero date)
         *null = true;
         return Status::OK();
       }
-      if (t.y <= 9999 && t.d <= DaysInMonth(t.y, t.m) && t.h <= 23 && t.mi <= 59 && t.s <= 59) {
+      if (t.y <= 9999 && t.m >= 1 && t.m <= 12 && t.d >= 1 && t.d <= DaysInMonth(t.y, t.m) &&
+          t.h <= 23 && t.mi <= 59 && t.s <= 59) {
         const int64_t days = DaysFromCivil(static_cast<int64_t>(t.y), t.m, t.d);
         return put(days * 86400000000LL + ((t.h * 60 + t.mi) * 60 + t.s) * int64_t{1000000} +
                    CutToFsp(t.micros, fsp));

@@ -799,7 +799,10 @@ TEST(BinlogValues, BinaryFormConvertsAsTheText) {
                                                                       {2024, 6, 0},
                                                                       {2024, 4, 31},
                                                                       {2024, 13, 1},
-                                                                      {2024, 15, 31}}) {
+                                                                      {2024, 15, 31},
+                                                                      {10000, 1, 1},
+                                                                      {10000, 0, 1},
+                                                                      {32767, 0, 0}}) {
     same({10, ""}, date, d3(uint64_t(y), uint64_t(m), uint64_t(d)));
   }
   EXPECT_EQ(Converted({10, ""}, date, d3(2024, 0, 15), true), "null");
@@ -822,7 +825,9 @@ TEST(BinlogValues, BinaryFormConvertsAsTheText) {
                                                                {2024, 1, 1, 24, 0, 0},
                                                                {2024, 1, 1, 0, 60, 0},
                                                                {2024, 1, 1, 0, 0, 60},
-                                                               {2024, 0, 1, 1, 2, 3}}) {
+                                                               {2024, 0, 1, 1, 2, 3},
+                                                               {10082, 0, 1, 0, 0, 0},
+                                                               {10000, 1, 1, 0, 0, 0}}) {
       for (uint64_t frac : {uint64_t{0}, uint64_t{1}, frac_max}) {
         same({18, std::string(1, char(fsp))}, dt,
              Datetime2(y, mo, d, h, mi, sec) + Be(frac, fbytes));
