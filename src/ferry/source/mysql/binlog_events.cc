@@ -1307,6 +1307,18 @@ Status ReadFraction(Reader& r, unsigned fsp, bool is_signed, int64_t* micros) {
   return Status::OK();
 }
 
+// A TIMESTAMP (4 little-endian bytes of seconds) or TIMESTAMP2 (4 big-endian bytes, then the
+// fraction of `fsp` digits) value: seconds and microseconds since the epoch.
+Status ReadTimestamp(const MapColumn& mc, Reader& r, unsigned fsp, uint64_t* secs,
+                     int64_t* micros) {
+  *micros = 0;
+  if (mc.type == kTypeTimestamp) return r.Le(4, "timestamp value", secs);
+  std::string_view b;
+  FERRY_RETURN_IF_ERROR(r.Bytes(4, "timestamp value", &b));
+  *secs = BeOf(b);
+  return ReadFraction(r, fsp, false, micros);
+}
+
 // A DATETIME2 value's fields: 5 bytes of year*13+month, day, hour, minute, second (offset by
 // 0x8000000000), then the fraction of `fsp` digits.
 struct Datetime {
@@ -1431,15 +1443,10 @@ Status DecodeValue(ColumnPlan& p, Reader& r, std::string* out, std::string_view*
       uint64_t secs = 0;
       int64_t micros = 0;
       unsigned fsp = 0;
-      if (mc.type == kTypeTimestamp) {
-        FERRY_RETURN_IF_ERROR(r.Le(4, "timestamp value", &secs));
-      } else {
+      if (mc.type == kTypeTimestamp2) {
         FERRY_ASSIGN_OR_RETURN(fsp, fsp_of());
-        std::string_view b;
-        FERRY_RETURN_IF_ERROR(r.Bytes(4, "timestamp value", &b));
-        secs = BeOf(b);
-        FERRY_RETURN_IF_ERROR(ReadFraction(r, fsp, false, &micros));
       }
+      FERRY_RETURN_IF_ERROR(ReadTimestamp(mc, r, fsp, &secs, &micros));
       if (secs == 0 && micros == 0) {
         out->append("0000-00-00 00:00:00");
       } else {
@@ -1622,10 +1629,51 @@ Status DecodeValue(ColumnPlan& p, Reader& r, std::string* out, std::string_view*
   return Status::OK();
 }
 
+// The bytes of a value of `mc` whose size is its type's (numbers, dates and times); 0 for the
+// others, and for metadata out of range (decoding the value names the problem).
+size_t FixedWidth(const MapColumn& mc) {
+  const size_t fraction = mc.meta <= 6 ? (mc.meta + 1u) / 2 : 0;
+  switch (mc.type) {
+    case kTypeTiny:
+    case kTypeYear:
+      return 1;
+    case kTypeShort:
+      return 2;
+    case kTypeInt24:
+    case kTypeDate:
+    case kTypeNewDate:
+    case kTypeTime:
+      return 3;
+    case kTypeLong:
+    case kTypeFloat:
+    case kTypeTimestamp:
+      return 4;
+    case kTypeLongLong:
+    case kTypeDouble:
+    case kTypeDatetime:
+      return 8;
+    case kTypeTimestamp2:
+      return mc.meta <= 6 ? 4 + fraction : 0;
+    case kTypeDatetime2:
+      return mc.meta <= 6 ? 5 + fraction : 0;
+    case kTypeTime2:
+      return mc.meta <= 6 ? 3 + fraction : 0;
+    case kTypeNewDecimal: {
+      const int precision = mc.meta >> 8, scale = mc.meta & 0xFF;
+      if (precision < 1 || precision > 65 || scale > precision) return 0;
+      const int intg = precision - scale;
+      return static_cast<size_t>(intg / 9 * 4 + kDigitBytes[intg % 9] + scale / 9 * 4 +
+                                 kDigitBytes[scale % 9]);
+    }
+    default:
+      return 0;
+  }
+}
+
 // Whether values of `p` can be given in binary form (mysql_types.h): its wire has one, and the
 // log's type is one whose values always fit it.
 bool HasBinaryForm(const ColumnPlan& p) {
-  if (p.skip || !MysqlWireHasBinaryForm(p.form->wire)) return false;
+  if (p.skip) return false;
   const MapColumn& mc = *p.map;
   const bool small = mc.type == kTypeTiny || mc.type == kTypeShort || mc.type == kTypeInt24;
   switch (p.form->wire) {
@@ -1689,11 +1737,7 @@ Status DecodeTyped(ColumnPlan& p, Reader& r, std::string* out, std::string_view*
   switch (p.form->wire) {
     case MysqlWire::kInt32:
     case MysqlWire::kInt64: {
-      const size_t n = mc.type == kTypeTiny    ? 1
-                       : mc.type == kTypeShort ? 2
-                       : mc.type == kTypeInt24 ? 3
-                       : mc.type == kTypeLong  ? 4
-                                               : 8;
+      const size_t n = FixedWidth(mc);  // HasBinaryForm: an integer type
       uint64_t v = 0;
       FERRY_RETURN_IF_ERROR(r.Le(n, "integer value", &v));
       if (p.is_unsigned) return put(static_cast<int64_t>(v));
@@ -1740,66 +1784,18 @@ Status DecodeTyped(ColumnPlan& p, Reader& r, std::string* out, std::string_view*
       return as_text(true);
     }
     case MysqlWire::kTimestamp: {
+      const unsigned fsp = mc.type == kTypeTimestamp ? 0 : mc.meta;  // HasBinaryForm: <= 6
       uint64_t secs = 0;
       int64_t micros = 0;
-      if (mc.type == kTypeTimestamp) {
-        FERRY_RETURN_IF_ERROR(r.Le(4, "timestamp value", &secs));
-      } else {
-        std::string_view b;
-        FERRY_RETURN_IF_ERROR(r.Bytes(4, "timestamp value", &b));
-        secs = BeOf(b);
-        FERRY_RETURN_IF_ERROR(ReadFraction(r, mc.meta, false, &micros));
-      }
+      FERRY_RETURN_IF_ERROR(ReadTimestamp(mc, r, fsp, &secs, &micros));
       if (secs == 0 && micros == 0) {
         *null = true;
         return Status::OK();
       }
-      const unsigned fsp = mc.type == kTypeTimestamp ? 0 : mc.meta;  // HasBinaryForm: <= 6
       return put(static_cast<int64_t>(secs) * 1000000 + CutToFsp(micros, fsp));
     }
     default:
       return Status::Internal("column " + ColumnName(p) + " has no binary form");
-  }
-}
-
-// The bytes of a value of `mc` whose size is its type's (numbers, dates and times); 0 for the
-// others, and for metadata out of range (decoding the value names the problem).
-size_t FixedWidth(const MapColumn& mc) {
-  const size_t fraction = mc.meta <= 6 ? (mc.meta + 1u) / 2 : 0;
-  switch (mc.type) {
-    case kTypeTiny:
-    case kTypeYear:
-      return 1;
-    case kTypeShort:
-      return 2;
-    case kTypeInt24:
-    case kTypeDate:
-    case kTypeNewDate:
-    case kTypeTime:
-      return 3;
-    case kTypeLong:
-    case kTypeFloat:
-    case kTypeTimestamp:
-      return 4;
-    case kTypeLongLong:
-    case kTypeDouble:
-    case kTypeDatetime:
-      return 8;
-    case kTypeTimestamp2:
-      return mc.meta <= 6 ? 4 + fraction : 0;
-    case kTypeDatetime2:
-      return mc.meta <= 6 ? 5 + fraction : 0;
-    case kTypeTime2:
-      return mc.meta <= 6 ? 3 + fraction : 0;
-    case kTypeNewDecimal: {
-      const int precision = mc.meta >> 8, scale = mc.meta & 0xFF;
-      if (precision < 1 || precision > 65 || scale > precision) return 0;
-      const int intg = precision - scale;
-      return static_cast<size_t>(intg / 9 * 4 + kDigitBytes[intg % 9] + scale / 9 * 4 +
-                                 kDigitBytes[scale % 9]);
-    }
-    default:
-      return 0;
   }
 }
 
@@ -1905,7 +1901,6 @@ struct RowDecoder::Impl {
   std::vector<std::string> before_texts, after_texts;
   RowImage before, after;
   std::vector<bool> before_columns;  // SetBeforeColumns (empty: all)
-  std::vector<bool> typed;           // per column: ColumnPlan::typed
   // Of the event being decoded: each row's first image (a WRITE's or DELETE's row, an UPDATE's
   // before) and an UPDATE's after image.
   ImageLayout first_layout, after_layout;
@@ -1942,21 +1937,22 @@ Result<std::unique_ptr<RowDecoder>> RowDecoder::Make(TableMap map, std::vector<C
   impl->before_texts.resize(n);
   impl->after_texts.resize(n);
   impl->full_texts.resize(n);
-  impl->typed.assign(n, false);
   return std::unique_ptr<RowDecoder>(new RowDecoder(std::move(impl)));
 }
 
 void RowDecoder::SetTypedColumns(const std::vector<bool>& allowed) {
   Impl& d = *impl_;
   FERRY_CHECK(allowed.empty() || allowed.size() == d.plans.size());
-  d.typed.assign(d.plans.size(), false);
   for (size_t i = 0; i < d.plans.size(); ++i) {
     d.plans[i].typed = !allowed.empty() && allowed[i] && HasBinaryForm(d.plans[i]);
-    d.typed[i] = d.plans[i].typed;
   }
 }
 
-const std::vector<bool>& RowDecoder::typed() const { return impl_->typed; }
+std::vector<bool> RowDecoder::typed() const {
+  std::vector<bool> out;
+  for (const ColumnPlan& p : impl_->plans) out.push_back(p.typed);
+  return out;
+}
 
 void RowDecoder::SetBeforeColumns(std::vector<bool> columns) {
   FERRY_CHECK(columns.empty() || columns.size() == impl_->map.columns.size());

@@ -209,7 +209,7 @@ class RowDecoder {
   // key's bytes must not depend on the form). Empty: none (the default).
   void SetTypedColumns(const std::vector<bool>& allowed);
   // Per map column: whether its values come in binary form.
-  const std::vector<bool>& typed() const;
+  std::vector<bool> typed() const;
 
  private:
   struct Impl;

@@ -701,6 +701,15 @@ class MysqlSource final : public Source {
             if (m == nullptr) continue;  // a table not followed: its rows are not decoded
             const size_t t = m->stream;
             const size_t n = changes.tables()[t].columns.size();
+            // An UPDATE's whole before image, when its row moved to another key (`before` holds
+            // the key alone: SetBeforeColumns). Made once per event, not per row.
+            const std::function<Result<const std::vector<std::optional<std::string_view>>*>()>
+                whole_before =
+                    [&]() -> Result<const std::vector<std::optional<std::string_view>>*> {
+              FERRY_ASSIGN_OR_RETURN(const binlog::RowImage* whole, m->decoder->FullBefore());
+              m->Project(*whole, n, &before_row);
+              return &before_row;
+            };
             Status ds = m->decoder->Decode(
                 *rows,
                 [&](const binlog::RowImage& before, const binlog::RowImage& after) -> Status {
@@ -713,16 +722,7 @@ class MysqlSource final : public Source {
                     case binlog::RowsEvent::Kind::kDelete:
                       return changes.Put(t, RowOrigin::Op::kDelete, before_row, &m->typed);
                     case binlog::RowsEvent::Kind::kUpdate:
-                      // `before` holds the key (SetBeforeColumns): the whole image is decoded
-                      // only when the row moved to another key and the old one is deleted.
-                      return changes.Update(
-                          t, before_row, after_row, &m->typed,
-                          [&]() -> Result<const std::vector<std::optional<std::string_view>>*> {
-                            FERRY_ASSIGN_OR_RETURN(const binlog::RowImage* whole,
-                                                   m->decoder->FullBefore());
-                            m->Project(*whole, n, &before_row);
-                            return &before_row;
-                          });
+                      return changes.Update(t, before_row, after_row, &m->typed, whole_before);
                   }
                   return Status::OK();
                 });
@@ -1591,8 +1591,9 @@ Result<std::string> MysqlSource::Pass::Map(binlog::TableMap map, std::string_vie
   }
   m.decoder->SetTypedColumns(not_key);
   m.typed.assign(t.columns.size(), false);
+  const std::vector<bool> typed = m.decoder->typed();
   for (size_t i = 0; i < m.to_stream.size(); ++i) {
-    if (m.to_stream[i] >= 0) m.typed[static_cast<size_t>(m.to_stream[i])] = m.decoder->typed()[i];
+    if (m.to_stream[i] >= 0) m.typed[static_cast<size_t>(m.to_stream[i])] = typed[i];
   }
   m.decoder->SetBeforeColumns(std::move(key_columns));
   m.body = std::string(body);

@@ -277,20 +277,6 @@ Status AppendMysqlValue(MysqlWire wire, std::optional<std::string_view> text, Co
   return Status::Internal("unknown MySQL wire form");
 }
 
-bool MysqlWireHasBinaryForm(MysqlWire wire) {
-  switch (wire) {
-    case MysqlWire::kInt32:
-    case MysqlWire::kInt64:
-    case MysqlWire::kDecimal:
-    case MysqlWire::kDate:
-    case MysqlWire::kDatetime:
-    case MysqlWire::kTimestamp:
-      return true;
-    default:
-      return false;
-  }
-}
-
 namespace {
 
 // The unsigned type of the same width (std::make_unsigned does not know __int128 in strict

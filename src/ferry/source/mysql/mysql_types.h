@@ -83,7 +83,6 @@ Status AppendMysqlValue(MysqlWire wire, std::optional<std::string_view> text, Co
 //   kDate                 days since 1970-01-01
 //   kDatetime, kTimestamp microseconds since 1970-01-01 00:00 (UTC)
 // Zero dates have no binary form: they are NULL, as their text converts.
-bool MysqlWireHasBinaryForm(MysqlWire wire);
 void PutMysqlBinaryInt64(int64_t v, std::string* out);  // *out = the binary form of v
 void PutMysqlBinaryDecimal(int128_t unscaled, int scale, std::string* out);
 std::string MysqlBinaryInt64(int64_t v);
