@@ -169,9 +169,13 @@ Status IcebergWarehouse::ProbeStorage() {
       .WithContext("probing the warehouse " + opts_.warehouse);
 }
 
+std::string DefaultTableLocation(const std::string& warehouse, const std::string& ns,
+                                 const std::string& table) {
+  return lake::JoinLocation(lake::JoinLocation(warehouse, TableFolder(ns)), TableFolder(table));
+}
+
 std::string IcebergWarehouse::TableLocationOf(const std::string& table) const {
-  return lake::JoinLocation(lake::JoinLocation(opts_.warehouse, TableFolder(opts_.ns)),
-                            TableFolder(table));
+  return DefaultTableLocation(opts_.warehouse, opts_.ns, table);
 }
 
 Result<std::unique_ptr<lake::Table>> IcebergWarehouse::LoadTable(const std::string& table) {

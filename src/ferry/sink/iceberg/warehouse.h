@@ -31,6 +31,13 @@ struct IcebergOptions {
   uint64_t write_buffer_bytes = 256ull << 20;
 };
 
+// The location ferry gives table `table` of namespace `ns` in the warehouse at `warehouse` (a
+// URI): <warehouse>/<ns>/<table>, each name a safe folder name (a plain name as it is; another
+// with '_' for its unsafe characters and a hash of the name, so that distinct names stay apart).
+// The sink's tables and those `ferry catalog serve` creates without a location are placed here.
+std::string DefaultTableLocation(const std::string& warehouse, const std::string& ns,
+                                 const std::string& table);
+
 class IcebergWarehouse {
  public:
   // Reads the destination keys: warehouse, namespace, catalog, catalog_name, compression,
