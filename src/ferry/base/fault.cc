@@ -53,6 +53,14 @@ const std::vector<FaultPointInfo>& AllFaultPoints() {
        "an S3 multipart upload of a file has sent a part (hit per part), not yet completed"},
       {"catalog.after_metadata_write",
        "the new metadata file is written, the catalog row not yet swapped"},
+      {"catalog.before_transaction_commit",
+       "a multi-table commit of the SQL catalog: every table's row is swapped in the open "
+       "transaction, COMMIT not yet sent"},
+      {"rest.commit_sent",
+       "a REST catalog commit request is sent, its response not yet read (the catalog may apply "
+       "it or not; the writer learns which by reloading the table)"},
+      {"rest.commit_answered",
+       "a REST catalog commit was applied and answered, the answer not yet used"},
       {"sink.after_commit", "data and marker are committed, the state file not yet written"},
       {"state.temp_written",
        "the new state file is written to its temporary name, not yet renamed"},

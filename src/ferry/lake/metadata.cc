@@ -83,6 +83,11 @@ Result<TableMetadata> TableMetadata::Parse(const std::string& text, const std::s
   if (doc.is_discarded() || !doc.is_object()) {
     return Status::Corruption("table metadata " + location + " is not valid JSON");
   }
+  return FromJson(std::move(doc), location);
+}
+
+Result<TableMetadata> TableMetadata::FromJson(Json doc, const std::string& location) {
+  if (!doc.is_object()) return Status::Corruption("table metadata " + location + " is not an object");
   if (doc.value("format-version", 0) != 2) {
     return Status::NotSupported("table metadata " + location + " has format-version " +
                                 doc.value("format-version", Json(0)).dump() +

@@ -29,6 +29,9 @@ Result<Schema> SchemaFromJson(const Json& j);
 class TableMetadata {
  public:
   static Result<TableMetadata> Parse(const std::string& text, const std::string& location);
+  // The same checks on a document already parsed (a REST catalog's answer); `location` names it
+  // in messages.
+  static Result<TableMetadata> FromJson(Json doc, const std::string& location);
   static TableMetadata NewTable(const std::string& table_uuid, const std::string& location,
                                 const Schema& schema,
                                 const std::map<std::string, std::string>& properties);

@@ -9,6 +9,7 @@
 #include "ferry/base/testing/temp_dir.h"
 #include "ferry/lake/sql_connection.h"
 #include "ferry/lake/table.h"
+#include "ferry/lake/table_commit.h"
 
 namespace ferry::lake {
 namespace {
@@ -83,7 +84,8 @@ class SqlCatalogTest : public ::testing::Test {
   std::unique_ptr<Catalog> OpenFaulty(Faults* f) {
     auto conn = OpenSqliteCatalogConnection(CatalogPath());
     EXPECT_TRUE(conn.ok()) << conn.status().ToString();
-    auto c = NewSqlCatalog(std::make_unique<FaultyConnection>(std::move(*conn), f), "test");
+    auto c = NewSqlCatalog(std::make_unique<FaultyConnection>(std::move(*conn), f), "test",
+                           LocalFileIO());
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return std::move(*c);
   }
@@ -139,15 +141,31 @@ class SqlCatalogTest : public ::testing::Test {
   Schema schema_;
 };
 
-TEST_F(SqlCatalogTest, SwapIsACompareAndSwapOnTheCurrentLocation) {
+TEST_F(SqlCatalogTest, ACommitAppliesOnlyWhileItsRequirementsHold) {
   ASSERT_TRUE(catalog_->CreateNamespace("ns").ok());
   ASSERT_TRUE(catalog_->CreateNamespace("ns").ok());  // idempotent
-  ASSERT_TRUE(catalog_->CreateTable(ident_, "file:///m0").ok());
-  EXPECT_EQ(catalog_->CreateTable(ident_, "file:///other").code(), StatusCode::kAlreadyExists);
-  ASSERT_TRUE(catalog_->SwapMetadataLocation(ident_, "file:///m0", "file:///m1").ok());
-  Status stale = catalog_->SwapMetadataLocation(ident_, "file:///m0", "file:///m2");
-  EXPECT_EQ(stale.code(), StatusCode::kCommitFailed) << stale.ToString();
-  EXPECT_EQ(**catalog_->LoadMetadataLocation(ident_), "file:///m1");
+  auto t = OpenTable(catalog_.get());
+  ASSERT_TRUE(t);
+  EXPECT_EQ(catalog_->CreateTable(ident_, t->metadata()).status().code(),
+            StatusCode::kAlreadyExists);
+  const TableMetadata base = t->metadata();
+  TableMetadata next = base;
+  next.SetProperty("k", "1");
+  auto commit = DescribeCommit(ident_, base, next);
+  ASSERT_TRUE(commit.ok()) << commit.status().ToString();
+  auto first = catalog_->CommitTable(*commit);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->metadata.Property("k"), std::optional<std::string>("1"));
+  // A commit built on a uuid the table no longer has is refused and changes nothing.
+  TableCommit stale = *commit;
+  stale.requirements = Json::array({Json{{"type", "assert-table-uuid"}, {"uuid", "other"}}});
+  stale.updates = Json::array({Json{{"action", "set-properties"}, {"updates", {{"k", "2"}}}}});
+  auto refused = catalog_->CommitTable(stale);
+  EXPECT_EQ(refused.status().code(), StatusCode::kCommitFailed) << refused.status().ToString();
+  auto loaded = catalog_->LoadTable(ident_);
+  ASSERT_TRUE(loaded.ok() && loaded->has_value());
+  EXPECT_EQ((*loaded)->metadata.Property("k"), std::optional<std::string>("1"));
+  EXPECT_EQ((*loaded)->metadata_location, first->metadata_location);
   auto tables = catalog_->ListTables("ns");
   ASSERT_TRUE(tables.ok());
   ASSERT_EQ(tables->size(), 1u);
@@ -155,40 +173,101 @@ TEST_F(SqlCatalogTest, SwapIsACompareAndSwapOnTheCurrentLocation) {
 }
 
 TEST_F(SqlCatalogTest, AnUpdateLostBeforeItWasSentIsSentAgainAfterAReconnect) {
-  ASSERT_TRUE(catalog_->CreateTable(ident_, "file:///m0").ok());
+  auto t = OpenTable(catalog_.get());
+  ASSERT_TRUE(t);
   faults_.update_lost_before_send = 2;
-  Status s = catalog_->SwapMetadataLocation(ident_, "file:///m0", "file:///m1");
-  ASSERT_TRUE(s.ok()) << s.ToString();
+  auto r = t->Append(OneFile(*t, "1"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(faults_.reconnects, 2);
-  EXPECT_EQ(**catalog_->LoadMetadataLocation(ident_), "file:///m1");
+  EXPECT_EQ(r->unknown_outcomes, 0);
+  EXPECT_EQ(t->metadata().last_sequence_number(), 1);
 }
 
 TEST_F(SqlCatalogTest, AnUpdateLostAfterItWasSentIsReportedUnknownAndNotSentAgain) {
-  ASSERT_TRUE(catalog_->CreateTable(ident_, "file:///m0").ok());
+  auto t = OpenTable(catalog_.get());
+  ASSERT_TRUE(t);
+  TableMetadata next = t->metadata();
+  next.SetProperty("k", "1");
+  auto commit = DescribeCommit(ident_, t->metadata(), next);
+  ASSERT_TRUE(commit.ok());
   faults_.update_lost_applied = 1;
-  Status s = catalog_->SwapMetadataLocation(ident_, "file:///m0", "file:///m1");
-  EXPECT_EQ(s.code(), StatusCode::kCommitStateUnknown) << s.ToString();
+  auto r = catalog_->CommitTable(*commit);
+  EXPECT_EQ(r.status().code(), StatusCode::kCommitStateUnknown) << r.status().ToString();
   EXPECT_EQ(faults_.updates_sent, 1);
 }
 
 TEST_F(SqlCatalogTest, ReadsAreRepeatedAfterALostConnection) {
-  ASSERT_TRUE(catalog_->CreateTable(ident_, "file:///m0").ok());
+  auto t = OpenTable(catalog_.get());
+  ASSERT_TRUE(t);
   faults_.reads_lost = 2;
-  auto loc = catalog_->LoadMetadataLocation(ident_);
-  ASSERT_TRUE(loc.ok()) << loc.status().ToString();
-  EXPECT_EQ(**loc, "file:///m0");
+  auto loaded = catalog_->LoadTable(ident_);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ((*loaded)->metadata_location, t->metadata_location());
   EXPECT_EQ(faults_.reconnects, 2);
 }
 
 TEST_F(SqlCatalogTest, ACreateWhoseOutcomeWasLostIsReadBack) {
   faults_.insert_lost_applied = 1;
-  Status s = catalog_->CreateTable(ident_, "file:///m0");
-  ASSERT_TRUE(s.ok()) << s.ToString();  // the row is ours: created, not "already exists"
-  EXPECT_EQ(**catalog_->LoadMetadataLocation(ident_), "file:///m0");
+  auto t = OpenTable(catalog_.get());  // created, not "already exists"
+  ASSERT_TRUE(t);
+  auto loaded = catalog_->LoadTable(ident_);
+  ASSERT_TRUE(loaded.ok() && loaded->has_value());
+  EXPECT_EQ((*loaded)->metadata_location, t->metadata_location());
+}
+
+TEST_F(SqlCatalogTest, NamespacesAreListedLoadedUpdatedAndDroppedWhenEmpty) {
+  ASSERT_TRUE(catalog_->CreateNamespace("sales", {{"owner", "Ann"}}).ok());
+  ASSERT_TRUE(catalog_->CreateNamespace("sales.eu").ok());
+  ASSERT_TRUE(catalog_->CreateNamespace("Web Logs").ok());
+  auto top = catalog_->ListNamespaces("");
+  ASSERT_TRUE(top.ok());
+  EXPECT_EQ(*top, (std::vector<std::string>{"Web Logs", "sales"}));
+  auto below = catalog_->ListNamespaces("sales");
+  ASSERT_TRUE(below.ok());
+  EXPECT_EQ(*below, (std::vector<std::string>{"sales.eu"}));
+  ASSERT_TRUE(catalog_->UpdateNamespace("sales", {{"team", "x"}}, {"owner"}).ok());
+  auto props = catalog_->LoadNamespace("sales");
+  ASSERT_TRUE(props.ok() && props->has_value());
+  EXPECT_EQ(**props, (std::map<std::string, std::string>{{"team", "x"}}));
+  EXPECT_EQ(catalog_->UpdateNamespace("nope", {}, {}).code(), StatusCode::kNotFound);
+  ident_ = TableIdent{"Web Logs", "t"};
+  ASSERT_TRUE(OpenTable(catalog_.get()));
+  EXPECT_EQ(catalog_->DropNamespace("Web Logs").code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE(catalog_->RenameTable(ident_, TableIdent{"sales", "t2"}).ok());
+  EXPECT_EQ(catalog_->RenameTable(ident_, TableIdent{"sales", "t2"}).code(),
+            StatusCode::kNotFound);
+  ASSERT_TRUE(catalog_->DropNamespace("Web Logs").ok());
+  EXPECT_FALSE(catalog_->LoadNamespace("Web Logs")->has_value());
+  ASSERT_TRUE(catalog_->DropTable(TableIdent{"sales", "t2"}).ok());
+  EXPECT_EQ(catalog_->DropTable(TableIdent{"sales", "t2"}).code(), StatusCode::kNotFound);
+}
+
+TEST_F(SqlCatalogTest, TablesCommitTogetherOrNotAtAll) {
+  auto a = OpenTable(catalog_.get());
+  ident_ = TableIdent{"ns", "u"};
+  auto b = OpenTable(catalog_.get());
+  ASSERT_TRUE(a && b);
+  auto change = [](Table& t, const std::string& v) {
+    TableMetadata next = t.metadata();
+    next.SetProperty("k", v);
+    return *DescribeCommit(t.ident(), t.metadata(), next);
+  };
+  ASSERT_TRUE(catalog_->CommitTables({change(*a, "1"), change(*b, "1")}).ok());
+  // b's commit asks for a field id the table does not have: neither applies.
+  TableCommit stale_b = change(*b, "2");
+  ASSERT_TRUE(a->Refresh().ok() && b->Refresh().ok());
+  TableCommit fresh_a = change(*a, "2");
+  stale_b.requirements.push_back(
+      Json{{"type", "assert-last-assigned-field-id"}, {"last-assigned-field-id", 999}});
+  Status s = catalog_->CommitTables({fresh_a, stale_b});
+  EXPECT_EQ(s.code(), StatusCode::kCommitFailed) << s.ToString();
+  ASSERT_TRUE(a->Refresh().ok() && b->Refresh().ok());
+  EXPECT_EQ(a->metadata().Property("k"), std::optional<std::string>("1"));
+  EXPECT_EQ(b->metadata().Property("k"), std::optional<std::string>("1"));
 }
 
 TEST_F(SqlCatalogTest, UnsupportedOrUnreachableCatalogsNameTheProblemWithoutThePassword) {
-  auto bad = OpenSqlCatalog("mysql://ferry:hunter22@db/lake", "c");
+  auto bad = OpenSqlCatalog("mysql://ferry:hunter22@db/lake", "c", LocalFileIO());
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message().find("hunter22"), std::string::npos) << bad.status().message();
@@ -198,7 +277,7 @@ TEST_F(SqlCatalogTest, UnsupportedOrUnreachableCatalogsNameTheProblemWithoutTheP
   for (const std::string uri : {"postgresql://ferry:hunter22@127.0.0.1:1/lake",
                                 "postgresql:host=127.0.0.1 port=1 dbname=lake user=ferry "
                                 "password=hunter22"}) {
-    auto down = OpenSqlCatalog(uri, "c");
+    auto down = OpenSqlCatalog(uri, "c", LocalFileIO());
     ASSERT_FALSE(down.ok());
     EXPECT_EQ(down.status().code(), StatusCode::kUnavailable) << down.status().ToString();
     const std::string& m = down.status().message();
@@ -206,7 +285,8 @@ TEST_F(SqlCatalogTest, UnsupportedOrUnreachableCatalogsNameTheProblemWithoutTheP
     EXPECT_NE(m.find("postgresql://ferry@127.0.0.1:1/lake"), std::string::npos) << m;
     EXPECT_NE(m.find("check host and port in destination.catalog"), std::string::npos) << m;
   }
-  auto garbled = OpenSqlCatalog("postgresql://ferry:hunter22@127.0.0.1:notaport/lake", "c");
+  auto garbled = OpenSqlCatalog("postgresql://ferry:hunter22@127.0.0.1:notaport/lake", "c",
+                                LocalFileIO());
   ASSERT_FALSE(garbled.ok());
   EXPECT_EQ(garbled.status().message().find("hunter22"), std::string::npos)
       << garbled.status().message();
@@ -239,8 +319,8 @@ TEST_F(SqlCatalogTest, ACommitThatDidNotLandIsMadeAgainByCompareAndSwap) {
   EXPECT_EQ(FilesInTable(*t).size(), 1u);
 }
 
-TEST_F(SqlCatalogTest, ALandedCommitBuriedUnderAnotherWritersIsFoundInTheMetadataLog) {
-  // No marker check at all: only the metadata-log can tell that the lost update landed.
+TEST_F(SqlCatalogTest, ALandedCommitBuriedUnderAnotherWritersIsFoundByItsSnapshot) {
+  // No marker check at all: only the snapshot it added can tell that the lost update landed.
   auto t = OpenTable(catalog_.get());
   Faults other_faults;
   auto other_catalog = OpenFaulty(&other_faults);
@@ -260,9 +340,9 @@ TEST_F(SqlCatalogTest, ALandedCommitBuriedUnderAnotherWritersIsFoundInTheMetadat
   EXPECT_EQ(std::count(files.begin(), files.end(), mine.data_files[0].path), 1);
 }
 
-TEST_F(SqlCatalogTest, AMarkerThatShowsTheWorkLandedSettlesAnUnknownOutcome) {
-  // Two commits of another writer bury ours beyond the one-entry metadata-log: only the marker
-  // can tell that it landed.
+TEST_F(SqlCatalogTest, ALandedCommitBuriedBeyondTheMetadataLogIsStillFoundAndNotWrittenAgain) {
+  // Two commits of another writer bury ours beyond the one-entry metadata-log: its snapshot
+  // (and the marker) tell that it landed.
   const std::map<std::string, std::string> props = {{"write.metadata.previous-versions-max", "1"}};
   auto t = OpenTable(catalog_.get(), props);
   Faults other_faults;
@@ -281,7 +361,8 @@ TEST_F(SqlCatalogTest, AMarkerThatShowsTheWorkLandedSettlesAnUnknownOutcome) {
   };
   auto r = t->Append(req);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_TRUE(r->already_landed);
+  EXPECT_EQ(r->attempts, 1);
+  EXPECT_EQ(r->unknown_outcomes, 1);
   EXPECT_EQ(faults_.updates_sent, 1);
   EXPECT_EQ(t->metadata().last_sequence_number(), 3);
   EXPECT_EQ(FilesInTable(*t).size(), 3u);

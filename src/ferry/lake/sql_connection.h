@@ -52,8 +52,10 @@ Result<std::unique_ptr<SqlConnection>> OpenSqliteCatalogConnection(const std::st
 // `dsn`: a postgresql:// (or postgres://) URI or a key=value libpq connection string.
 Result<std::unique_ptr<SqlConnection>> OpenPostgresCatalogConnection(const std::string& dsn);
 
-// The SQL catalog over any connection: creates the catalog tables when they are missing.
+// The SQL catalog over any connection: creates the catalog tables when they are missing. `io`
+// reads and writes the tables' metadata files.
 Result<std::unique_ptr<Catalog>> NewSqlCatalog(std::unique_ptr<SqlConnection> connection,
-                                               const std::string& catalog_name);
+                                               const std::string& catalog_name,
+                                               std::shared_ptr<FileIO> io);
 
 }  // namespace ferry::lake

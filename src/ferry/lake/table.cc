@@ -10,16 +10,11 @@
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
 #include "ferry/base/uuid.h"
+#include "ferry/lake/table_commit.h"
 #include "ferry/types/type_change.h"
 
 namespace ferry::lake {
 namespace {
-
-std::string NewMetadataUri(const std::string& table_location, int64_t version) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%05lld", static_cast<long long>(version));
-  return table_location + "/metadata/" + buf + "-" + NewUuid() + ".metadata.json";
-}
 
 int64_t SummaryLong(const Json* snapshot, const char* key) {
   if (snapshot == nullptr || !(*snapshot).contains("summary")) return 0;
@@ -41,34 +36,38 @@ Result<std::unique_ptr<Table>> Table::LoadOrCreate(
     Catalog* catalog, std::shared_ptr<FileIO> io, const TableIdent& ident,
     const std::string& location, const Schema& schema,
     const std::map<std::string, std::string>& properties) {
-  FERRY_ASSIGN_OR_RETURN(auto existing, catalog->LoadMetadataLocation(ident));
-  if (!existing) {
-    FERRY_RETURN_IF_ERROR(catalog->CreateNamespace(ident.ns));
-    TableMetadata m = TableMetadata::NewTable(NewUuid(), location, schema, properties);
-    m.StartUpdate("", NowMs());
-    std::string uri = NewMetadataUri(location, 0);
-    FERRY_RETURN_IF_ERROR(io->WriteNew(uri, m.ToJsonText()));
-    Status s = catalog->CreateTable(ident, uri);
-    if (!s.ok() && s.code() != StatusCode::kAlreadyExists) return s;
-    if (!s.ok()) (void)io->Delete(uri);  // another writer created it first: use theirs
+  FERRY_ASSIGN_OR_RETURN(auto existing, catalog->LoadTable(ident));
+  std::unique_ptr<Table> t(new Table(catalog, std::move(io), ident));
+  if (existing) {
+    t->Adopt(std::move(*existing));
+    return t;
   }
-  return Load(catalog, std::move(io), ident);
+  FERRY_RETURN_IF_ERROR(catalog->CreateNamespace(ident.ns));
+  auto created = catalog->CreateTable(
+      ident, TableMetadata::NewTable(NewUuid(), location, schema, properties));
+  if (created.ok()) {
+    t->Adopt(std::move(*created));
+    return t;
+  }
+  // Another writer created it first: use theirs.
+  if (created.status().code() != StatusCode::kAlreadyExists) return created.status();
+  FERRY_RETURN_IF_ERROR(t->Refresh());
+  return t;
+}
+
+void Table::Adopt(LoadedTable loaded) {
+  meta_ = std::move(loaded.metadata);
+  location_ = std::move(loaded.metadata_location);
+  config_ = std::move(loaded.config);
 }
 
 Status Table::Refresh() {
-  FERRY_ASSIGN_OR_RETURN(auto loc, catalog_->LoadMetadataLocation(ident_));
-  if (!loc) {
+  FERRY_ASSIGN_OR_RETURN(auto loaded, catalog_->LoadTable(ident_));
+  if (!loaded) {
     return Status::NotFound("table " + ident_.ToString() + " does not exist in " +
                             catalog_->Describe());
   }
-  if (*loc == location_) return Status::OK();
-  auto text = io_->Read(*loc);
-  if (!text.ok()) {
-    return text.status().WithContext("reading metadata of table " + ident_.ToString() +
-                                     " (the catalog points at a file that cannot be read)");
-  }
-  FERRY_ASSIGN_OR_RETURN(meta_, TableMetadata::Parse(*text, *loc));
-  location_ = *loc;
+  Adopt(std::move(*loaded));
   return Status::OK();
 }
 
@@ -131,49 +130,6 @@ std::string Table::NewDataFileUri(const std::string& prefix) const {
   return meta_.location() + "/data/" + prefix + "-" + NewUuid() + ".parquet";
 }
 
-namespace {
-
-// The metadata files a table's metadata refers to: its metadata-log.
-std::vector<std::string> LoggedMetadataFiles(const TableMetadata& m) {
-  std::vector<std::string> out;
-  const Json& log = m.doc()["metadata-log"];
-  if (!log.is_array()) return out;
-  for (const auto& e : log) {
-    if (e.contains("metadata-file") && e["metadata-file"].is_string()) {
-      out.push_back(e["metadata-file"].get<std::string>());
-    }
-  }
-  return out;
-}
-
-bool Contains(const std::vector<std::string>& v, const std::string& s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
-}
-
-}  // namespace
-
-std::optional<std::string> Table::LandedAmong(const std::vector<std::string>& uris) const {
-  const std::vector<std::string> logged = LoggedMetadataFiles(meta_);
-  for (const auto& uri : uris) {
-    if (uri == location_ || Contains(logged, uri)) return uri;
-  }
-  return std::nullopt;
-}
-
-void Table::PruneMetadataFiles(const std::vector<std::string>& before) {
-  auto enabled = meta_.Property("write.metadata.delete-after-commit.enabled");
-  if (!enabled || (*enabled != "true" && *enabled != "TRUE" && *enabled != "True")) return;
-  const std::vector<std::string> kept = LoggedMetadataFiles(meta_);
-  for (const auto& uri : before) {
-    if (uri == location_ || Contains(kept, uri)) continue;
-    Status s = io_->Delete(uri);
-    if (!s.ok()) {
-      // Not an error for the commit: the file is only no longer referenced.
-      FERRY_LOG(kDebug) << "could not delete old metadata file " << uri << ": " << s.message();
-    }
-  }
-}
-
 Result<CommitOutcome> Table::Commit(
     const LandedCheck& already_landed,
     const std::function<Status(TableMetadata&, int attempt)>& mutate,
@@ -181,23 +137,26 @@ Result<CommitOutcome> Table::Commit(
   CommitOutcome out;
   int64_t backoff = retry_.min_backoff_ms;
   std::minstd_rand jitter(static_cast<uint32_t>(NewPositiveId()));
-  // Metadata files whose swap was sent but whose outcome never came back. Each one may still
-  // land (the update may be in flight on the catalog server), so it is never deleted, and every
-  // later read of the table first looks for it.
-  std::vector<std::string> unknown;
-  auto landed_earlier = [&](const std::string& uri) {
-    FERRY_LOG(kInfo) << "commit to " << ident_.ToString() << " with an unknown outcome did land ("
-                     << uri << ")";
-    out.metadata_location = uri;
-    out.snapshot_id = *snapshot_id;
+  // Commits that were sent but whose outcome never came back. Each one may still land (the
+  // update may be in flight on the catalog's server), so every later read of the table first
+  // looks for its effects.
+  std::vector<Json> unknown;
+  auto landed_earlier = [&]() -> bool {
+    for (const auto& updates : unknown) {
+      if (UpdatesVisible(meta_, updates)) {
+        FERRY_LOG(kInfo) << "commit to " << ident_.ToString()
+                         << " with an unknown outcome did land (" << location_ << ")";
+        out.metadata_location = location_;
+        out.snapshot_id = *snapshot_id;
+        return true;
+      }
+    }
+    return false;
   };
   for (int attempt = 1;; ++attempt) {
     out.attempts = attempt;
     FERRY_RETURN_IF_ERROR(Refresh());
-    if (auto uri = LandedAmong(unknown)) {
-      landed_earlier(*uri);
-      return out;
-    }
+    if (landed_earlier()) return out;
     if (already_landed && already_landed(meta_)) {
       out.already_landed = true;
       out.metadata_location = location_;
@@ -206,26 +165,20 @@ Result<CommitOutcome> Table::Commit(
     TableMetadata next = meta_;
     next.StartUpdate(location_, NowMs());
     FERRY_RETURN_IF_ERROR(mutate(next, attempt));
-    int64_t version = MetadataVersion(location_) + 1;
-    std::string uri = NewMetadataUri(next.location(), version < 1 ? 1 : version);
-    FERRY_RETURN_IF_ERROR(io_->WriteNew(uri, next.ToJsonText()));
-    FaultPoint("catalog.after_metadata_write");
-    std::vector<std::string> before = LoggedMetadataFiles(meta_);
-    before.push_back(location_);
-    Status s = catalog_->SwapMetadataLocation(ident_, location_, uri);
-    if (s.ok()) {
-      meta_ = std::move(next);
-      location_ = uri;
-      PruneMetadataFiles(before);
-      out.metadata_location = uri;
+    FERRY_ASSIGN_OR_RETURN(TableCommit commit, DescribeCommit(ident_, meta_, next));
+    auto committed = catalog_->CommitTable(commit);
+    if (committed.ok()) {
+      Adopt(std::move(*committed));
+      out.metadata_location = location_;
       out.snapshot_id = *snapshot_id;
       return out;
     }
+    const Status& s = committed.status();
     if (s.code() == StatusCode::kCommitStateUnknown) {
-      // Never retry blindly: re-read the table; our file, current or in the metadata-log, or the
-      // marker says whether the update landed.
+      // Never retry blindly: re-read the table; the commit's effects (its snapshot, its refs) or
+      // the marker say whether the update landed.
       ++out.unknown_outcomes;
-      unknown.push_back(uri);
+      unknown.push_back(commit.updates);
       FERRY_LOG(kWarn) << "commit to " << ident_.ToString()
                        << " has an unknown outcome; re-reading the table: " << s.message();
       Status r = Refresh();
@@ -234,37 +187,28 @@ Result<CommitOutcome> Table::Commit(
                              " (re-reading the table failed too: " + r.message() +
                              "); the next run decides from the marker");
       }
-      if (location_ == uri) {
-        PruneMetadataFiles(before);
-        landed_earlier(uri);
-        return out;
-      }
-      if (auto landed = LandedAmong(unknown)) {
-        landed_earlier(*landed);
-        return out;
-      }
+      if (landed_earlier()) return out;
       if (already_landed && already_landed(meta_)) {
         out.already_landed = true;
         out.metadata_location = location_;
         return out;
       }
-      // Not landed (yet). Another attempt is safe: it is a compare-and-swap from the metadata just
-      // read, so at most one of it and the lost update can ever apply, and a lost update that
-      // applies first makes this attempt fail and the next read find it.
+      // Not landed (yet). Another attempt is safe: its requirements hold only for the metadata
+      // just read, so at most one of it and the lost update can ever apply, and a lost update
+      // that applies first makes this attempt fail and the next read find it.
       if (attempt >= retry_.max_attempts) {
         return s.WithContext("committing to table " + ident_.ToString() + " after " +
                              std::to_string(attempt) + " attempt(s)");
       }
       continue;
     }
-    (void)io_->Delete(uri);
     if (s.code() != StatusCode::kCommitFailed || attempt >= retry_.max_attempts) {
       return s.WithContext("committing to table " + ident_.ToString() + " after " +
                            std::to_string(attempt) + " attempt(s)");
     }
     ++out.lost_races;
     FERRY_LOG(kDebug) << "commit conflict on " << ident_.ToString() << ", retrying in " << backoff
-                      << " ms";
+                      << " ms: " << s.message();
     // Jitter keeps writers that collided from colliding again in step.
     std::uniform_int_distribution<int64_t> pause(backoff / 2, backoff);
     std::this_thread::sleep_for(std::chrono::milliseconds(pause(jitter)));

@@ -3,17 +3,14 @@
 //
 // Commit protocol (one attempt): refresh the metadata; ask the caller whether its work already
 // landed (the marker check: a retry after an unknown outcome must never write twice); build the
-// new metadata (new snapshot, refs, properties); write it as a new file; swap the catalog pointer.
-// A lost race (kCommitFailed) retries with backoff; an unknown outcome (kCommitStateUnknown: the
-// connection failed during the swap) re-reads the table and decides by what it finds: its own
-// metadata file current or in the metadata-log, or the marker. Only when neither shows it is
-// another attempt made, again a compare-and-swap from the metadata just read, so the lost update
-// and the new attempt can never both apply; a file whose swap had an unknown outcome is never
-// deleted. Data files and manifests are written once, outside the retry loop.
-//
-// After a commit, when the table property write.metadata.delete-after-commit.enabled is true, the
-// metadata files that fell off the metadata-log (write.metadata.previous-versions-max, 100 by
-// default) are deleted; the current file and every file still in the log are kept.
+// new metadata (new snapshot, refs, properties); describe the change as a TableCommit
+// (table_commit.h: requirements on the metadata it was built from, updates) and hand it to the
+// catalog, which applies it only if the requirements still hold. A lost race (kCommitFailed)
+// retries with backoff; an unknown outcome (kCommitStateUnknown: the connection failed after the
+// commit was sent) re-reads the table and decides by what it finds: the commit's effects (its
+// snapshot, the refs it set) or the marker. Only when neither shows it is another attempt made,
+// again with requirements on the metadata just read, so the lost update and the new attempt can
+// never both apply. Data files and manifests are written once, outside the retry loop.
 //
 // Thread-safety: not thread-safe; one Table object per writer thread. Several processes may
 // commit to the same table at once: the catalog serializes them.
@@ -90,6 +87,8 @@ class Table {
   const TableIdent& ident() const { return ident_; }
   const TableMetadata& metadata() const { return meta_; }
   const std::string& metadata_location() const { return location_; }
+  // The settings the catalog gave for the table's files (LoadedTable::config).
+  const std::map<std::string, std::string>& config() const { return config_; }
   FileIO& io() { return *io_; }
 
   Status Refresh();
@@ -147,17 +146,15 @@ class Table {
   Status AddSnapshotOnBranch(TableMetadata& next, const std::string& branch, int64_t snapshot_id,
                              int attempt, int32_t schema_id, const SnapshotChange& change);
 
-  // The first of `uris` that is the current metadata file or in the metadata-log.
-  std::optional<std::string> LandedAmong(const std::vector<std::string>& uris) const;
-  // Deletes the files of `before` (the metadata-log and file before the commit) that the current
-  // metadata no longer lists, if the table's properties ask for it.
-  void PruneMetadataFiles(const std::vector<std::string>& before);
+  // Takes what the catalog loaded or committed as the table's state.
+  void Adopt(LoadedTable loaded);
 
   Catalog* catalog_;
   std::shared_ptr<FileIO> io_;
   TableIdent ident_;
   TableMetadata meta_;
   std::string location_;
+  std::map<std::string, std::string> config_;
   CommitRetryPolicy retry_;
 };
 

@@ -17,7 +17,7 @@ using Rows = std::multimap<int64_t, std::string>;
 class TableScanTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto c = OpenSqlCatalog("sqlite:" + (dir_ / "catalog.db").string(), "test");
+    auto c = OpenSqlCatalog("sqlite:" + (dir_ / "catalog.db").string(), "test", LocalFileIO());
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     catalog_ = std::move(*c);
     auto s = std::make_shared<Schema>();

@@ -13,7 +13,7 @@ namespace {
 class TableTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto c = OpenSqlCatalog("sqlite:" + (dir_ / "catalog.db").string(), "test");
+    auto c = OpenSqlCatalog("sqlite:" + (dir_ / "catalog.db").string(), "test", LocalFileIO());
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     catalog_ = std::move(*c);
     schema_.fields = {{1, "id", DataType::Int64(), true, ""},

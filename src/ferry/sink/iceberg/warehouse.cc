@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "ferry/base/fs.h"
+#include "ferry/lake/rest_catalog.h"
 #include "ferry/lake/s3_settings.h"
 
 namespace ferry::sink {
@@ -72,6 +73,46 @@ Result<lake::S3Config> TakeS3Config(config::Options& o) {
   return c;
 }
 
+constexpr const char* kRestKeys[] = {"token",         "credential",        "scope",
+                                     "oauth2-server-uri", "signing_region", "signing_name",
+                                     "access_delegation", "connect_timeout", "timeout",
+                                     "retries"};
+
+// Whether a REST catalog's `warehouse` names a place (a URI or a path) rather than a warehouse
+// the server knows by name.
+bool LooksLikeLocation(const std::string& w) {
+  if (w.empty()) return false;
+  if (w[0] == '/' || w.rfind("./", 0) == 0 || w.rfind("../", 0) == 0 || w == ".") return true;
+  return w.find("://") != std::string::npos || w.rfind("file:", 0) == 0;
+}
+
+// The destination's `rest:` keys (dotted: "rest.token"); the header map `rest.headers`.
+Result<lake::RestCatalogOptions> TakeRestOptions(config::Options& o, const IcebergOptions& opts) {
+  lake::RestCatalogOptions r;
+  r.uri = opts.catalog_uri;
+  r.warehouse = opts.warehouse.empty() ? opts.rest_warehouse_name : opts.warehouse;
+  r.token = o.TakeOptionalString("rest.token").value_or("");
+  r.credential = o.TakeOptionalString("rest.credential").value_or("");
+  if (auto scope = o.TakeOptionalString("rest.scope")) r.scope = *scope;
+  r.oauth2_server_uri = o.TakeOptionalString("rest.oauth2-server-uri").value_or("");
+  r.signing_region = o.TakeOptionalString("rest.signing_region").value_or("");
+  r.signing_name = o.TakeOptionalString("rest.signing_name").value_or("");
+  r.access_delegation = o.TakeOptionalString("rest.access_delegation").value_or("");
+  if (!r.access_delegation.empty() && r.access_delegation != "vended-credentials" &&
+      r.access_delegation != "remote-signing") {
+    return Status::InvalidArgument(o.Where("rest.access_delegation") +
+                                   " must be vended-credentials or remote-signing, not '" +
+                                   r.access_delegation + "'");
+  }
+  r.headers = o.TakeMap("rest.headers");
+  FERRY_ASSIGN_OR_RETURN(r.connect_timeout_ms,
+                         o.TakeDuration("rest.connect_timeout", 10000, 100));
+  FERRY_ASSIGN_OR_RETURN(r.timeout_ms, o.TakeDuration("rest.timeout", 120000, 1000));
+  FERRY_ASSIGN_OR_RETURN(int64_t retries, o.TakeInt("rest.retries", 5, 0, 100));
+  r.max_attempts = static_cast<int>(retries) + 1;
+  return r;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<IcebergWarehouse>> IcebergWarehouse::Open(config::DestinationConfig& cfg,
@@ -79,8 +120,22 @@ Result<std::unique_ptr<IcebergWarehouse>> IcebergWarehouse::Open(config::Destina
   std::unique_ptr<IcebergWarehouse> w(new IcebergWarehouse());
   IcebergOptions& opts = w->opts_;
   config::Options& o = cfg.options;
-  FERRY_ASSIGN_OR_RETURN(opts.warehouse, o.TakeLocation("warehouse"));
-  const std::string scheme = lake::SchemeOf(opts.warehouse);
+  const std::optional<std::string> catalog_setting = o.TakeOptionalString("catalog");
+  const bool rest = catalog_setting && lake::IsRestCatalogUri(*catalog_setting);
+  if (rest) {
+    // A REST catalog's warehouse is what its server calls one: a location, or a name the server
+    // maps to one (Polaris' catalog, Lakekeeper's warehouse).
+    const std::string w_raw = o.TakeOptionalString("warehouse").value_or("");
+    if (LooksLikeLocation(w_raw)) {
+      o.Set("warehouse", w_raw, 0);
+      FERRY_ASSIGN_OR_RETURN(opts.warehouse, o.TakeLocation("warehouse"));
+    } else {
+      opts.rest_warehouse_name = w_raw;
+    }
+  } else {
+    FERRY_ASSIGN_OR_RETURN(opts.warehouse, o.TakeLocation("warehouse"));
+  }
+  const std::string scheme = lake::SchemeOf(opts.warehouse.empty() ? (o.Has("s3.region") || o.Has("s3.endpoint") ? "s3://" : "file:///") : opts.warehouse);
   const bool on_s3 = scheme == "s3" || scheme == "s3a";
   FERRY_ASSIGN_OR_RETURN(lake::S3Config s3, TakeS3Config(o));
   if (!on_s3) {
@@ -92,19 +147,23 @@ Result<std::unique_ptr<IcebergWarehouse>> IcebergWarehouse::Open(config::Destina
       }
     }
   }
-  if (on_s3 && !o.Has("catalog")) {
+  if (on_s3 && !catalog_setting && !opts.warehouse.empty()) {
     return Status::InvalidArgument(
         "destination.catalog is required for an s3:// warehouse (" + opts.warehouse +
         "): the SQL catalog cannot live on an object store. Set catalog: sqlite:./catalog.db (a "
-        "local file) or a postgresql:// URL");
+        "local file), a postgresql:// URL or a REST catalog (rest+https://host/path)");
   }
   // The storage first: a warehouse ferry cannot write stops here, before anything is created.
-  auto io = lake::OpenFileIO(opts.warehouse, s3);
+  auto io = lake::OpenFileIO(opts.warehouse.empty() ? (on_s3 ? "s3://warehouse" : "file:///")
+                                                    : opts.warehouse,
+                            s3);
   if (!io.ok()) return io.status().WithContext(o.Where("warehouse"));
   w->io_ = std::move(*io);
   opts.ns = o.TakeOptionalString("namespace").value_or(pipeline);
   if (opts.ns.empty()) return Status::InvalidArgument("destination.namespace is empty");
-  if (auto c = o.TakeOptionalString("catalog")) {
+  if (rest) {
+    opts.catalog_uri = *catalog_setting;
+  } else if (auto c = catalog_setting) {
     std::string uri = *c;
     if (uri.rfind("sqlite:", 0) == 0) {
       std::string p = uri.substr(7);
@@ -143,19 +202,37 @@ Result<std::unique_ptr<IcebergWarehouse>> IcebergWarehouse::Open(config::Destina
   opts.target_file_bytes = static_cast<uint64_t>(target);
   opts.parquet.row_group_bytes = static_cast<uint64_t>(rg);
   opts.parquet.page_bytes = static_cast<uint64_t>(page);
+  lake::RestCatalogOptions rest_opts;
+  if (rest) {
+    FERRY_ASSIGN_OR_RETURN(rest_opts, TakeRestOptions(o, opts));
+  } else {
+    for (const char* key : kRestKeys) {
+      if (o.Has(std::string("rest.") + key)) {
+        return Status::InvalidArgument(o.Where(std::string("rest.") + key) +
+                                       " applies to a REST catalog only (catalog: "
+                                       "rest+https://...); remove the rest: section");
+      }
+    }
+  }
   std::vector<std::string> known = {"warehouse",        "namespace",      "catalog",
                                     "catalog_name",     "compression",    "zstd_level",
                                     "target_file_size", "row_group_size", "page_size",
                                     "max_open_files",   "write_buffer"};
   for (const char* key : kS3Keys) known.push_back(std::string("s3.") + key);
+  for (const char* key : kRestKeys) known.push_back(std::string("rest.") + key);
   FERRY_RETURN_IF_ERROR(o.CheckAllUsed(known));
-  auto catalog = lake::OpenSqlCatalog(opts.catalog_uri, opts.catalog_name);
+  auto catalog = rest ? lake::OpenRestCatalog(rest_opts)
+                      : lake::OpenSqlCatalog(opts.catalog_uri, opts.catalog_name, w->io_);
   if (!catalog.ok()) return catalog.status().WithContext("opening the Iceberg catalog");
   w->catalog_ = std::move(*catalog);
   return w;
 }
 
 std::string IcebergWarehouse::Describe() const {
+  if (opts_.warehouse.empty()) {
+    return "Iceberg warehouse '" + opts_.rest_warehouse_name + "' of the " +
+           catalog_->Describe() + ", namespace " + opts_.ns;
+  }
   auto folder = lake::LocalPath(opts_.warehouse);
   if (folder.ok()) {
     return "Iceberg warehouse " + *folder + ", namespace " + opts_.ns + ", " + catalog_->Describe();
@@ -165,6 +242,8 @@ std::string IcebergWarehouse::Describe() const {
 }
 
 Status IcebergWarehouse::ProbeStorage() {
+  // A warehouse known by name: its tables' places are the catalog's to say.
+  if (opts_.warehouse.empty()) return Status::OK();
   return lake::ProbeStorage(*io_, opts_.warehouse)
       .WithContext("probing the warehouse " + opts_.warehouse);
 }

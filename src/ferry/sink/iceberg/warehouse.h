@@ -20,7 +20,9 @@
 namespace ferry::sink {
 
 struct IcebergOptions {
-  std::string warehouse;  // the warehouse's location, a URI ("file:///abs/folder")
+  std::string warehouse;  // the warehouse's location, a URI ("file:///abs/folder"); empty when
+                          // a REST catalog's warehouse is a name (rest_warehouse_name)
+  std::string rest_warehouse_name;
   std::string ns;
   std::string catalog_uri;
   std::string catalog_name = "ferry";
