@@ -5,6 +5,7 @@
 //   ferry sync     -c pipeline.yaml          run the sync
 //   ferry maintain -c pipeline.yaml          compact data files, expire old snapshots
 //   ferry verify   -c pipeline.yaml          compare source and destination, table by table
+//   ferry catalog serve -c pipeline.yaml     serve the destination's catalog over Iceberg REST
 //   ferry faults                             list the fault points (for crash testing)
 //   ferry version
 //
@@ -28,12 +29,15 @@
 #include <nlohmann/json.hpp>
 
 #include "ferry/base/fault.h"
+#include "ferry/base/fs.h"
 #include "ferry/base/log.h"
 #include "ferry/base/log_setup.h"
+#include "ferry/catalog_server/rest_server.h"
 #include "ferry/config/config.h"
 #include "ferry/engine/sync.h"
 #include "ferry/engine/verify.h"
 #include "ferry/graph/graph.h"
+#include "ferry/lake/file_io.h"
 #include "ferry/lake/maintain.h"
 #include "ferry/metrics/metrics.h"
 #include "ferry/metrics/server.h"
@@ -86,6 +90,12 @@ commands:
                              readers see it): row counts and a per-key hash of every column; print
                              the first differing keys. Exit 0 when every table matches, 1 on any
                              difference
+  catalog serve -c FILE [--listen ADDR]
+  catalog serve --warehouse W [--catalog URI] [--catalog-name N] [--listen ADDR]
+                             serve the Iceberg catalog of the pipeline's destination (or the
+                             one of --catalog and --warehouse) over the Iceberg REST catalog
+                             protocol, so that DuckDB, pyiceberg, Spark and Trino attach to the
+                             lake; until SIGINT/SIGTERM. See `ferry catalog --help`
   faults                     list the named fault points (FERRY_FAULT=<point>[:<n>])
   version                    print the version (also --version)
 
@@ -97,8 +107,32 @@ options:
                       object per line: time, level, pipeline, message)
 )";
 
+const char* kCatalogUsage = R"(usage: ferry catalog serve -c FILE [--listen ADDR]
+       ferry catalog serve --warehouse W [--catalog URI] [--catalog-name N] [--listen ADDR]
+
+Serves an Iceberg SQL catalog and its warehouse over the Iceberg REST catalog protocol, so that
+DuckDB, pyiceberg, Spark, Trino, iceberg-js and ferry's own REST client attach to the lake with
+nothing else installed. Runs until SIGINT/SIGTERM. Clients use the URL of the line it prints
+when ready ("... on http://HOST:PORT").
+
+options:
+  -c, --config FILE    serve the catalog of this pipeline's Iceberg destination (its warehouse,
+                       catalog and catalog_name keys)
+  --warehouse W        without a pipeline file: the warehouse (a folder or s3://bucket/prefix)
+  --catalog URI        its SQL catalog: sqlite:PATH or a postgresql:// URL (default for a local
+                       warehouse: sqlite:<warehouse>/catalog.db, as the Iceberg destination's)
+  --catalog-name N     the catalog_name the tables are recorded under (default ferry); also the
+                       REST prefix clients send
+  --listen ADDR        host:port to listen on (default 127.0.0.1:8181; port 0 picks a free one)
+
+environment:
+  FERRY_CATALOG_TOKEN  a secret every client must send as "Authorization: Bearer <token>";
+                       required to listen on anything but a loopback address
+)";
+
 struct Args {
   std::string command;
+  std::string subcommand;  // catalog: serve
   std::string config;
   bool json = false;
   bool once = false;
@@ -114,6 +148,11 @@ struct Args {
   bool orphans = true;
   int64_t orphans_older_than_ms = 3LL * 24 * 3600 * 1000;
   bool maintain_options = false;
+  // catalog serve
+  std::string listen;
+  std::string catalog_uri;
+  std::string warehouse;
+  std::string catalog_name;
 };
 
 int Usage(const std::string& error) {
@@ -785,6 +824,120 @@ int CmdVerify(const Args& a) {
   return differing == 0 ? 0 : 1;
 }
 
+// The catalog `ferry catalog serve` serves, opened from a pipeline's Iceberg destination or
+// from --warehouse and --catalog.
+struct ServedLake {
+  std::unique_ptr<sink::IcebergWarehouse> destination;  // with -c
+  std::unique_ptr<lake::Catalog> catalog;               // without
+  lake::Catalog* served = nullptr;
+  std::string warehouse;  // URI
+  std::string catalog_uri;
+  std::string catalog_name;
+};
+
+Result<ServedLake> OpenPipelineLake(const Args& a) {
+  FERRY_ASSIGN_OR_RETURN(config::PipelineConfig cfg, LoadConfig(a));
+  if (cfg.destination.type != "iceberg") {
+    return Status::InvalidArgument(
+        "ferry catalog serve serves an Iceberg destination's catalog; the destination of " +
+        cfg.file + " is " + cfg.destination.type);
+  }
+  config::Options peek = cfg.destination.options;  // a copy: Open takes the keys itself
+  if (auto c = peek.TakeOptionalString("catalog"); c && lake::IsRestCatalogUri(*c)) {
+    return Status::InvalidArgument("the destination's catalog is a REST catalog already (" +
+                                   config::Redact(*c) +
+                                   "): clients attach to it directly; ferry catalog serve "
+                                   "serves SQL catalogs (sqlite:, postgresql://)");
+  }
+  ServedLake lake;
+  auto dst = sink::IcebergWarehouse::Open(cfg.destination, cfg.name);
+  if (!dst.ok()) return dst.status().WithContext("destination");
+  lake.destination = std::move(*dst);
+  const sink::IcebergOptions& o = lake.destination->options();
+  lake.served = lake.destination->catalog();
+  lake.warehouse = o.warehouse;
+  lake.catalog_uri = o.catalog_uri;
+  lake.catalog_name = o.catalog_name;
+  return lake;
+}
+
+Result<ServedLake> OpenFlagLake(const Args& a) {
+  if (a.warehouse.empty()) {
+    return Status::InvalidArgument(
+        "ferry catalog serve needs the pipeline file (-c FILE) or the warehouse (--warehouse "
+        "W, with --catalog URI unless the catalog is <warehouse>/catalog.db)");
+  }
+  ServedLake lake;
+  lake.warehouse =
+      lake::SchemeOf(a.warehouse).empty() ? lake::ToUri(AbsolutePath(a.warehouse)) : a.warehouse;
+  lake.catalog_name = a.catalog_name.empty() ? "ferry" : a.catalog_name;
+  auto io = lake::OpenFileIO(lake.warehouse);
+  if (!io.ok()) return io.status().WithContext("--warehouse");
+  if (a.catalog_uri.empty()) {
+    auto folder = lake::LocalPath(lake.warehouse);
+    if (!folder.ok()) {
+      return Status::InvalidArgument("the warehouse " + lake.warehouse +
+                                     " is not a local folder: give its catalog with --catalog "
+                                     "(sqlite:PATH or a postgresql:// URL)");
+    }
+    lake.catalog_uri = "sqlite:" + JoinPath(*folder, "catalog.db");
+  } else if (lake::IsRestCatalogUri(a.catalog_uri)) {
+    return Status::InvalidArgument("--catalog " + config::Redact(a.catalog_uri) +
+                                   " is a REST catalog already: clients attach to it directly");
+  } else if (a.catalog_uri.rfind("sqlite:", 0) == 0 && a.catalog_uri.size() > 7 &&
+             a.catalog_uri[7] != '/') {
+    lake.catalog_uri = "sqlite:" + AbsolutePath(a.catalog_uri.substr(7));
+  } else {
+    lake.catalog_uri = a.catalog_uri;
+  }
+  auto catalog = lake::OpenSqlCatalog(lake.catalog_uri, lake.catalog_name, *io);
+  if (!catalog.ok()) return catalog.status().WithContext("opening the catalog");
+  lake.catalog = std::move(*catalog);
+  lake.served = lake.catalog.get();
+  return lake;
+}
+
+int CmdCatalog(const Args& a) {
+  if (a.subcommand != "serve") {
+    const std::string error =
+        a.subcommand.empty()
+            ? "ferry catalog needs a subcommand: serve"
+            : "ferry catalog has one subcommand, serve, not '" + a.subcommand + "'";
+    std::fprintf(stderr, "ferry: %s\n\n%s", error.c_str(), kCatalogUsage);
+    return 2;
+  }
+  if (!a.config.empty() &&
+      (!a.warehouse.empty() || !a.catalog_uri.empty() || !a.catalog_name.empty())) {
+    return Usage(
+        "give either the pipeline file (-c) or --warehouse/--catalog/--catalog-name, not both");
+  }
+  auto lake = a.config.empty() ? OpenFlagLake(a) : OpenPipelineLake(a);
+  if (!lake.ok()) return Fail(lake.status(), ExitCodeFor(lake.status()));
+  catalog_server::ServeOptions opts;
+  if (!a.listen.empty()) opts.listen = a.listen;
+  opts.prefix = lake->catalog_name;
+  opts.warehouse = lake->warehouse;
+  const char* token = std::getenv("FERRY_CATALOG_TOKEN");
+  opts.token = token ? token : "";
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  auto server = catalog_server::RestCatalogServer::Start(opts, lake->served);
+  if (!server.ok()) return Fail(server.status(), 2);
+  std::printf("serving the Iceberg REST catalog %s (warehouse %s, prefix %s, %s) on %s\n",
+              config::Redact(lake->catalog_uri).c_str(), lake->warehouse.c_str(),
+              opts.prefix.c_str(),
+              opts.token.empty() ? "no token" : "bearer token of FERRY_CATALOG_TOKEN",
+              (*server)->url().c_str());
+  std::fflush(stdout);
+  while (!g_stop.requested()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  server->reset();  // waits for the requests in flight
+  Say(LogLevel::kInfo, "stopped serving the catalog");
+  return 0;
+}
+
 int CmdFaults() {
   for (const auto& p : AllFaultPoints()) {
     std::printf("%-32s %s\n", std::string(p.name).c_str(), std::string(p.description).c_str());
@@ -888,6 +1041,22 @@ int Main(int argc, char** argv) {
       }
       a.retain_last = v;
       a.maintain_options = true;
+    } else if (w == "--listen" || w == "--catalog" || w == "--warehouse" || w == "--catalog-name" ||
+               w.rfind("--listen=", 0) == 0 || w.rfind("--catalog=", 0) == 0 ||
+               w.rfind("--warehouse=", 0) == 0 || w.rfind("--catalog-name=", 0) == 0) {
+      const size_t eq = w.find('=');
+      const std::string flag = w.substr(0, eq);
+      std::string value;
+      if (eq != std::string::npos) {
+        value = w.substr(eq + 1);
+      } else if (i + 1 < rest.size()) {
+        value = rest[++i];
+      }
+      if (value.empty()) return Usage(flag + " needs a value");
+      if (flag == "--listen") a.listen = value;
+      if (flag == "--catalog") a.catalog_uri = value;
+      if (flag == "--warehouse") a.warehouse = value;
+      if (flag == "--catalog-name") a.catalog_name = value;
     } else if (w == "--log-format" || w.rfind("--log-format=", 0) == 0) {
       std::string f;
       if (w == "--log-format") {
@@ -904,6 +1073,10 @@ int Main(int argc, char** argv) {
     } else if (w == "-q" || w == "--quiet") {
       SetLogLevel(LogLevel::kWarn);
     } else if (w == "-h" || w == "--help" || w == "help") {
+      if (a.command == "catalog") {
+        std::fputs(kCatalogUsage, stdout);
+        return 0;
+      }
       return Usage("");
     } else if (w == "--version" || w == "-V") {
       // As `ferry version`.
@@ -912,6 +1085,8 @@ int Main(int argc, char** argv) {
       return Usage("unknown option '" + w + "'");
     } else if (a.command.empty()) {
       a.command = w;
+    } else if (a.command == "catalog" && a.subcommand.empty()) {
+      a.subcommand = w;
     } else {
       return Usage("unexpected argument '" + w + "'");
     }
@@ -935,6 +1110,11 @@ int Main(int argc, char** argv) {
         "--table, --no-compact, --no-expire, --expire-older-than and --retain-last go "
         "with maintain");
   }
+  if ((!a.listen.empty() || !a.catalog_uri.empty() || !a.warehouse.empty() ||
+       !a.catalog_name.empty()) &&
+      a.command != "catalog") {
+    return Usage("--listen, --catalog, --warehouse and --catalog-name go with catalog serve");
+  }
   if (a.json && a.command != "discover" && a.command != "state" && a.command != "verify") {
     return Usage("--json goes with discover, state and verify");
   }
@@ -944,6 +1124,7 @@ int Main(int argc, char** argv) {
   if (a.command == "state") return CmdState(a);
   if (a.command == "maintain") return CmdMaintain(a);
   if (a.command == "verify") return CmdVerify(a);
+  if (a.command == "catalog") return CmdCatalog(a);
   if (a.command == "faults") return CmdFaults();
   if (a.command == "version") {
     std::printf("ferry %s\n", kVersion);
