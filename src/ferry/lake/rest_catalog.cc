@@ -537,8 +537,8 @@ class RestCatalog final : public Catalog {
     bool refreshed = false;
     Status last;
     for (int attempt = 1; attempt <= opts_.max_attempts; ++attempt) {
-      if (kind == Kind::kCommit) FaultPoint("rest.commit_sent");
-      Exchange x = Perform(method, url, body, "application/json", delegation, true);
+      Exchange x = Perform(method, url, body, "application/json", delegation, true,
+                           kind == Kind::kCommit);
       HttpResponse& r = x.response;
       if (!x.error.ok()) {
         if (kind == Kind::kCommit && x.sent) {
@@ -584,8 +584,21 @@ class RestCatalog final : public Catalog {
     HttpResponse response;
   };
 
+  // Called by libcurl as the transfer moves: the first call after the whole request body has
+  // left is the commit's "sent, not answered" fault point.
+  static int OnProgress(void* user, curl_off_t, curl_off_t dlnow, curl_off_t ultotal,
+                        curl_off_t ulnow) {
+    bool* fired = static_cast<bool*>(user);
+    if (!*fired && ultotal > 0 && ulnow >= ultotal && dlnow == 0) {
+      *fired = true;
+      FaultPoint("rest.commit_sent");
+    }
+    return 0;
+  }
+
   Exchange Perform(const std::string& method, const std::string& url, const std::string& body,
-                  const char* content_type, const std::string& delegation, bool authorize) {
+                   const char* content_type, const std::string& delegation, bool authorize,
+                   bool commit = false) {
     CURL* c = TakeHandle();
     if (c == nullptr) return Exchange{Status::Internal("curl_easy_init failed"), false, {}};
     curl_easy_reset(c);
@@ -640,6 +653,16 @@ class RestCatalog final : public Catalog {
     }
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnWrite);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &out.body);
+    bool fired = false;
+    if (commit) {
+      // A commit never rides a kept-alive connection: libcurl silently sends a request again
+      // when a reused connection turns out closed, and a commit must be sent once per decision.
+      curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L);
+      curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+      curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+      curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, OnProgress);
+      curl_easy_setopt(c, CURLOPT_XFERINFODATA, &fired);
+    }
     const CURLcode rc = curl_easy_perform(c);
     long request_bytes = 0;
     curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &request_bytes);

@@ -368,6 +368,71 @@ TEST_F(SqlCatalogTest, ALandedCommitBuriedBeyondTheMetadataLogIsStillFoundAndNot
   EXPECT_EQ(FilesInTable(*t).size(), 3u);
 }
 
+TEST_F(SqlCatalogTest, ACommitReportedRefusedThatLandedAnywayIsFoundNotTakenForAnothersMarker) {
+  // A resent request (a proxy's, an HTTP library's) can apply a commit whose answer says it lost
+  // a race. The marker check then sees the work in the table: it must find it was this commit's
+  // (its files are referenced), never "landed earlier" (whose files a sink would delete).
+  // A catalog that applies the first commit and answers that it lost a race.
+  class Denying final : public Catalog {
+   public:
+    explicit Denying(Catalog* inner) : in_(inner) {}
+    Status CreateNamespace(const std::string& ns,
+                           const std::map<std::string, std::string>& p) override {
+      return in_->CreateNamespace(ns, p);
+    }
+    Result<std::vector<std::string>> ListNamespaces(const std::string& p) override {
+      return in_->ListNamespaces(p);
+    }
+    Result<std::optional<std::map<std::string, std::string>>> LoadNamespace(
+        const std::string& ns) override {
+      return in_->LoadNamespace(ns);
+    }
+    Status UpdateNamespace(const std::string& ns, const std::map<std::string, std::string>& set,
+                           const std::vector<std::string>& remove) override {
+      return in_->UpdateNamespace(ns, set, remove);
+    }
+    Status DropNamespace(const std::string& ns) override { return in_->DropNamespace(ns); }
+    Result<std::vector<TableIdent>> ListTables(const std::string& ns) override {
+      return in_->ListTables(ns);
+    }
+    Result<std::optional<LoadedTable>> LoadTable(const TableIdent& t) override {
+      return in_->LoadTable(t);
+    }
+    Result<LoadedTable> CreateTable(const TableIdent& t, const TableMetadata& m) override {
+      return in_->CreateTable(t, m);
+    }
+    Result<LoadedTable> CommitTable(const TableCommit& c) override {
+      auto r = in_->CommitTable(c);
+      if (r.ok() && denials-- > 0) return Status::CommitFailed("a resent copy lost the race");
+      return r;
+    }
+    Status CommitTables(const std::vector<TableCommit>& c) override {
+      return in_->CommitTables(c);
+    }
+    Status DropTable(const TableIdent& t) override { return in_->DropTable(t); }
+    Status RenameTable(const TableIdent& a, const TableIdent& b) override {
+      return in_->RenameTable(a, b);
+    }
+    std::string Describe() const override { return "denying " + in_->Describe(); }
+    int denials = 1;
+
+   private:
+    Catalog* in_;
+  };
+  Denying denying(catalog_.get());
+  auto t = OpenTable(&denying);
+  ASSERT_TRUE(t);
+  AppendRequest req = OneFile(*t, "chunk-1");
+  req.already_landed = [&](const TableMetadata& m) {
+    return m.Property("ferry.marker.p") == std::optional<std::string>("chunk-1");
+  };
+  auto r = t->Append(req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->already_landed);
+  EXPECT_EQ(t->metadata().last_sequence_number(), 1);
+  EXPECT_EQ(FilesInTable(*t), std::vector<std::string>{req.data_files[0].path});
+}
+
 // ---- old metadata files ----
 
 TEST_F(SqlCatalogTest, MetadataFilesThatFallOffTheLogAreDeletedWhenTheTableAsks) {

@@ -137,12 +137,13 @@ Result<CommitOutcome> Table::Commit(
   CommitOutcome out;
   int64_t backoff = retry_.min_backoff_ms;
   std::minstd_rand jitter(static_cast<uint32_t>(NewPositiveId()));
-  // Commits that were sent but whose outcome never came back. Each one may still land (the
-  // update may be in flight on the catalog's server), so every later read of the table first
-  // looks for its effects.
-  std::vector<Json> unknown;
+  // Every commit sent. One whose outcome never came back may still land (the update may be in
+  // flight on the catalog's server); even one refused may have been applied by a copy of the
+  // request a proxy or HTTP library sent again. So every later read of the table first looks
+  // for their effects: files a landed commit references must never be taken for another's.
+  std::vector<Json> sent;
   auto landed_earlier = [&]() -> bool {
-    for (const auto& updates : unknown) {
+    for (const auto& updates : sent) {
       if (UpdatesVisible(meta_, updates)) {
         FERRY_LOG(kInfo) << "commit to " << ident_.ToString()
                          << " with an unknown outcome did land (" << location_ << ")";
@@ -178,7 +179,7 @@ Result<CommitOutcome> Table::Commit(
       // Never retry blindly: re-read the table; the commit's effects (its snapshot, its refs) or
       // the marker say whether the update landed.
       ++out.unknown_outcomes;
-      unknown.push_back(commit.updates);
+      sent.push_back(commit.updates);
       FERRY_LOG(kWarn) << "commit to " << ident_.ToString()
                        << " has an unknown outcome; re-reading the table: " << s.message();
       Status r = Refresh();
@@ -206,6 +207,7 @@ Result<CommitOutcome> Table::Commit(
       return s.WithContext("committing to table " + ident_.ToString() + " after " +
                            std::to_string(attempt) + " attempt(s)");
     }
+    sent.push_back(commit.updates);
     ++out.lost_races;
     FERRY_LOG(kDebug) << "commit conflict on " << ident_.ToString() << ", retrying in " << backoff
                       << " ms: " << s.message();
