@@ -2,7 +2,11 @@
 """Reads every table of a pipeline's Iceberg warehouse with icebird (an independent reader) and
 prints its row count next to the source table's. Exits 1 if any count differs.
 
-Usage: read_back.py PIPELINE.yaml   (the quick start's pipeline: SQLite source, Iceberg destination)
+Usage: read_back.py PIPELINE.yaml [--rest URL]
+  (the quick start's pipeline: SQLite source, Iceberg destination)
+  --rest URL   find the tables through the Iceberg REST catalog at URL (`ferry catalog serve`)
+               with iceberg-js, a REST client nobody here wrote, instead of reading the SQL
+               catalog's file
 """
 import json
 import os
@@ -12,6 +16,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INSPECT = os.path.join(ROOT, "tests", "interop", "iceberg_inspect.mjs")
+REST_TABLES = os.path.join(ROOT, "tests", "interop", "rest_tables.mjs")
 
 
 def simple_yaml(path):
@@ -40,13 +45,23 @@ def main():
     db = os.path.join(base, cfg["source.path"])
     warehouse = os.path.join(base, cfg["destination.warehouse"])
     namespace = cfg.get("destination.namespace", cfg["name"])
-    catalog = sqlite3.connect(os.path.join(warehouse, "catalog.db"))
-    source = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    ok = True
-    print(f"{'table':<28} {'source rows':>12} {'icebird rows':>13}  {'duckdb rows':>12}  result")
-    for (table, location) in catalog.execute(
+    if len(sys.argv) == 4 and sys.argv[2] == "--rest":
+        listed = subprocess.run(["node", REST_TABLES, "--url", sys.argv[3], "--namespace",
+                                 namespace], capture_output=True, text=True, check=False)
+        if listed.returncode != 0:
+            print(f"listing the tables through the REST catalog failed: {listed.stderr.strip()}")
+            sys.exit(1)
+        tables = [(t["name"], t["metadataLocation"]) for t in json.loads(listed.stdout)["tables"]]
+        print(f"tables of {namespace} as iceberg-js sees them through {sys.argv[3]}:")
+    else:
+        catalog = sqlite3.connect(os.path.join(warehouse, "catalog.db"))
+        tables = catalog.execute(
             "SELECT table_name, metadata_location FROM iceberg_tables WHERE table_namespace = ?"
-            " ORDER BY table_name", (namespace,)):
+            " ORDER BY table_name", (namespace,)).fetchall()
+    source = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    ok = bool(tables)
+    print(f"{'table':<28} {'source rows':>12} {'icebird rows':>13}  {'duckdb rows':>12}  result")
+    for (table, location) in tables:
         src = source.execute(f'SELECT count(*) FROM "{table.replace(chr(34), chr(34) * 2)}"').fetchone()[0]
         out = subprocess.run(["node", INSPECT, location.removeprefix("file://")],
                              capture_output=True, text=True, check=False)

@@ -249,7 +249,6 @@ class SqlCatalog final : public Catalog {
     for (int attempt = 1;; ++attempt) {
       FERRY_ASSIGN_OR_RETURN(auto loc, LoadLocationLocked(t));
       if (!loc) {
-        FERRY_RETURN_IF_ERROR(CheckRequirements(commit.requirements, nullptr));
         return Status::NotFound("table " + t.ToString() + " does not exist in " + Describe());
       }
       FERRY_ASSIGN_OR_RETURN(LoadedTable current, ReadMetadataLocked(t, *loc));
@@ -283,10 +282,7 @@ class SqlCatalog final : public Catalog {
       auto loc = LoadLocationLocked(c.ident);
       Status s = loc.ok() ? Status::OK() : loc.status();
       if (s.ok() && !*loc) {
-        s = CheckRequirements(c.requirements, nullptr);
-        if (s.ok()) {
-          s = Status::NotFound("table " + c.ident.ToString() + " does not exist in " + Describe());
-        }
+        s = Status::NotFound("table " + c.ident.ToString() + " does not exist in " + Describe());
       }
       Result<LoadedTable> current = s.ok() ? ReadMetadataLocked(c.ident, **loc) : s;
       auto next = current.ok() ? BuildNext(c, *current)
