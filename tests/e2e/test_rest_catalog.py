@@ -19,8 +19,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, HERE)
 import ferrytest  # noqa: E402
+import pgserver  # noqa: E402
 import restproxy  # noqa: E402
+import test_postgres_cdc  # noqa: E402
 import test_sqlite_cdc  # noqa: E402
+
+PG = None
+
+
+def setUpModule():
+    global PG
+    PG = pgserver.start_for_module()
+    test_postgres_cdc.SERVER = PG  # the borrowed helpers below read it
+
+
+def tearDownModule():
+    if PG:
+        PG.stop()
 
 TOKEN = "s3cr3t-Catalog-T0ken"
 
@@ -242,6 +257,67 @@ class RestCatalogTest(ferrytest.FerryTestCase):
         self.write_pipeline(PIPELINE.format(mode="cdc", catalog="rest+ftp://x", rest=""))
         p = self.ferry("check", "-c", self.pipeline, check=False)
         self.assertNotEqual(p.returncode, 0)
+
+
+PG_PIPELINE = """
+name: {name}
+source:
+  type: postgres
+  dsn: "{dsn}"
+  mode: cdc
+  streams:
+{streams}
+destination:
+  type: iceberg
+  catalog: "{catalog}"
+  warehouse: ./warehouse
+  namespace: pgcdc
+state: ./state.json
+"""
+
+
+class PostgresCdcThroughRestTest(ferrytest.FerryTestCase):
+    """PostgreSQL CDC (every type, TOASTed values, REPLICA IDENTITY FULL, odd names) into tables
+    committed through the REST catalog, killed at every fault point of the protocol."""
+    sync = test_postgres_cdc.PostgresCdcTest.sync
+    sql = test_postgres_cdc.PostgresCdcTest.sql
+    crash = test_postgres_cdc.PostgresCdcTest.crash
+    change = test_postgres_cdc.PostgresCdcTest.change
+    assert_matches = test_postgres_cdc.PostgresCdcTest.assert_matches
+
+    def setUp(self):
+        super().setUp()
+        self.env = {"PGPASSWORD": pgserver.SUPERUSER_PASSWORD}
+        self.db = PG.create_test_database("rest", self._testMethodName)
+        PG.psql(test_postgres_cdc.SCHEMA, db=self.db)
+        self.server = Server(self, "./warehouse")
+        self.proxy = restproxy.start(self.server.url)
+        streams = "\n".join(f"    - name: {json.dumps(t)}\n      chunk_rows: 1000"
+                            for t in test_postgres_cdc.STREAMS)
+        self.name = self.db
+        self.write_pipeline(PG_PIPELINE.format(name=self.name, dsn=PG.dsn(self.db),
+                                               streams=streams, catalog="rest+" + self.proxy.url))
+
+    def tearDown(self):
+        self.proxy.stop()
+        self.server.stop()
+        PG.drop_test_database(self.db)
+        super().tearDown()
+
+    def test_crash_at_every_fault_point_then_exactly_once(self):
+        self.sync()
+        self.assert_matches()
+        points = ["sink.data_written", "sink.before_commit", "rest.commit_sent",
+                  "rest.commit_answered", "sink.after_commit", "state.temp_written",
+                  "state.after_write", "source.before_acknowledge"]
+        for i, point in enumerate(points):
+            with self.subTest(point=point):
+                self.change(10 + i)
+                self.crash(point)
+                self.change(100 + i)
+                self.sync()
+                self.assert_matches()
+        self.assertEqual(self.proxy.violations(), [], self.proxy.format_violations())
 
 
 if __name__ == "__main__":
