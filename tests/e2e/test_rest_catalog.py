@@ -59,13 +59,13 @@ state: ./state.json
 class Server:
     """`ferry catalog serve` on a free port of 127.0.0.1, stopped by PID."""
 
-    def __init__(self, test, warehouse, env=None):
+    def __init__(self, test, warehouse, env=None, args=()):
         e = dict(os.environ)
         e.pop("FERRY_FAULT", None)
         e.update(env or {})
         self.proc = subprocess.Popen(
             [ferrytest.FERRY, "catalog", "serve", "--warehouse", warehouse, "--listen",
-             "127.0.0.1:0"], cwd=test.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+             "127.0.0.1:0", *args], cwd=test.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, env=e)
         self.url = None
         deadline = time.time() + 30

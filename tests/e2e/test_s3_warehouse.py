@@ -24,7 +24,10 @@ import uuid
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import ferrytest  # noqa: E402
 import pgserver  # noqa: E402
+import restproxy  # noqa: E402
 import s3server  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_rest_catalog import Server as CatalogServer  # noqa: E402
 
 SERVER = None
 
@@ -531,6 +534,63 @@ class PostgresToS3Test(S3WarehouseCase):
         self.assert_same_rows(self.pg_rows(), seen["duckdb_rows"], "orders via DuckDB")
         self.assert_same_rows(self.pg_rows(), seen["icebird_rows"], "orders via icebird")
         self.ferry("verify", "-c", self.pipeline, env=env)
+
+
+class VendedCredentialsTest(S3WarehouseCase):
+    """A REST catalog that vends the storage credentials (`ferry catalog serve
+    --vend-credentials` on the bucket): ferry, holding no AWS credentials of its own, writes the
+    tables with the ones the catalog hands out for each table."""
+
+    PIPELINE = """
+name: lake
+source:
+  type: sqlite
+  path: ./source.db
+destination:
+  type: iceberg
+  catalog: "rest+{url}"
+  warehouse: lakehouse
+  namespace: lake
+{rest}
+state: ./state.json
+"""
+
+    def setUp(self):
+        super().setUp()
+        make_source(self.db_path)
+        env = dict(SERVER.env("admin"), AWS_ENDPOINT_URL=SERVER.endpoint)
+        self.server = CatalogServer(self, f"s3://{self.bucket}/{self.prefix}", env=env,
+                                    args=["--catalog", "sqlite:./catalog.db",
+                                          "--vend-credentials"])
+        self.proxy = restproxy.start(self.server.url)
+
+    def tearDown(self):
+        self.proxy.stop()
+        self.server.stop()
+        super().tearDown()
+
+    def test_tables_are_written_with_the_credentials_the_catalog_vends(self):
+        self.write_pipeline(self.PIPELINE.format(
+            url=self.proxy.url, rest="  rest: {access_delegation: vended-credentials}"))
+        secret = SERVER.keys["admin"][1]
+        out = self.ferry("sync", "-c", self.pipeline, "-v", user=None)
+        self.assertNotIn(secret, out.stdout + out.stderr)
+        for table in ("a", "b"):
+            self.assert_table_equals_source("lake", table)
+        with open(os.path.join(self.dir, "state.json"), encoding="utf-8") as f:
+            self.assertNotIn(secret, f.read())
+        # A second sync (a new full refresh) loads the tables again, with credentials again.
+        self.ferry("sync", "-c", self.pipeline, user=None)
+        self.assert_table_equals_source("lake", "a")
+        self.assertEqual(self.proxy.violations(), [], self.proxy.format_violations())
+        loads = [e for e in self.proxy.report() if e.get("operationId") == "loadTable"]
+        self.assertTrue(loads)
+
+    def test_without_delegation_or_credentials_the_store_refuses_and_is_named(self):
+        self.write_pipeline(self.PIPELINE.format(url=self.proxy.url, rest=""))
+        p = self.ferry("sync", "-c", self.pipeline, user=None, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("AWS_ACCESS_KEY_ID", p.stderr + p.stdout)
 
 
 if __name__ == "__main__":

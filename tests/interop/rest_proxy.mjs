@@ -4,6 +4,7 @@
 //
 // Usage: node rest_proxy.mjs --upstream http://127.0.0.1:PORT --listen PORT|0 --report FILE
 //                            [--control] [--base-path /something] [--fault '<json>']...
+//                            [--oauth '<json>']
 //
 // Prints one line `listening <port>` on stdout once it accepts connections; ends on SIGTERM or
 // SIGINT.
@@ -29,10 +30,12 @@
 // see sharpenDiscriminators().
 //
 // One JSON line per exchange is appended to the report file:
-//   {"seq", "method", "path", "query", "status", "operationId", "requestErrors": [...],
-//    "responseErrors": [...], "notes": [...], "fault"?, "upstreamStatus"?, "dropped"?}
-// status is what the client got (null if the connection was dropped); operationId is null when
-// no operation matched (then requestErrors says so). Headers and bodies are never written (so no
+//   {"seq", "at", "method", "path", "query", "status", "operationId", "requestErrors": [...],
+//    "responseErrors": [...], "notes": [...], "fault"?, "upstreamStatus"?, "dropped"?,
+//    "oauth"?, "auth"?, "token"?}
+// seq and at (ms since the proxy started) are taken when the request arrived; status is what the
+// client got (null if the connection was dropped); operationId is null when no operation matched
+// (then requestErrors says so); oauth, auth and token: see --oauth. Headers and bodies are never written (so no
 // Authorization header, token request or vended credential reaches the report), only what was
 // wrong with them.
 //
@@ -61,6 +64,37 @@
 //   DELETE /__proxy/report   forgets them (the report file keeps them)
 //   GET    /__proxy/stats    counts
 // The same faults can be armed at start with --fault '<json>' (repeatable).
+//
+// OAuth2 (--oauth '{"clients": {"<client id>": "<secret>", ...}, "lifetime_s": 3600,
+//                   "upstreamToken": "<token>", "tokenPath": "/v1/oauth/tokens"}'; all but
+//                   clients optional): the proxy is the catalog's OAuth2 server and guards it.
+//   POST <base path>/v1/oauth/tokens (or tokenPath) is answered by the proxy, never forwarded:
+//     a form-encoded client credentials request (client_id and client_secret in the body, or as
+//     HTTP Basic); a known client with its secret gets 200 OAuthTokenResponse {"access_token": a
+//     fresh random token, "token_type": "bearer", "expires_in": lifetime_s, "issued_token_type":
+//     "urn:ietf:params:oauth:token-type:access_token"}; an unknown client or a wrong secret 401,
+//     a request that is not client credentials 400, each with the spec's OAuthError body
+//     {"error": "invalid_client" | "invalid_request" | "unsupported_grant_type",
+//      "error_description"}. The exchange is checked as the spec's getToken (also at a tokenPath
+//     of another name) and reported with "oauth": "issued" or the error (and "token": {"no": n},
+//     the n-th token issued); its query, headers and body (the secret) are never written, only
+//     what was wrong with them. Credentials as HTTP Basic are not counted as the body's missing
+//     client_id and client_secret (the spec's text allows them there).
+//   Every other request must carry `Authorization: Bearer <a token the proxy issued that has not
+//     expired>`, else it is answered 401 (IcebergErrorResponse, NotAuthorizedException, with
+//     WWW-Authenticate: Bearer error="invalid_token") without being forwarded, and reported with
+//     "auth": "expired" | "unknown" (a token it never issued, or not a bearer token) | "missing";
+//     an accepted one has "auth": "ok" and goes upstream with its Authorization header replaced
+//     by `Bearer <upstreamToken>`, or removed when no upstreamToken is given. A request carrying
+//     a token the proxy issued is reported with "token": {"no", "ageMs"} (which one, how old).
+//     Faults apply only to accepted requests.
+//   POST   /__proxy/oauth/expire   every token issued so far expires now: {"expired": N live ones}
+//   Fault action "expire" (e.g. {"match": {"operationId": "updateTable"}, "action": "expire"}):
+//     every token expires just before the matching request is checked, so that request is the
+//     one refused (a 401 at a chosen point of a sync, independently of time).
+//   /__proxy/stats then has "oauth": {tokenRequests, tokensIssued, tokenRequestsRefused,
+//     refusedExpired, refusedUnknown, refusedMissing, expiredOnDemand, live}.
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -68,10 +102,11 @@ import { fileURLToPath } from 'node:url';
 import OpenAPIBackend, { OpenAPIValidator } from 'openapi-backend';
 
 const scriptDir = path.dirname(fileURLToPath(import.meta.url));
+const startedAt = Date.now();
 
 function usage(msg) {
   process.stderr.write(`rest_proxy: ${msg}\nusage: node rest_proxy.mjs --upstream http://127.0.0.1:PORT ` +
-    `--listen PORT|0 --report FILE [--control] [--base-path /p] [--fault JSON]...\n`);
+    `--listen PORT|0 --report FILE [--control] [--base-path /p] [--fault JSON]... [--oauth JSON]\n`);
   process.exit(2);
 }
 
@@ -95,6 +130,13 @@ function parseArgs(argv) {
       } catch (e) {
         usage(`--fault is not JSON: ${e.message}`);
       }
+    } else if (a === '--oauth') {
+      const text = val();
+      try {
+        o.oauth = JSON.parse(text);
+      } catch (e) {
+        usage(`--oauth is not JSON: ${e.message}`);
+      }
     } else usage(`unknown argument ${a}`);
   }
   if (!o.upstream) usage('--upstream is required');
@@ -102,7 +144,32 @@ function parseArgs(argv) {
   if (!o.report) usage('--report is required');
   o.basePath = o.basePath.replace(/\/+$/, '');
   if (o.basePath && !o.basePath.startsWith('/')) o.basePath = '/' + o.basePath;
+  if (o.oauth !== undefined) o.oauth = oauthSettings(o.oauth, o.basePath);
   return o;
+}
+
+function oauthSettings(v, basePath) {
+  if (!v || typeof v !== 'object' || Array.isArray(v)) usage('--oauth takes a JSON object');
+  const known = ['clients', 'lifetime_s', 'upstreamToken', 'tokenPath'];
+  const unknown = Object.keys(v).filter((k) => !known.includes(k));
+  if (unknown.length) usage(`--oauth: unknown keys ${unknown.join(', ')} (known: ${known.join(', ')})`);
+  const clients = v.clients;
+  if (!clients || typeof clients !== 'object' || Array.isArray(clients) || !Object.keys(clients).length ||
+      Object.values(clients).some((s) => typeof s !== 'string' || s === '')) {
+    usage('--oauth: clients must map client ids to non-empty secrets');
+  }
+  const lifetime = v.lifetime_s === undefined ? 3600 : v.lifetime_s;
+  // expires_in is an integer in the spec (OAuthTokenResponse)
+  if (!Number.isInteger(lifetime) || lifetime < 1) usage('--oauth: lifetime_s must be a whole number of seconds, at least 1');
+  if (v.upstreamToken !== undefined && (typeof v.upstreamToken !== 'string' || v.upstreamToken === '')) {
+    usage('--oauth: upstreamToken must be a non-empty string');
+  }
+  let tokenPath = v.tokenPath === undefined ? `${basePath}/v1/oauth/tokens` : v.tokenPath;
+  if (typeof tokenPath !== 'string' || !tokenPath.startsWith('/')) usage('--oauth: tokenPath must start with /');
+  return {
+    clients: new Map(Object.entries(clients)), lifetimeS: lifetime, upstreamToken: v.upstreamToken ?? null,
+    tokenPath,
+  };
 }
 
 const opts = parseArgs(process.argv.slice(2));
@@ -366,11 +433,20 @@ const stats = {
   requests: 0, forwarded: 0, upstreamFailures: 0, faultsApplied: 0, dropped: 0,
   violations: 0, unmatched: 0, byOperation: {},
 };
+const oauth = opts.oauth || null;
+const tokens = new Map(); // access token -> {client, expiresAt (ms)}; only with --oauth
+if (oauth) {
+  stats.oauth = {
+    tokenRequests: 0, tokensIssued: 0, tokenRequestsRefused: 0, refusedExpired: 0, refusedUnknown: 0,
+    refusedMissing: 0, expiredOnDemand: 0,
+  };
+}
 
 function addFault(f) {
   if (!f || typeof f !== 'object') throw new Error('a fault is a JSON object');
   const action = f.action || 'status';
-  if (!['status', 'drop', 'delay'].includes(action)) throw new Error(`unknown action ${action}`);
+  if (!['status', 'drop', 'delay', 'expire'].includes(action)) throw new Error(`unknown action ${action}`);
+  if (action === 'expire' && !oauth) throw new Error('the expire action needs --oauth');
   const after = f.after || 'before';
   if (!['before', 'after'].includes(after)) throw new Error(`after must be "before" or "after"`);
   const status = Number(f.status ?? 503);
@@ -393,9 +469,11 @@ function publicFault(f) {
   return rest;
 }
 
-function takeFault(method, pathOnly, operationId) {
+// The first armed fault that fits the request, among those whose action is in `actions`.
+function takeFault(method, pathOnly, operationId, actions) {
   for (const f of faults) {
     if (f.applied >= f.count) continue;
+    if (!actions.includes(f.action)) continue;
     const m = f.match;
     if (m.method && String(m.method).toUpperCase() !== method) continue;
     if (f.re && !f.re.test(pathOnly)) continue;
@@ -493,6 +571,15 @@ function checkRequest(m, method, query, headers, body) {
   const errs = [];
   const op = m.operation;
   const req = { method: method.toLowerCase(), path: m.specPath, query, headers: { ...headers } };
+  // A header the spec declares as an array (style simple, the default for headers) travels as
+  // comma-separated values: "vended-credentials,remote-signing". The validator does not split
+  // it, so it is split here before the check.
+  for (const p of op.parameters || []) {
+    const name = (p.name || '').toLowerCase();
+    if (p.in === 'header' && p.schema?.type === 'array' && typeof req.headers[name] === 'string') {
+      req.headers[name] = req.headers[name].split(',').map((v) => v.trim());
+    }
+  }
   const declared = Object.keys(op.requestBody?.content || {});
   if (body.present) {
     if (body.parseError && (body.ct === 'application/json' || declared.includes('application/json'))) {
@@ -608,8 +695,11 @@ function forward(method, url, headers, body) {
     const h = [];
     for (let i = 0; i < headers.length; i += 2) {
       if (HOP.has(headers[i].toLowerCase())) continue;
+      // With --oauth the client's token is the proxy's, never the upstream's.
+      if (oauth && headers[i].toLowerCase() === 'authorization') continue;
       h.push(headers[i], headers[i + 1]);
     }
+    if (oauth?.upstreamToken) h.push('Authorization', `Bearer ${oauth.upstreamToken}`);
     if (body.length || !['GET', 'HEAD', 'DELETE', 'OPTIONS'].includes(method)) h.push('Content-Length', String(body.length));
     const req = http.request({
       host: upstream.hostname, port: upstream.port || 80, method, path: upstreamBase + url,
@@ -671,6 +761,114 @@ function destroy(req) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// ---------------------------------------------------------------- OAuth2 (--oauth)
+
+function sameSecret(a, b) {
+  const x = crypto.createHash('sha256').update(String(a)).digest();
+  const y = crypto.createHash('sha256').update(String(b)).digest();
+  return crypto.timingSafeEqual(x, y);
+}
+
+// Every token issued so far expires now; -> how many were still live.
+function expireAll() {
+  const now = Date.now();
+  let n = 0;
+  for (const t of tokens.values()) {
+    if (t.expiresAt > now) {
+      t.expiresAt = now;
+      n++;
+    }
+  }
+  stats.oauth.expiredOnDemand += n;
+  return n;
+}
+
+function liveTokens() {
+  const now = Date.now();
+  let n = 0;
+  for (const t of tokens.values()) if (t.expiresAt > now) n++;
+  return n;
+}
+
+// The answer to a token request: {status, headers, value, outcome}. Never echoes a secret.
+function tokenAnswer(req, form) {
+  const so = stats.oauth;
+  so.tokenRequests++;
+  const fail = (status, error, description) => {
+    so.tokenRequestsRefused++;
+    const headers = { 'Cache-Control': 'no-store' };
+    if (status === 401) headers['WWW-Authenticate'] = 'Basic realm="rest_proxy"';
+    return { status, headers, value: { error, error_description: `rest_proxy: ${description}` }, outcome: error };
+  };
+  if (!form) return fail(400, 'invalid_request', 'a token request is an application/x-www-form-urlencoded body');
+  if (form.grant_type === undefined) return fail(400, 'invalid_request', 'grant_type is missing');
+  if (form.grant_type !== 'client_credentials') {
+    return fail(400, 'unsupported_grant_type', 'only grant_type=client_credentials is served');
+  }
+  let id = form.client_id;
+  let secret = form.client_secret;
+  let basicUsed = false;
+  // RFC 6749 2.3.1: the credentials may come as HTTP Basic, each form-encoded.
+  const basic = /^Basic\s+(\S+)\s*$/i.exec(req.headers.authorization || '');
+  if (basic && id === undefined && secret === undefined) {
+    const text = Buffer.from(basic[1], 'base64').toString('utf8');
+    const colon = text.indexOf(':');
+    const dec = (x) => {
+      try {
+        return decodeURIComponent(x.replace(/\+/g, ' '));
+      } catch {
+        return x;
+      }
+    };
+    if (colon >= 0) {
+      id = dec(text.slice(0, colon));
+      secret = dec(text.slice(colon + 1));
+      basicUsed = true;
+    }
+  }
+  if (typeof id !== 'string' || typeof secret !== 'string') {
+    return fail(400, 'invalid_request', 'client_id and client_secret are required');
+  }
+  const failOrBasic = (...a) => ({ ...fail(...a), basic: basicUsed });
+  const known = oauth.clients.get(id);
+  // The same work whether the client is known or not.
+  const ok = sameSecret(known ?? '', secret) && known !== undefined;
+  if (!ok) return failOrBasic(401, 'invalid_client', 'unknown client or wrong client secret');
+  const token = `rpx-oauth-${crypto.randomBytes(24).toString('base64url')}`;
+  const now = Date.now();
+  so.tokensIssued++;
+  tokens.set(token, { no: so.tokensIssued, client: id, issuedAt: now, expiresAt: now + oauth.lifetimeS * 1000 });
+  return {
+    status: 200,
+    headers: { 'Cache-Control': 'no-store', Pragma: 'no-cache' },
+    value: {
+      access_token: token, token_type: 'bearer', expires_in: oauth.lifetimeS,
+      issued_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+    },
+    outcome: 'issued',
+    tokenNo: so.tokensIssued,
+    basic: basicUsed,
+  };
+}
+
+// Whether a request carries a live token the proxy issued: {outcome: 'ok', 'missing', 'unknown'
+// or 'expired', token: {no, ageMs} of a token it issued}.
+function authOutcome(req) {
+  const h = req.headers.authorization;
+  if (h === undefined || h === '') return { outcome: 'missing' };
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+  const t = m ? tokens.get(m[1]) : undefined;
+  if (!t) return { outcome: 'unknown' };
+  const now = Date.now();
+  return { outcome: now < t.expiresAt ? 'ok' : 'expired', token: { no: t.no, ageMs: now - t.issuedAt } };
+}
+
+const REFUSAL = {
+  missing: 'the request carries no access token',
+  unknown: 'the access token is not one this server issued',
+  expired: 'the access token has expired',
+};
+
 async function control(req, res, p, body) {
   const m = req.method;
   try {
@@ -693,7 +891,13 @@ async function control(req, res, p, body) {
       return sendJson(res, 200, { cleared: n });
     }
     if (p === '/__proxy/stats' && m === 'GET') {
-      return sendJson(res, 200, { ...stats, exchanges: exchanges.length, faultsArmed: faults.length, advertisedPrefix: advertisedPrefix ?? null });
+      const out = { ...stats, exchanges: exchanges.length, faultsArmed: faults.length, advertisedPrefix: advertisedPrefix ?? null };
+      if (oauth) out.oauth = { ...stats.oauth, live: liveTokens() };
+      return sendJson(res, 200, out);
+    }
+    if (p === '/__proxy/oauth/expire' && m === 'POST') {
+      if (!oauth) return sendJson(res, 400, { error: 'the proxy was started without --oauth' });
+      return sendJson(res, 200, { expired: expireAll() });
     }
     return sendJson(res, 404, { error: `no control endpoint ${m} ${p}` });
   } catch (e) {
@@ -711,11 +915,21 @@ async function handle(req, res) {
   if (opts.control && pathOnly.startsWith('/__proxy/')) return control(req, res, pathOnly, reqBuf);
 
   stats.requests++;
+  const tokenRequest = oauth !== null && method === 'POST' && pathOnly === oauth.tokenPath;
   const entry = {
-    seq: ++seq, method, path: pathOnly, query, status: null, operationId: null,
-    requestErrors: [], responseErrors: [], notes: [],
+    seq: ++seq, at: Date.now() - startedAt, method, path: pathOnly,
+    query: tokenRequest && query ? '(not shown)' : query,
+    status: null, operationId: null, requestErrors: [], responseErrors: [], notes: [],
   };
-  const m = match(method, pathOnly);
+  let m = match(method, pathOnly);
+  if (tokenRequest && m?.operation.operationId !== 'getToken') {
+    // a token endpoint of another name (an identity provider's): checked as the spec's getToken
+    const op = api.router.getOperation('getToken');
+    if (op) {
+      m = { operation: op, specPath: '/v1/oauth/tokens', prefixless: false };
+      entry.notes.push(`the token endpoint ${pathOnly} is checked as getToken`);
+    }
+  }
   if (m) {
     entry.operationId = m.operation.operationId;
     if (m.prefixless) entry.notes.push('matched without a prefix (/v1/... as /v1/{prefix}/...)');
@@ -726,22 +940,75 @@ async function handle(req, res) {
       (opts.basePath ? ` (base path ${opts.basePath})` : ''));
   }
   const reqBody = parseBody(reqBuf, req.headers['content-type']);
-  const fault = takeFault(method, pathOnly, entry.operationId);
-  if (fault) entry.fault = publicFault(fault);
 
-  let up = null;
-  let upBody = null;
+  // The answer checked against the spec: the upstream's, or the proxy's own as the OAuth2
+  // server or guard ({status, lower: headers, body}).
+  let resp = null;
+  let basicCredentials = false;
   // The checks run once the client has its answer (or lost its connection), before the proxy
   // reads its next request: a report read after an answer holds that exchange.
   const finish = () => {
-    if (m) entry.requestErrors.push(...checkRequest(m, method, query, req.headers, reqBody));
-    if (m && up) {
-      const { errs, notes } = checkResponse(m, method, up.status, up.lower, upBody);
+    if (m) {
+      let errs = checkRequest(m, method, query, req.headers, reqBody);
+      // The spec's schema requires the credentials in the body, its text (and RFC 6749, which
+      // prefers it) allows HTTP Basic instead.
+      if (basicCredentials) errs = errs.filter((e) => !/missingProperty":"client_(id|secret)"/.test(e));
+      entry.requestErrors.push(...errs);
+    }
+    if (m && resp) {
+      const { errs, notes } = checkResponse(m, method, resp.status, resp.lower, resp.body);
       entry.responseErrors.push(...errs);
       entry.notes.push(...notes);
     }
     record(entry);
   };
+  const answerOwn = (status, headers, buf) => {
+    entry.status = status;
+    res.writeHead(status, { ...headers, 'Content-Type': 'application/json', 'Content-Length': buf.length });
+    res.end(method === 'HEAD' ? undefined : buf);
+    resp = {
+      status, lower: { 'content-type': 'application/json' },
+      body: method === 'HEAD' ? { present: false } : parseBody(buf, 'application/json'),
+    };
+  };
+
+  if (tokenRequest) {
+    const form = reqBody.present && reqBody.ct === 'application/x-www-form-urlencoded' ? reqBody.value : null;
+    const a = tokenAnswer(req, form);
+    entry.oauth = a.outcome;
+    if (a.tokenNo) entry.token = { no: a.tokenNo };
+    if (a.basic) {
+      basicCredentials = true;
+      entry.notes.push('client credentials as HTTP Basic');
+    }
+    answerOwn(a.status, a.headers, Buffer.from(JSON.stringify(a.value)));
+    return finish();
+  }
+  if (oauth) {
+    const expiry = takeFault(method, pathOnly, entry.operationId, ['expire']);
+    if (expiry) {
+      entry.fault = publicFault(expiry);
+      expireAll();
+    }
+    const a = authOutcome(req);
+    entry.auth = a.outcome;
+    if (a.token) entry.token = a.token;
+    if (entry.auth !== 'ok') {
+      const so = stats.oauth;
+      if (entry.auth === 'expired') so.refusedExpired++;
+      else if (entry.auth === 'unknown') so.refusedUnknown++;
+      else so.refusedMissing++;
+      answerOwn(401, {
+        'WWW-Authenticate': entry.auth === 'missing' ? 'Bearer realm="rest_proxy"'
+          : `Bearer realm="rest_proxy", error="invalid_token", error_description="${REFUSAL[entry.auth]}"`,
+      }, errorBody(401, `rest_proxy: ${REFUSAL[entry.auth]}`, 'NotAuthorizedException'));
+      return finish();
+    }
+  }
+  const fault = takeFault(method, pathOnly, entry.operationId, ['status', 'drop', 'delay']);
+  if (fault) entry.fault = publicFault(fault);
+
+  let up = null;
 
   if (fault && fault.after === 'before') {
     if (fault.action === 'drop') {
@@ -769,7 +1036,8 @@ async function handle(req, res) {
     return finish();
   }
   entry.upstreamStatus = up.status;
-  upBody = parseBody(up.body, up.lower['content-type']);
+  const upBody = parseBody(up.body, up.lower['content-type']);
+  resp = { status: up.status, lower: up.lower, body: upBody };
   learnConfig(m, up.status, upBody);
 
   if (fault && fault.after === 'after') {
@@ -821,13 +1089,14 @@ process.on('SIGINT', shutdown);
 // The validators of an operation are compiled when it is first used, which takes up to half a
 // second for those that carry table metadata; those a catalog client uses are compiled once the
 // proxy listens, one at a time between requests, so that a client's first commit is not the one
-// kept waiting.
+// kept waiting. With --oauth they are all compiled before the proxy listens (some seconds): a
+// compilation blocks the proxy, and a request it reads late would be judged by a token's age
+// then, not when it came.
 const WARM = ['getConfig', 'listNamespaces', 'createNamespace', 'loadNamespaceMetadata',
   'namespaceExists', 'dropNamespace', 'updateProperties', 'listTables', 'createTable', 'loadTable',
   'tableExists', 'updateTable', 'dropTable', 'renameTable', 'commitTransaction', 'registerTable',
   'getToken', 'reportMetrics', 'loadCredentials'];
-function warm(i) {
-  if (i >= WARM.length * 2) return;
+function warmOne(i) {
   const op = WARM[i >> 1];
   try {
     if (api.router.getOperation(op)) {
@@ -837,10 +1106,15 @@ function warm(i) {
   } catch (e) {
     process.stderr.write(`rest_proxy: the validators of ${op} do not compile: ${e.message}\n`);
   }
+}
+function warm(i) {
+  if (i >= WARM.length * 2) return;
+  warmOne(i);
   setImmediate(() => warm(i + 1));
 }
 
+if (oauth) for (let i = 0; i < WARM.length * 2; i++) warmOne(i);
 server.listen(Number(opts.listen), '127.0.0.1', () => {
   process.stdout.write(`listening ${server.address().port}\n`);
-  setImmediate(() => warm(0));
+  if (!oauth) setImmediate(() => warm(0));
 });

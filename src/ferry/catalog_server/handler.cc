@@ -361,16 +361,22 @@ HttpResponse RestHandler::Dispatch(const HttpRequest& req, const std::vector<std
     }
     if (s[2] == "tables" && n == 3) {
       if (m == "GET") return ListTables(*ns, query);
-      if (m == "POST") return CreateTable(*ns, req.body);
+      if (m == "POST") return CreateTable(*ns, req.body, Vends(req));
       return not_allowed("GET, POST");
     }
     if (s[2] == "tables" && n >= 4 && !s[3].empty()) {
       const TableIdent t{*ns, s[3]};
       if (n == 4) {
-        if (m == "GET" || m == "HEAD") return LoadTable(t, query, req.if_none_match, m == "HEAD");
+        if (m == "GET" || m == "HEAD") {
+          return LoadTable(t, query, req.if_none_match, m == "HEAD", Vends(req));
+        }
         if (m == "POST") return CommitTable(t, req.body);
         if (m == "DELETE") return DropTable(t, query);
         return not_allowed("GET, HEAD, POST, DELETE");
+      }
+      if (s[4] == "credentials" && n == 5 && !opts_.vended.empty()) {
+        if (m != "GET") return not_allowed("GET");
+        return LoadCredentials(t);
       }
       if (s[4] == "metrics") {
         if (m != "POST") return not_allowed("POST");
@@ -389,9 +395,41 @@ HttpResponse RestHandler::Dispatch(const HttpRequest& req, const std::vector<std
 HttpResponse RestHandler::GetConfig() const {
   lake::Json defaults = lake::Json::object();
   for (const auto& [k, v] : opts_.defaults) defaults[k] = v;
+  std::vector<std::string> endpoints = Endpoints();
+  if (!opts_.vended.empty()) {
+    endpoints.push_back("GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials");
+  }
   lake::Json body{{"defaults", std::move(defaults)},
                   {"overrides", {{"prefix", opts_.prefix}}},
-                  {"endpoints", Endpoints()}};
+                  {"endpoints", endpoints}};
+  return JsonResponse(200, body);
+}
+
+bool RestHandler::Vends(const HttpRequest& req) const {
+  return !opts_.vended.empty() &&
+         req.access_delegation.find("vended-credentials") != std::string::npos;
+}
+
+void RestHandler::AddConfig(lake::Json& body, const std::string& location, bool vend) const {
+  lake::Json config = lake::Json::object();
+  if (vend) {
+    for (const auto& [k, v] : opts_.vended) config[k] = v;
+    body["storage-credentials"] =
+        lake::Json::array({lake::Json{{"prefix", location}, {"config", config}}});
+  }
+  body["config"] = std::move(config);
+}
+
+HttpResponse RestHandler::LoadCredentials(const TableIdent& t) const {
+  auto loaded = catalog_->LoadTable(t);
+  if (!loaded.ok()) return StatusResponse(loaded.status(), kNoSuchTable);
+  if (!*loaded) {
+    return ErrorResponse(404, kNoSuchTable,
+                         "table " + t.ToString() + " does not exist in " + catalog_->Describe());
+  }
+  lake::Json body = lake::Json::object();
+  AddConfig(body, (*loaded)->metadata.location(), true);
+  body.erase("config");
   return JsonResponse(200, body);
 }
 
@@ -538,7 +576,8 @@ HttpResponse RestHandler::ListTables(const std::string& ns, const Query& query) 
   return JsonResponse(200, *page);
 }
 
-HttpResponse RestHandler::CreateTable(const std::string& ns, const std::string& body) const {
+HttpResponse RestHandler::CreateTable(const std::string& ns, const std::string& body,
+                                      bool vend) const {
   auto req = ParseBody(body);
   if (!req.ok()) return BadRequest(req.status().message());
   if (!req->contains("name") || !(*req)["name"].is_string() ||
@@ -574,11 +613,18 @@ HttpResponse RestHandler::CreateTable(const std::string& ns, const std::string& 
   }
   auto created = catalog_->CreateTable(t, *metadata);
   if (!created.ok()) return StatusResponse(created.status(), kNoSuchNamespace);
-  return TableResult(*created, true);
+  HttpResponse r = TableResult(*created, true);
+  if (vend) {
+    lake::Json j = lake::Json::parse(r.body);
+    AddConfig(j, created->metadata.location(), true);
+    r.body = j.dump();
+  }
+  return r;
 }
 
 HttpResponse RestHandler::LoadTable(const TableIdent& t, const Query& query,
-                                    const std::string& if_none_match, bool head) const {
+                                    const std::string& if_none_match, bool head,
+                                    bool vend) const {
   std::string mode = "all";
   if (auto s = query.find("snapshots"); s != query.end() && !s->second.empty()) mode = s->second;
   if (mode != "all" && mode != "refs") {
@@ -600,9 +646,10 @@ HttpResponse RestHandler::LoadTable(const TableIdent& t, const Query& query,
   }
   lake::Json metadata = (*loaded)->metadata.doc();
   if (mode == "refs") metadata = OnlyReferencedSnapshots(std::move(metadata));
-  HttpResponse r = JsonResponse(200, lake::Json{{"metadata-location", (*loaded)->metadata_location},
-                                                {"metadata", std::move(metadata)},
-                                                {"config", lake::Json::object()}});
+  lake::Json body{{"metadata-location", (*loaded)->metadata_location},
+                  {"metadata", std::move(metadata)}};
+  AddConfig(body, (*loaded)->metadata.location(), vend);
+  HttpResponse r = JsonResponse(200, body);
   r.headers.emplace_back("ETag", etag);
   return r;
 }

@@ -32,6 +32,7 @@ struct HttpRequest {
   std::string query;   // as sent, without '?'
   std::string body;
   std::string if_none_match;  // the If-None-Match header; empty when absent
+  std::string access_delegation;  // the X-Iceberg-Access-Delegation header; empty when absent
 };
 
 struct HttpResponse {
@@ -52,6 +53,9 @@ struct HandlerOptions {
   std::string prefix;     // the {prefix} of the paths (the catalog's name)
   std::string warehouse;  // URI; new tables go below it and every table location must
   std::map<std::string, std::string> defaults;  // the `defaults` of GET /v1/config
+  // Storage settings handed to clients that ask for vended credentials (the table's `config`
+  // and `storage-credentials`, and GET .../credentials); empty: none are vended.
+  std::map<std::string, std::string> vended;
 };
 
 class RestHandler {
@@ -76,9 +80,15 @@ class RestHandler {
   HttpResponse UpdateProperties(const std::string& ns, const std::string& body) const;
   HttpResponse ListTables(const std::string& ns,
                           const std::map<std::string, std::string>& query) const;
-  HttpResponse CreateTable(const std::string& ns, const std::string& body) const;
+  HttpResponse CreateTable(const std::string& ns, const std::string& body, bool vend) const;
+  HttpResponse LoadCredentials(const lake::TableIdent& t) const;
+  // Whether the request asks for vended credentials and this server vends them.
+  bool Vends(const HttpRequest& req) const;
+  // The `config` of a LoadTableResult, with the vended settings when `vend`; adds the
+  // `storage-credentials` too.
+  void AddConfig(lake::Json& body, const std::string& location, bool vend) const;
   HttpResponse LoadTable(const lake::TableIdent& t, const std::map<std::string, std::string>& query,
-                         const std::string& if_none_match, bool head) const;
+                         const std::string& if_none_match, bool head, bool vend) const;
   HttpResponse CommitTable(const lake::TableIdent& t, const std::string& body) const;
   HttpResponse CreateByTransaction(const lake::TableIdent& t, const lake::Json& requirements,
                                    const lake::Json& updates) const;

@@ -155,7 +155,7 @@ struct RestCatalogServer::Impl {
   mg_context* ctx = nullptr;
 
   Impl(const ServeOptions& o, lake::Catalog* catalog)
-      : opts(o), handler(HandlerOptions{o.prefix, o.warehouse, o.config_defaults}, catalog) {}
+      : opts(o), handler(HandlerOptions{o.prefix, o.warehouse, o.config_defaults, o.vended}, catalog) {}
 
   static int OnRequest(mg_connection* conn) {
     auto* self = static_cast<Impl*>(mg_get_user_data(mg_get_context(conn)));
@@ -206,6 +206,9 @@ struct RestCatalogServer::Impl {
                                std::to_string(opts.body_bytes_max) + " bytes, this server's limit");
     }
     if (const char* inm = mg_get_header(conn, "If-None-Match")) req.if_none_match = inm;
+    if (const char* d = mg_get_header(conn, "X-Iceberg-Access-Delegation")) {
+      req.access_delegation = d;
+    }
     return HandleOnOwnThread(req);
   }
 

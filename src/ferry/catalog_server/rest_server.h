@@ -47,6 +47,10 @@ struct ServeOptions {
   // The `defaults` of /v1/config: settings for the clients' FileIO (an S3 endpoint, its region;
   // never a secret).
   std::map<std::string, std::string> config_defaults;
+  // Storage settings with credentials, handed to clients that send
+  // "X-Iceberg-Access-Delegation: vended-credentials" (the Iceberg S3FileIO keys:
+  // s3.access-key-id, ...); empty: nothing is vended. They are secrets: never logged.
+  std::map<std::string, std::string> vended;
   uint64_t body_bytes_max = 64ull << 20;
   int threads = 8;
 };

@@ -39,6 +39,7 @@
 #include "ferry/graph/graph.h"
 #include "ferry/lake/file_io.h"
 #include "ferry/lake/maintain.h"
+#include "ferry/lake/s3_file_io.h"
 #include "ferry/metrics/metrics.h"
 #include "ferry/metrics/server.h"
 #include "ferry/sink/iceberg/warehouse.h"
@@ -92,6 +93,7 @@ commands:
                              difference
   catalog serve -c FILE [--listen ADDR]
   catalog serve --warehouse W [--catalog URI] [--catalog-name N] [--listen ADDR]
+                [--vend-credentials]
                              serve the Iceberg catalog of the pipeline's destination (or the
                              one of --catalog and --warehouse) over the Iceberg REST catalog
                              protocol, so that DuckDB, pyiceberg, Spark and Trino attach to the
@@ -107,8 +109,9 @@ options:
                       object per line: time, level, pipeline, message)
 )";
 
-const char* kCatalogUsage = R"(usage: ferry catalog serve -c FILE [--listen ADDR]
+const char* kCatalogUsage = R"(usage: ferry catalog serve -c FILE [--listen ADDR] [--vend-credentials]
        ferry catalog serve --warehouse W [--catalog URI] [--catalog-name N] [--listen ADDR]
+                           [--vend-credentials]
 
 Serves an Iceberg SQL catalog and its warehouse over the Iceberg REST catalog protocol, so that
 DuckDB, pyiceberg, Spark, Trino, iceberg-js and ferry's own REST client attach to the lake with
@@ -124,6 +127,11 @@ options:
   --catalog-name N     the catalog_name the tables are recorded under (default ferry); also the
                        REST prefix clients send
   --listen ADDR        host:port to listen on (default 127.0.0.1:8181; port 0 picks a free one)
+  --vend-credentials   an s3:// warehouse: hand clients that ask for vended credentials
+                       (X-Iceberg-Access-Delegation) the S3 credentials this server uses, with
+                       its endpoint and region, so they need none of their own. Use with a
+                       token, on a network you trust: they are the server's own, not scoped
+                       or expiring ones
 
 environment:
   FERRY_CATALOG_TOKEN  a secret every client must send as "Authorization: Bearer <token>";
@@ -153,6 +161,7 @@ struct Args {
   std::string catalog_uri;
   std::string warehouse;
   std::string catalog_name;
+  bool vend_credentials = false;
 };
 
 int Usage(const std::string& error) {
@@ -830,6 +839,7 @@ struct ServedLake {
   std::unique_ptr<sink::IcebergWarehouse> destination;  // with -c
   std::unique_ptr<lake::Catalog> catalog;               // without
   lake::Catalog* served = nullptr;
+  std::shared_ptr<lake::FileIO> io;  // the warehouse's
   std::string warehouse;  // URI
   std::string catalog_uri;
   std::string catalog_name;
@@ -855,6 +865,7 @@ Result<ServedLake> OpenPipelineLake(const Args& a) {
   lake.destination = std::move(*dst);
   const sink::IcebergOptions& o = lake.destination->options();
   lake.served = lake.destination->catalog();
+  lake.io = lake.destination->io();
   lake.warehouse = o.warehouse;
   lake.catalog_uri = o.catalog_uri;
   lake.catalog_name = o.catalog_name;
@@ -890,6 +901,7 @@ Result<ServedLake> OpenFlagLake(const Args& a) {
   } else {
     lake.catalog_uri = a.catalog_uri;
   }
+  lake.io = *io;
   auto catalog = lake::OpenSqlCatalog(lake.catalog_uri, lake.catalog_name, *io);
   if (!catalog.ok()) return catalog.status().WithContext("opening the catalog");
   lake.catalog = std::move(*catalog);
@@ -919,6 +931,21 @@ int CmdCatalog(const Args& a) {
   opts.warehouse = lake->warehouse;
   const char* token = std::getenv("FERRY_CATALOG_TOKEN");
   opts.token = token ? token : "";
+  if (a.vend_credentials) {
+    auto s3 = lake::S3SettingsOf(*lake->io);
+    if (!s3) {
+      return Usage("--vend-credentials hands clients the S3 credentials of an s3:// warehouse; " +
+                   lake->warehouse + " is not on S3");
+    }
+    opts.vended = {{"s3.access-key-id", s3->credentials.access_key_id},
+                   {"s3.secret-access-key", s3->credentials.secret_access_key},
+                   {"s3.endpoint", s3->endpoint},
+                   {"s3.path-style-access", s3->path_style ? "true" : "false"},
+                   {"client.region", s3->region}};
+    if (!s3->credentials.session_token.empty()) {
+      opts.vended["s3.session-token"] = s3->credentials.session_token;
+    }
+  }
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigemptyset(&sa.sa_mask);
@@ -926,10 +953,11 @@ int CmdCatalog(const Args& a) {
   sigaction(SIGTERM, &sa, nullptr);
   auto server = catalog_server::RestCatalogServer::Start(opts, lake->served);
   if (!server.ok()) return Fail(server.status(), 2);
-  std::printf("serving the Iceberg REST catalog %s (warehouse %s, prefix %s, %s) on %s\n",
+  std::printf("serving the Iceberg REST catalog %s (warehouse %s, prefix %s, %s%s) on %s\n",
               config::Redact(lake->catalog_uri).c_str(), lake->warehouse.c_str(),
               opts.prefix.c_str(),
               opts.token.empty() ? "no token" : "bearer token of FERRY_CATALOG_TOKEN",
+              opts.vended.empty() ? "" : ", vending its S3 credentials",
               (*server)->url().c_str());
   std::fflush(stdout);
   while (!g_stop.requested()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -1057,6 +1085,8 @@ int Main(int argc, char** argv) {
       if (flag == "--catalog") a.catalog_uri = value;
       if (flag == "--warehouse") a.warehouse = value;
       if (flag == "--catalog-name") a.catalog_name = value;
+    } else if (w == "--vend-credentials") {
+      a.vend_credentials = true;
     } else if (w == "--log-format" || w.rfind("--log-format=", 0) == 0) {
       std::string f;
       if (w == "--log-format") {

@@ -91,6 +91,14 @@ class Catalog {
   // kNotFound when `from` does not exist, kAlreadyExists when `to` does.
   virtual Status RenameTable(const TableIdent& from, const TableIdent& to) = 0;
 
+  // The storage settings the catalog gives for the table's files now (fresh vended credentials):
+  // by default those of a new LoadTable. kNotFound when the table does not exist.
+  virtual Result<std::map<std::string, std::string>> LoadStorageConfig(const TableIdent& t) {
+    FERRY_ASSIGN_OR_RETURN(auto loaded, LoadTable(t));
+    if (!loaded) return Status::NotFound("table " + t.ToString() + " does not exist");
+    return loaded->config;
+  }
+
   // "SQL catalog sqlite:/w/catalog.db", "REST catalog https://host/path": never a secret.
   virtual std::string Describe() const = 0;
 };

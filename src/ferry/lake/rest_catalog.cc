@@ -280,6 +280,19 @@ class RestCatalog final : public Catalog {
     return std::optional<LoadedTable>(std::move(loaded));
   }
 
+  Result<std::map<std::string, std::string>> LoadStorageConfig(const TableIdent& t) override {
+    const char* endpoint =
+        "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials";
+    if (!Offers(endpoint, /*assumed=*/false).ok()) return Catalog::LoadStorageConfig(t);
+    FERRY_ASSIGN_OR_RETURN(HttpResponse r, Send("GET", TableUrl(t) + "/credentials", "",
+                                                 Kind::kRead, opts_.access_delegation));
+    FERRY_RETURN_IF_ERROR(Check(r, "loading the storage credentials of table " + t.ToString()));
+    FERRY_ASSIGN_OR_RETURN(Json j, ParseBody(r, "the storage credentials"));
+    std::map<std::string, std::string> config;
+    MergeStorageCredentials(j, "", &config);
+    return config;
+  }
+
   Result<LoadedTable> CreateTable(const TableIdent& t, const TableMetadata& initial) override {
     FERRY_RETURN_IF_ERROR(Offers("POST /v1/{prefix}/namespaces/{namespace}/tables"));
     const Json& doc = initial.doc();
@@ -413,7 +426,29 @@ class RestCatalog final : public Catalog {
         if (it.value().is_string()) out.config[it.key()] = it.value().get<std::string>();
       }
     }
+    MergeStorageCredentials(j, out.metadata.location(), &out.config);
     return out;
+  }
+
+  // The `storage-credentials` of an answer: the entry whose prefix is the longest one of
+  // `location` (or the only one) goes over *config.
+  static void MergeStorageCredentials(const Json& j, const std::string& location,
+                                      std::map<std::string, std::string>* config) {
+    if (!j.contains("storage-credentials") || !j["storage-credentials"].is_array()) return;
+    const Json* best = nullptr;
+    size_t best_len = 0;
+    for (const auto& c : j["storage-credentials"]) {
+      const std::string prefix = c.value("prefix", std::string());
+      const bool fits = location.empty() || location.rfind(prefix, 0) == 0;
+      if (fits && (best == nullptr || prefix.size() > best_len) && c.contains("config")) {
+        best = &c;
+        best_len = prefix.size();
+      }
+    }
+    if (best == nullptr || !(*best)["config"].is_object()) return;
+    for (auto it = (*best)["config"].begin(); it != (*best)["config"].end(); ++it) {
+      if (it.value().is_string()) (*config)[it.key()] = it.value().get<std::string>();
+    }
   }
 
   // The error of a non-2xx answer, by status.

@@ -217,6 +217,7 @@ struct S3Client::Request {
   std::vector<std::string> headers;
   std::string_view body;
   std::string* sink = nullptr;  // a successful answer's body goes here (else Response::body)
+  bool credentials_expired = false;  // the store said so: refresh them before sending
 };
 
 struct S3Client::Response {
@@ -303,6 +304,43 @@ S3Client::S3Client(S3Settings settings) : settings_(std::move(settings)) {
   GlobalInit();
   sigv4_ = "aws:amz:" + settings_.region + ":s3";
   userpwd_ = settings_.credentials.access_key_id + ":" + settings_.credentials.secret_access_key;
+  session_token_ = settings_.credentials.session_token;
+}
+
+void S3Client::SetCredentials(S3Credentials credentials, int64_t expires_at_ms,
+                              CredentialRefresh refresh) {
+  std::lock_guard<std::mutex> lock(cred_mu_);
+  userpwd_ = credentials.access_key_id + ":" + credentials.secret_access_key;
+  session_token_ = credentials.session_token;
+  expires_at_ms_ = expires_at_ms;
+  refresh_ = std::move(refresh);
+}
+
+bool S3Client::HasRefresh() {
+  std::lock_guard<std::mutex> lock(cred_mu_);
+  return static_cast<bool>(refresh_);
+}
+
+std::pair<std::string, std::string> S3Client::Credentials(bool expired) {
+  std::lock_guard<std::mutex> lock(cred_mu_);
+  constexpr int64_t kMarginMs = 5 * 60 * 1000;
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  if (refresh_ && (expired || (expires_at_ms_ > 0 && now >= expires_at_ms_ - kMarginMs))) {
+    auto fresh = refresh_();
+    if (fresh.ok()) {
+      userpwd_ = fresh->first.access_key_id + ":" + fresh->first.secret_access_key;
+      session_token_ = fresh->first.session_token;
+      expires_at_ms_ = fresh->second;
+      FERRY_LOG(kDebug) << "new storage credentials for " << settings_.endpoint;
+    } else {
+      // The old ones are tried; the store's answer says the rest.
+      FERRY_LOG(kWarn) << "could not refresh the storage credentials for " << settings_.endpoint
+                       << ": " << fresh.status().message();
+    }
+  }
+  return {userpwd_, session_token_};
 }
 
 S3Client::~S3Client() {
@@ -365,8 +403,9 @@ Status S3Client::SendOnce(void* handle, const Request& req, Response* resp,
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  const auto [userpwd, session_token] = Credentials(req.credentials_expired);
   curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4_.c_str());
-  curl_easy_setopt(c, CURLOPT_USERPWD, userpwd_.c_str());
+  curl_easy_setopt(c, CURLOPT_USERPWD, userpwd.c_str());
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(settings_.config.connect_timeout_ms));
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -378,8 +417,8 @@ Status S3Client::SendOnce(void* handle, const Request& req, Response* resp,
   // The payload is not hashed into the signature (parts are streamed); TLS protects it on the way.
   headers = curl_slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
   std::string token;
-  if (!settings_.credentials.session_token.empty()) {
-    token = "x-amz-security-token: " + settings_.credentials.session_token;
+  if (!session_token.empty()) {
+    token = "x-amz-security-token: " + session_token;
     headers = curl_slist_append(headers, token.c_str());
   }
   for (const auto& h : req.headers) headers = curl_slist_append(headers, h.c_str());
@@ -443,8 +482,15 @@ Result<S3Client::Response> S3Client::Call(const Request& req) {
       // A 200 to CompleteMultipartUpload may still carry an error (the store failed late).
       const bool late_error = req.method == "POST" && resp.http == 200 &&
                               resp.body.find("<Error>") != std::string::npos;
-      if (!late_error && !Retryable(resp.http, resp.body)) return resp;
       const auto code = XmlText(resp.body, "Code");
+      // Expired credentials (vended ones outlived their life): new ones, then once more.
+      if (resp.http == 403 && code && (*code == "ExpiredToken" || *code == "TokenRefreshRequired") &&
+          !req.credentials_expired && HasRefresh()) {
+        Request again = req;
+        again.credentials_expired = true;
+        return Call(again);
+      }
+      if (!late_error && !Retryable(resp.http, resp.body)) return resp;
       last = "HTTP " + std::to_string(resp.http) + (code ? " " + *code : std::string());
     } else {
       last = curl_error;

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -79,6 +80,13 @@ class S3Client {
 
   const S3Settings& settings() const { return settings_; }
 
+  // Credentials that expire (those a REST catalog vends for a table): they are used from now on;
+  // when fewer than five minutes of their life are left (`expires_at_ms`, 0: no expiry known), or
+  // the store answers that they expired, `refresh` is asked for new ones (and their expiry)
+  // before the next request. Thread-safe.
+  using CredentialRefresh = std::function<Result<std::pair<S3Credentials, int64_t>>()>;
+  void SetCredentials(S3Credentials credentials, int64_t expires_at_ms, CredentialRefresh refresh);
+
   // Replaces *out with the bytes [offset, offset + n) of the object (n > 0).
   Status GetRange(const S3Location& loc, uint64_t offset, uint64_t n, std::string* out);
   // The whole object.
@@ -119,9 +127,18 @@ class S3Client {
   void* Acquire();
   void Release(void* curl);
 
+  // The credentials for one request ("<key id>:<secret>" for libcurl, the session token),
+  // refreshed first when they are about to expire (`expired`: the store said they had).
+  std::pair<std::string, std::string> Credentials(bool expired);
+  bool HasRefresh();
+
   S3Settings settings_;
   std::string sigv4_;    // "aws:amz:<region>:s3"
-  std::string userpwd_;  // "<key id>:<secret>", given to libcurl only
+  std::mutex cred_mu_;
+  std::string userpwd_;        // GUARDED_BY(cred_mu_): "<key id>:<secret>", for libcurl only
+  std::string session_token_;  // GUARDED_BY(cred_mu_)
+  int64_t expires_at_ms_ = 0;  // GUARDED_BY(cred_mu_)
+  CredentialRefresh refresh_;  // GUARDED_BY(cred_mu_)
   std::mutex mu_;
   std::vector<void*> idle_;  // GUARDED_BY(mu_): easy handles with their kept-alive connections
 };

@@ -185,6 +185,8 @@ class S3FileIO final : public FileIO {
  public:
   explicit S3FileIO(std::shared_ptr<S3Client> client) : client_(std::move(client)) {}
 
+  S3Client& client() const { return *client_; }
+
   std::string Describe() const override { return "S3 (" + client_->settings().Describe() + ")"; }
 
   Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& uri,
@@ -252,6 +254,43 @@ class S3FileIO final : public FileIO {
 };
 
 }  // namespace
+
+std::optional<S3Settings> S3SettingsOf(const FileIO& io) {
+  auto* s3 = dynamic_cast<const S3FileIO*>(&io);
+  if (s3 == nullptr) return std::nullopt;
+  return s3->client().settings();
+}
+
+Result<std::shared_ptr<FileIO>> OpenVendedS3FileIO(const std::string& location,
+                                                   const S3Config& base, const VendedS3& vended,
+                                                   std::function<Result<VendedS3>()> refresh) {
+  S3Config c = base;
+  if (vended.endpoint) c.endpoint = vended.endpoint;
+  if (vended.region) c.region = vended.region;
+  if (vended.path_style) c.path_style = vended.path_style;
+  // Only the vended credentials: nothing of this machine's own (variables, profiles) is used.
+  const S3Credentials creds = vended.credentials;
+  EnvLookup env = [creds](const std::string& name) -> std::optional<std::string> {
+    if (name == "AWS_ACCESS_KEY_ID") return creds.access_key_id;
+    if (name == "AWS_SECRET_ACCESS_KEY") return creds.secret_access_key;
+    if (name == "AWS_SESSION_TOKEN" && !creds.session_token.empty()) return creds.session_token;
+    if (name == "AWS_SHARED_CREDENTIALS_FILE" || name == "AWS_CONFIG_FILE") return "/dev/null";
+    return std::nullopt;
+  };
+  FERRY_ASSIGN_OR_RETURN(auto io, OpenS3FileIO(location, c, env));
+  auto* s3 = static_cast<S3FileIO*>(io.get());
+  S3Credentials named = creds;
+  named.source = "credentials vended by the catalog";
+  s3->client().SetCredentials(
+      named, vended.expires_at_ms,
+      refresh ? S3Client::CredentialRefresh(
+                    [refresh]() -> Result<std::pair<S3Credentials, int64_t>> {
+                      FERRY_ASSIGN_OR_RETURN(VendedS3 v, refresh());
+                      return std::make_pair(v.credentials, v.expires_at_ms);
+                    })
+              : S3Client::CredentialRefresh());
+  return io;
+}
 
 Result<std::shared_ptr<FileIO>> OpenS3FileIO(const std::string& location, const S3Config& config,
                                              const EnvLookup& env) {

@@ -16,7 +16,9 @@
 // NewFile.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ferry/lake/file_io.h"
@@ -28,5 +30,17 @@ namespace ferry::lake {
 // resolved from `config` and the environment (ResolveS3Settings: its errors).
 Result<std::shared_ptr<FileIO>> OpenS3FileIO(const std::string& location, const S3Config& config,
                                              const EnvLookup& env = ProcessEnvironment());
+
+// The FileIO of one table whose catalog vends its storage credentials: `base` (the
+// destination's s3: settings) with the vended endpoint, region and addressing style over it, and
+// the vended credentials, refreshed through `refresh` when they near their expiry or the store
+// says they expired.
+Result<std::shared_ptr<FileIO>> OpenVendedS3FileIO(
+    const std::string& location, const S3Config& base, const VendedS3& vended,
+    std::function<Result<VendedS3>()> refresh);
+
+// The resolved settings of an S3 FileIO (nullopt for another kind): what `ferry catalog serve`
+// can vend to its clients.
+std::optional<S3Settings> S3SettingsOf(const FileIO& io);
 
 }  // namespace ferry::lake

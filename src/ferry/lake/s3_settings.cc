@@ -208,4 +208,28 @@ Result<S3Settings> ResolveS3Settings(const S3Config& config, const EnvLookup& en
   return s;
 }
 
+std::optional<VendedS3> VendedS3Of(const std::map<std::string, std::string>& config) {
+  auto get = [&](const char* key) -> std::optional<std::string> {
+    auto it = config.find(key);
+    if (it == config.end() || it->second.empty()) return std::nullopt;
+    return it->second;
+  };
+  auto id = get("s3.access-key-id");
+  auto secret = get("s3.secret-access-key");
+  if (!id || !secret) return std::nullopt;
+  VendedS3 v;
+  v.credentials.access_key_id = *id;
+  v.credentials.secret_access_key = *secret;
+  v.credentials.session_token = get("s3.session-token").value_or("");
+  v.credentials.source = "credentials vended by the catalog";
+  if (auto e = get("s3.session-token-expires-at-ms")) {
+    v.expires_at_ms = std::strtoll(e->c_str(), nullptr, 10);
+  }
+  v.endpoint = get("s3.endpoint");
+  v.region = get("client.region");
+  if (!v.region) v.region = get("s3.region");
+  if (auto ps = get("s3.path-style-access")) v.path_style = *ps == "true" || *ps == "TRUE";
+  return v;
+}
+
 }  // namespace ferry::lake

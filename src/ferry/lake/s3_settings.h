@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -66,6 +67,20 @@ struct S3Settings {
 // Looks up an environment variable; nullopt when unset (tests pass their own).
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 EnvLookup ProcessEnvironment();
+
+// Storage settings a catalog hands out with a table (the LoadTableResult's `config`, or a
+// `storage-credentials` entry): the keys of Iceberg's S3FileIO — s3.access-key-id,
+// s3.secret-access-key, s3.session-token, s3.session-token-expires-at-ms, s3.endpoint,
+// s3.path-style-access, client.region (or s3.region).
+struct VendedS3 {
+  S3Credentials credentials;  // source: "credentials vended by the catalog"
+  int64_t expires_at_ms = 0;  // 0: not said
+  std::optional<std::string> endpoint;
+  std::optional<std::string> region;
+  std::optional<bool> path_style;
+};
+// nullopt when `config` holds no access key (the catalog vends nothing).
+std::optional<VendedS3> VendedS3Of(const std::map<std::string, std::string>& config);
 
 // Resolves the settings. kInvalidArgument naming what to set when there are no credentials, an
 // endpoint is not an http(s) URL, or a profile named by AWS_PROFILE does not exist; a shared

@@ -90,6 +90,9 @@ class Table {
   // The settings the catalog gave for the table's files (LoadedTable::config).
   const std::map<std::string, std::string>& config() const { return config_; }
   FileIO& io() { return *io_; }
+  // Replaces the FileIO of the table's files (one built from the credentials the catalog vends
+  // for it), before the table is used.
+  void SetIO(std::shared_ptr<FileIO> io) { io_ = std::move(io); }
 
   Status Refresh();
 

@@ -5,6 +5,7 @@
 
 #include "ferry/base/fs.h"
 #include "ferry/lake/rest_catalog.h"
+#include "ferry/lake/s3_file_io.h"
 #include "ferry/lake/s3_settings.h"
 
 namespace ferry::sink {
@@ -154,6 +155,7 @@ Result<std::unique_ptr<IcebergWarehouse>> IcebergWarehouse::Open(config::Destina
         "local file), a postgresql:// URL or a REST catalog (rest+https://host/path)");
   }
   // The storage first: a warehouse ferry cannot write stops here, before anything is created.
+  w->s3_config_ = s3;
   auto io = lake::OpenFileIO(opts.warehouse.empty() ? (on_s3 ? "s3://warehouse" : "file:///")
                                                     : opts.warehouse,
                             s3);
@@ -254,18 +256,69 @@ std::string DefaultTableLocation(const std::string& warehouse, const std::string
 }
 
 std::string IcebergWarehouse::TableLocationOf(const std::string& table) const {
+  if (opts_.warehouse.empty()) return "";  // a REST catalog's named warehouse: its server places
   return DefaultTableLocation(opts_.warehouse, opts_.ns, table);
 }
 
 Result<std::unique_ptr<lake::Table>> IcebergWarehouse::LoadTable(const std::string& table) {
-  return lake::Table::Load(catalog_.get(), io_, lake::TableIdent{opts_.ns, table});
+  FERRY_ASSIGN_OR_RETURN(auto t,
+                         lake::Table::Load(catalog_.get(), io_, lake::TableIdent{opts_.ns, table}));
+  FERRY_RETURN_IF_ERROR(ChooseStorage(*t));
+  return t;
 }
 
 Result<std::unique_ptr<lake::Table>> IcebergWarehouse::LoadOrCreateTable(
     const std::string& table, const Schema& schema,
     const std::map<std::string, std::string>& properties) {
-  return lake::Table::LoadOrCreate(catalog_.get(), io_, lake::TableIdent{opts_.ns, table},
-                                   TableLocationOf(table), schema, properties);
+  FERRY_ASSIGN_OR_RETURN(
+      auto t, lake::Table::LoadOrCreate(catalog_.get(), io_, lake::TableIdent{opts_.ns, table},
+                                        TableLocationOf(table), schema, properties));
+  FERRY_RETURN_IF_ERROR(ChooseStorage(*t));
+  return t;
+}
+
+Status IcebergWarehouse::ChooseStorage(lake::Table& t) {
+  const std::string location = t.metadata().location();
+  const std::string scheme = lake::SchemeOf(location);
+  const bool on_s3 = scheme == "s3" || scheme == "s3a";
+  if (auto vended = lake::VendedS3Of(t.config()); vended && on_s3) {
+    lake::Catalog* catalog = catalog_.get();
+    const lake::TableIdent ident = t.ident();
+    auto refresh = [catalog, ident]() -> Result<lake::VendedS3> {
+      FERRY_ASSIGN_OR_RETURN(auto config, catalog->LoadStorageConfig(ident));
+      auto v = lake::VendedS3Of(config);
+      if (!v) {
+        return Status::PermissionDenied("the catalog no longer vends storage credentials for " +
+                                        ident.ToString());
+      }
+      return *v;
+    };
+    auto io = lake::OpenVendedS3FileIO(location, s3_config_, *vended, refresh);
+    if (!io.ok()) return io.status().WithContext("table " + ident.ToString());
+    t.SetIO(std::move(*io));
+    return Status::OK();
+  }
+  const bool io_on_s3 = lake::S3SettingsOf(*io_).has_value();
+  if (on_s3 == io_on_s3) return Status::OK();
+  // A table of a REST catalog placed where the warehouse's own FileIO does not reach (a
+  // warehouse known by name): its storage with the destination's own settings.
+  if (!on_s3) {
+    if (scheme != "file" && !(scheme.empty() && !location.empty() && location[0] == '/')) {
+      return Status::NotSupported("table " + t.ident().ToString() + " lives at " + location +
+                                  ", which ferry cannot write: Iceberg tables go to local "
+                                  "folders or S3-compatible object stores");
+    }
+    t.SetIO(lake::LocalFileIO());
+    return Status::OK();
+  }
+  std::lock_guard<std::mutex> lock(s3_mu_);
+  if (!s3_io_) {
+    auto io = lake::OpenFileIO(location, s3_config_);
+    if (!io.ok()) return io.status().WithContext("table " + t.ident().ToString());
+    s3_io_ = std::move(*io);
+  }
+  t.SetIO(s3_io_);
+  return Status::OK();
 }
 
 Result<std::vector<std::string>> IcebergWarehouse::ListTables() {

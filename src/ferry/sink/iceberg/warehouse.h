@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "ferry/format/parquet/writer.h"
 #include "ferry/lake/catalog.h"
 #include "ferry/lake/file_io.h"
+#include "ferry/lake/s3_settings.h"
 #include "ferry/lake/table.h"
 
 namespace ferry::sink {
@@ -77,7 +79,14 @@ class IcebergWarehouse {
 
  private:
   IcebergWarehouse() = default;
+  // Gives a table the FileIO its location needs: one with the credentials its catalog vends for
+  // it, else the warehouse's (or, for a REST catalog's table elsewhere, one for its scheme).
+  Status ChooseStorage(lake::Table& t);
+
   IcebergOptions opts_;
+  lake::S3Config s3_config_;  // the destination's s3: settings
+  std::mutex s3_mu_;
+  std::shared_ptr<lake::FileIO> s3_io_;  // GUARDED_BY(s3_mu_): tables on S3 of a named warehouse
   std::shared_ptr<lake::FileIO> io_;
   std::unique_ptr<lake::Catalog> catalog_;
 };
