@@ -139,10 +139,13 @@ class RestCatalog final : public Catalog {
     std::string path = "/v1/config";
     if (!opts_.warehouse.empty()) path += "?warehouse=" + PercentEncode(opts_.warehouse);
     FERRY_ASSIGN_OR_RETURN(HttpResponse r, Send("GET", base_ + path, "", Kind::kRead, ""));
-    if (r.status == 404 && !opts_.warehouse.empty()) {
-      return Status::NotFound("the REST catalog " + display_ + " does not know the warehouse '" +
-                              opts_.warehouse + "': " + ErrorText(r) +
-                              "; check destination.warehouse");
+    if (r.status == 404) {
+      return Status::NotFound(
+          "the REST catalog " + display_ + " answered GET /v1/config with 404 (" + ErrorText(r) +
+          "): check that destination.catalog is the catalog's base URL, the part before /v1" +
+          (opts_.warehouse.empty() ? std::string()
+                                   : ", and that the server knows the warehouse '" +
+                                         opts_.warehouse + "' (destination.warehouse)"));
     }
     FERRY_RETURN_IF_ERROR(Check(r, "reading the catalog's configuration (GET /v1/config)"));
     Json config = Json::parse(r.body, nullptr, false);

@@ -633,11 +633,16 @@ Result<std::unique_ptr<Catalog>> OpenSqlCatalog(const std::string& uri,
           "postgresql://user:${PASSWORD}@host:5432/database");
     }
     FERRY_ASSIGN_OR_RETURN(conn, OpenPostgresCatalogConnection(dsn));
+  } else if (StartsWith(uri, "http://") || StartsWith(uri, "https://")) {
+    return Status::InvalidArgument("catalog '" + config::Redact(uri) +
+                                   "' looks like a REST catalog's URL; write it as rest+" +
+                                   config::Redact(uri) + " (the base URL, before /v1)");
   } else {
     return Status::InvalidArgument(
         "catalog '" + config::Redact(uri) +
-        "' is not supported; use sqlite:<path> for the embedded SQL catalog or "
-        "postgresql://user:password@host:port/database for a PostgreSQL one");
+        "' is not supported; use sqlite:<path> for the embedded SQL catalog, "
+        "postgresql://user:password@host:port/database for a PostgreSQL one or "
+        "rest+https://host[:port][/path] for an Iceberg REST catalog");
   }
   return NewSqlCatalog(std::move(conn), catalog_name, std::move(io));
 }
