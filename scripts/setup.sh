@@ -10,7 +10,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libsqlite3-dev sqlite3 libzstd-dev libsnappy-dev zlib1g-dev libcurl4-openssl-dev
+  libsqlite3-dev sqlite3 libzstd-dev libsnappy-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
   libpq-dev postgresql
   libmariadb-dev mariadb-server redis-server librdkafka-dev kcat
   prometheus-cpp-dev libcivetweb-dev prometheus

@@ -21,6 +21,7 @@ sys.path.insert(0, HERE)
 import ferrytest  # noqa: E402
 import pgserver  # noqa: E402
 import restproxy  # noqa: E402
+import sigv4check  # noqa: E402
 import test_postgres_cdc  # noqa: E402
 import test_sqlite_cdc  # noqa: E402
 
@@ -257,6 +258,41 @@ class RestCatalogTest(ferrytest.FerryTestCase):
         self.write_pipeline(PIPELINE.format(mode="cdc", catalog="rest+ftp://x", rest=""))
         p = self.ferry("check", "-c", self.pipeline, check=False)
         self.assertNotEqual(p.returncode, 0)
+
+
+class SigV4Test(ferrytest.FerryTestCase):
+    """Catalog requests signed with AWS SigV4 (`signing_region`, `signing_name`), as Glue's and S3
+    Tables' endpoints want them, each signature checked again by botocore."""
+    KEY_ID, SECRET = "AKIAFERRYTEST0001", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYFERRYSECRET"
+
+    def test_signed_requests_pass_botocores_check_and_a_wrong_secret_is_refused(self):
+        test_sqlite_cdc.create_source(self)
+        server = Server(self, "./lake")
+        try:
+            with sigv4check.SigV4Check(server.url, self.KEY_ID, self.SECRET, "eu-west-1",
+                                       "glue") as check:
+                self.write_pipeline(PIPELINE.format(
+                    mode="cdc", catalog="rest+" + check.url,
+                    rest="  rest: {signing_region: eu-west-1, signing_name: glue}"))
+                env = {"AWS_ACCESS_KEY_ID": self.KEY_ID, "AWS_SECRET_ACCESS_KEY": self.SECRET}
+                out = self.ferry("sync", "-c", self.pipeline, "--once", "-v", env=env)
+                self.assertEqual(check.refused, 0, check.problems)
+                self.assertGreater(check.verified, 5)
+                self.assert_table_equals_source("lake", "items", warehouse="lake")
+                test_sqlite_cdc.SqliteCdcTest.change(self)
+                self.ferry("sync", "-c", self.pipeline, "--once", env=env)  # commits are signed
+                self.assertEqual(check.refused, 0, check.problems)
+                self.assert_table_equals_source("lake", "items", warehouse="lake")
+                bad = dict(env, AWS_SECRET_ACCESS_KEY="not-the-secret")
+                p = self.ferry("check", "-c", self.pipeline, env=bad, check=False)
+                self.assertNotEqual(p.returncode, 0)
+                self.assertIn("403", p.stdout + p.stderr)
+                self.assertGreater(check.refused, 0)
+                for text in (out.stdout, out.stderr, p.stdout, p.stderr):
+                    self.assertNotIn(self.SECRET, text)
+                    self.assertNotIn("not-the-secret", text)
+        finally:
+            server.stop()
 
 
 PG_PIPELINE = """

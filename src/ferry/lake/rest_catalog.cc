@@ -14,6 +14,7 @@
 #include "ferry/base/log.h"
 #include "ferry/base/uuid.h"
 #include "ferry/lake/s3_settings.h"
+#include "ferry/lake/sigv4.h"
 #include "ferry/lake/table_commit.h"
 
 namespace ferry::lake {
@@ -127,7 +128,7 @@ class RestCatalog final : public Catalog {
       S3Config none;
       FERRY_ASSIGN_OR_RETURN(S3Settings s3, ResolveS3Settings(none, ProcessEnvironment()));
       aws_ = s3.credentials;
-      sigv4_ = "aws:amz:" + opts_.signing_region + ":" + opts_.signing_name;
+      sign_v4_ = true;
     }
     if (!opts_.credential.empty() && opts_.credential.find(':') == std::string::npos) {
       return Status::InvalidArgument(
@@ -652,10 +653,10 @@ class RestCatalog final : public Catalog {
     struct curl_slist* headers = nullptr;
     headers = curl_slist_append(headers, (std::string("Content-Type: ") + content_type).c_str());
     headers = curl_slist_append(headers, "Accept: application/json");
-    headers = curl_slist_append(headers, "User-Agent: ferry/0.1.0");
+    // Not a header of the list: SigV4 signs those, and proxies rewrite User-Agent.
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "ferry/0.1.0");
     headers = curl_slist_append(headers, "X-Client-Version: ferry 0.1.0");
     std::string auth;
-    std::string security_token;
     if (authorize) {
       const std::string token = Token();
       if (!token.empty()) {
@@ -669,15 +670,12 @@ class RestCatalog final : public Catalog {
     for (const auto& [k, v] : opts_.headers) {
       headers = curl_slist_append(headers, (k + ": " + v).c_str());
     }
-    std::string userpwd;
-    if (authorize && !sigv4_.empty()) {
-      userpwd = aws_.access_key_id + ":" + aws_.secret_access_key;
-      curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4_.c_str());
-      curl_easy_setopt(c, CURLOPT_USERPWD, userpwd.c_str());
-      if (!aws_.session_token.empty()) {
-        security_token = "x-amz-security-token: " + aws_.session_token;
-        headers = curl_slist_append(headers, security_token.c_str());
-      }
+    std::vector<std::string> signed_headers;
+    if (authorize && sign_v4_) {
+      signed_headers = SignV4({method, url, method == "GET" || method == "HEAD" ? "" : body,
+                               content_type},
+                              aws_, opts_.signing_region, opts_.signing_name, AmzDateNow());
+      for (const auto& h : signed_headers) headers = curl_slist_append(headers, h.c_str());
     }
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     if (method == "GET") {
@@ -707,11 +705,9 @@ class RestCatalog final : public Catalog {
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out.status);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, static_cast<struct curl_slist*>(nullptr));
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, static_cast<char*>(nullptr));
-    curl_easy_setopt(c, CURLOPT_USERPWD, static_cast<char*>(nullptr));
     curl_slist_free_all(headers);
     // Scrub the copies of secrets this call made.
     std::fill(auth.begin(), auth.end(), '\0');
-    std::fill(userpwd.begin(), userpwd.end(), '\0');
     if (rc != CURLE_OK) {
       curl_easy_cleanup(c);  // its connection is in an unknown state
       const bool sent = request_bytes > 0 || rc == CURLE_SEND_ERROR ||
@@ -757,7 +753,7 @@ class RestCatalog final : public Catalog {
   std::string prefix_;
   bool advertised_ = false;
   std::set<std::string> endpoints_;
-  std::string sigv4_;
+  bool sign_v4_ = false;  // SigV4 with aws_ (signing_region, signing_name)
   S3Credentials aws_;
   std::mutex token_mu_;
   std::string token_;          // GUARDED_BY(token_mu_)
