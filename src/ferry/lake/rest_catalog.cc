@@ -13,6 +13,7 @@
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
 #include "ferry/base/uuid.h"
+#include "ferry/lake/s3_client.h"
 #include "ferry/lake/s3_settings.h"
 #include "ferry/lake/sigv4.h"
 #include "ferry/lake/table_commit.h"
@@ -24,28 +25,7 @@ constexpr int64_t kBackoffFirstMs = 100;
 constexpr int64_t kBackoffMaxMs = 5000;
 constexpr size_t kMaxErrorText = 400;  // characters of a server's message kept in ours
 
-void GlobalInit() {
-  static const bool done = [] {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    return true;
-  }();
-  (void)done;
-}
-
-std::string PercentEncode(std::string_view s) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
+std::string PercentEncode(std::string_view s) { return UriEncode(s, false); }
 
 std::vector<std::string> Levels(const std::string& ns) {
   std::vector<std::string> out;
@@ -112,7 +92,7 @@ class RestCatalog final : public Catalog {
   }
 
   Status Open() {
-    GlobalInit();
+    InitCurlOnce();
     FERRY_ASSIGN_OR_RETURN(base_, RestBaseUrl(opts_.uri));
     while (!base_.empty() && base_.back() == '/') base_.pop_back();
     display_ = base_;

@@ -22,13 +22,6 @@ constexpr size_t kMaxIdleHandles = 32;
 constexpr int64_t kBackoffFirstMs = 100;
 constexpr int64_t kBackoffMaxMs = 5000;
 
-void GlobalInit() {
-  static const bool done = [] {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    return true;
-  }();
-  (void)done;
-}
 
 std::string XmlUnescape(std::string_view s) {
   std::string out;
@@ -168,6 +161,14 @@ Result<S3Location> ParseS3Location(const std::string& uri) {
   return loc;
 }
 
+void InitCurlOnce() {
+  static const bool done = [] {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    return true;
+  }();
+  (void)done;
+}
+
 std::string UriEncode(std::string_view s, bool keep_slash) {
   static const char* kHex = "0123456789ABCDEF";
   std::string out;
@@ -301,7 +302,7 @@ bool Retryable(long http, const std::string& body) {
 }  // namespace
 
 S3Client::S3Client(S3Settings settings) : settings_(std::move(settings)) {
-  GlobalInit();
+  InitCurlOnce();
   sigv4_ = "aws:amz:" + settings_.region + ":s3";
   userpwd_ = settings_.credentials.access_key_id + ":" + settings_.credentials.secret_access_key;
   session_token_ = settings_.credentials.session_token;

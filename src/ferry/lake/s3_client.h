@@ -46,6 +46,9 @@ Result<S3Location> ParseS3Location(const std::string& uri);
 // Percent-encoding of RFC 3986 / SigV4: every byte but A-Z a-z 0-9 - . _ ~ (and '/' when
 // `keep_slash`) becomes %XX.
 std::string UriEncode(std::string_view s, bool keep_slash);
+
+// libcurl's global initialization, once per process (every libcurl client of lake calls it).
+void InitCurlOnce();
 // The text of the first <tag>...</tag> in `xml`, entities decoded; nullopt when absent.
 std::optional<std::string> XmlText(std::string_view xml, std::string_view tag);
 // The inner text of every <tag>...</tag> element, in order.

@@ -1,11 +1,12 @@
 #include "ferry/lake/sigv4.h"
 
+#include "ferry/lake/s3_client.h"
+
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 
 #include <algorithm>
-#include <cctype>
 #include <ctime>
 
 namespace ferry::lake {
@@ -34,23 +35,6 @@ std::string Hmac(const std::string& key, const std::string& data) {
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
        reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &n);
   return std::string(reinterpret_cast<char*>(out), n);
-}
-
-// RFC 3986 encoding of every byte but the unreserved ones (and '/' when `keep_slash`).
-std::string UriEncode(const std::string& s, bool keep_slash) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
-        (keep_slash && c == '/')) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
 }
 
 // The query's parameters (already percent-encoded as sent), sorted by name then value.
