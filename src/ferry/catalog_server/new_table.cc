@@ -254,29 +254,18 @@ Result<lake::TableMetadata> MetadataFromCreateRequest(const Json& request,
   FERRY_ASSIGN_OR_RETURN(Json order, SortOrderOf(request, ids));
   FERRY_ASSIGN_OR_RETURN(Json props, PropertiesOf(request));
   const int64_t order_id = order["order-id"].get<int64_t>();
-  Json doc{
-      {"format-version", 2},
-      {"table-uuid", uuid},
-      {"location", location},
-      {"last-sequence-number", 0},
-      {"last-updated-ms", NowMs()},
-      {"last-column-id", ids.highest},
-      {"current-schema-id", 0},
-      {"schemas", Json::array({std::move(schema)})},
-      {"default-spec-id", 0},
-      {"partition-specs", Json::array({std::move(spec)})},
-      {"last-partition-id", last_partition_id},
-      {"default-sort-order-id", order_id},
-      {"sort-orders", Json::array({std::move(order)})},
-      {"properties", std::move(props)},
-      {"current-snapshot-id", -1},
-      {"refs", Json::object()},
-      {"snapshots", Json::array()},
-      {"statistics", Json::array()},
-      {"partition-statistics", Json::array()},
-      {"snapshot-log", Json::array()},
-      {"metadata-log", Json::array()},
-  };
+  lake::NewTableParts parts;
+  parts.table_uuid = uuid;
+  parts.location = location;
+  parts.schemas = Json::array({std::move(schema)});
+  parts.last_column_id = ids.highest;
+  parts.specs = Json::array({std::move(spec)});
+  parts.last_partition_id = last_partition_id;
+  parts.orders = Json::array({std::move(order)});
+  parts.default_order_id = order_id;
+  parts.properties = std::move(props);
+  parts.last_updated_ms = NowMs();
+  const Json doc = lake::NewTableDocument(std::move(parts));
   return FromDoc(doc);
 }
 
@@ -292,29 +281,13 @@ Result<lake::TableMetadata> MetadataFromCreateUpdates(const Json& updates,
       break;
     }
   }
-  Json empty{
-      {"format-version", 2},
-      {"table-uuid", uuid},
-      {"location", default_location},
-      {"last-sequence-number", 0},
-      {"last-updated-ms", NowMs()},
-      {"last-column-id", 0},
-      {"current-schema-id", -1},
-      {"schemas", Json::array()},
-      {"default-spec-id", 0},
-      {"partition-specs", Json::array()},
-      {"last-partition-id", 999},
-      {"default-sort-order-id", 0},
-      {"sort-orders", Json::array()},
-      {"properties", Json::object()},
-      {"current-snapshot-id", -1},
-      {"refs", Json::object()},
-      {"snapshots", Json::array()},
-      {"statistics", Json::array()},
-      {"partition-statistics", Json::array()},
-      {"snapshot-log", Json::array()},
-      {"metadata-log", Json::array()},
-  };
+  // Nothing yet: the updates add the schema, spec and sort order.
+  lake::NewTableParts parts;
+  parts.table_uuid = uuid;
+  parts.location = default_location;
+  parts.current_schema_id = -1;
+  parts.last_updated_ms = NowMs();
+  const Json empty = lake::NewTableDocument(std::move(parts));
   FERRY_ASSIGN_OR_RETURN(lake::TableMetadata m, FromDoc(empty));
   FERRY_RETURN_IF_ERROR(lake::ApplyUpdates(m, updates));
   Json& doc = m.mutable_doc();

@@ -108,29 +108,22 @@ Result<TableMetadata> TableMetadata::FromJson(Json doc, const std::string& locat
   return m;
 }
 
-TableMetadata TableMetadata::NewTable(const std::string& table_uuid, const std::string& location,
-                                      const Schema& schema,
-                                      const std::map<std::string, std::string>& properties) {
-  Schema s = schema;
-  s.schema_id = 0;
-  TableMetadata m;
-  Json props = Json::object();
-  for (const auto& [k, v] : properties) props[k] = v;
-  m.doc_ = Json{
+Json NewTableDocument(NewTableParts p) {
+  return Json{
       {"format-version", 2},
-      {"table-uuid", table_uuid},
-      {"location", location},
+      {"table-uuid", std::move(p.table_uuid)},
+      {"location", std::move(p.location)},
       {"last-sequence-number", 0},
-      {"last-updated-ms", 0},
-      {"last-column-id", s.HighestFieldId()},
-      {"current-schema-id", 0},
-      {"schemas", Json::array({SchemaToJson(s)})},
+      {"last-updated-ms", p.last_updated_ms},
+      {"last-column-id", p.last_column_id},
+      {"current-schema-id", p.current_schema_id},
+      {"schemas", std::move(p.schemas)},
       {"default-spec-id", 0},
-      {"partition-specs", Json::array({Json{{"spec-id", 0}, {"fields", Json::array()}}})},
-      {"last-partition-id", 999},
-      {"default-sort-order-id", 0},
-      {"sort-orders", Json::array({Json{{"order-id", 0}, {"fields", Json::array()}}})},
-      {"properties", props},
+      {"partition-specs", std::move(p.specs)},
+      {"last-partition-id", p.last_partition_id},
+      {"default-sort-order-id", p.default_order_id},
+      {"sort-orders", std::move(p.orders)},
+      {"properties", std::move(p.properties)},
       {"current-snapshot-id", -1},
       {"refs", Json::object()},
       {"snapshots", Json::array()},
@@ -139,6 +132,23 @@ TableMetadata TableMetadata::NewTable(const std::string& table_uuid, const std::
       {"snapshot-log", Json::array()},
       {"metadata-log", Json::array()},
   };
+}
+
+TableMetadata TableMetadata::NewTable(const std::string& table_uuid, const std::string& location,
+                                      const Schema& schema,
+                                      const std::map<std::string, std::string>& properties) {
+  Schema s = schema;
+  s.schema_id = 0;
+  NewTableParts parts;
+  parts.table_uuid = table_uuid;
+  parts.location = location;
+  parts.schemas = Json::array({SchemaToJson(s)});
+  parts.last_column_id = s.HighestFieldId();
+  parts.specs = Json::array({Json{{"spec-id", 0}, {"fields", Json::array()}}});
+  parts.orders = Json::array({Json{{"order-id", 0}, {"fields", Json::array()}}});
+  for (const auto& [k, v] : properties) parts.properties[k] = v;
+  TableMetadata m;
+  m.doc_ = NewTableDocument(std::move(parts));
   return m;
 }
 

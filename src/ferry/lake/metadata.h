@@ -26,6 +26,24 @@ Json TypeToJson(const DataType& t);
 Result<DataType> TypeFromJson(const Json& j, const std::string& column);
 Result<Schema> SchemaFromJson(const Json& j);
 
+// What a new table's metadata document holds (format version 2, no snapshot yet), from its
+// parts as JSON whose ids the caller assigned: `schemas` (current: current_schema_id), `specs`
+// (default: spec 0 when there is one), `orders` (default: default_order_id).
+struct NewTableParts {
+  std::string table_uuid;
+  std::string location;
+  Json schemas = Json::array();
+  int64_t current_schema_id = 0;
+  int64_t last_column_id = 0;
+  Json specs = Json::array();
+  int64_t last_partition_id = 999;
+  Json orders = Json::array();
+  int64_t default_order_id = 0;
+  Json properties = Json::object();
+  int64_t last_updated_ms = 0;
+};
+Json NewTableDocument(NewTableParts parts);
+
 class TableMetadata {
  public:
   static Result<TableMetadata> Parse(const std::string& text, const std::string& location);
