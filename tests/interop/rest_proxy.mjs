@@ -35,9 +35,9 @@
 //    "oauth"?, "auth"?, "token"?}
 // seq and at (ms since the proxy started) are taken when the request arrived; status is what the
 // client got (null if the connection was dropped); operationId is null when no operation matched
-// (then requestErrors says so); oauth, auth and token: see --oauth. Headers and bodies are never written (so no
-// Authorization header, token request or vended credential reaches the report), only what was
-// wrong with them.
+// (then requestErrors says so); oauth, auth and token: see --oauth. Headers and bodies are never
+// written (so no Authorization header, token request or vended credential reaches the report),
+// only what was wrong with them.
 //
 // Faults (with --control, over HTTP on the proxy itself; paths under /__proxy/ are not forwarded):
 //   POST   /__proxy/faults   {"match": {"method": "POST", "pathRegex": "/tables/[^/]+$",

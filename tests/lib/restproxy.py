@@ -16,8 +16,21 @@ is told it failed), drop the connection before or after forwarding, or delay:
     self.assertEqual(proxy.violations(), [])
     proxy.stop()
 
+With `oauth={"clients": {"ferry-client": SECRET}, "lifetime_s": 2, "upstreamToken": TOKEN}` the
+proxy is also the catalog's OAuth2 server: it answers POST <url>/v1/oauth/tokens itself (client
+credentials; OAuthTokenResponse with a fresh random token, or a 401 OAuthError for a wrong client
+or secret) and refuses every other request that lacks a live token it issued (401
+NotAuthorizedException, not forwarded); accepted ones reach the upstream with `Bearer TOKEN` (or no
+Authorization header). `expire_tokens()` expires every token now, the fault action "expire" does
+so just before a matching request; `oauth_stats()` counts tokens issued and requests refused, and
+`oauth_events()` lists, in order, tokens issued and requests refused. Tokens begin with
+TOKEN_PREFIX, so a test can look for any of them in what it must not leak:
+
+    proxy = restproxy.start(server_url, oauth={"clients": {"c": "s"}, "lifetime_s": 2,
+                                               "upstreamToken": TOKEN})
+
 The report file (one JSON line per exchange) stays in the proxy's temporary folder, kept with
-FERRY_KEEP_TEST_DIRS set."""
+FERRY_KEEP_TEST_DIRS set; neither it nor the proxy's stderr ever holds a secret or a token."""
 import json
 import os
 import shutil
@@ -33,6 +46,7 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INTEROP = os.path.join(ROOT, "tests", "interop")
 SCRIPT = os.path.join(INTEROP, "rest_proxy.mjs")
+TOKEN_PREFIX = "rpx-oauth-"  # how every access token the proxy issues begins
 
 
 def available():
@@ -47,11 +61,13 @@ def spec_path():
 
 
 class RestProxy:
-    def __init__(self, upstream, base_path=None, faults=(), start_timeout=20):
+    def __init__(self, upstream, base_path=None, faults=(), oauth=None, start_timeout=None):
         self.upstream = upstream.rstrip("/")
         self.base_path = base_path
         self.initial_faults = list(faults)
-        self.start_timeout = start_timeout
+        self.oauth = oauth
+        # With oauth the proxy compiles every validator before it listens (some seconds).
+        self.start_timeout = start_timeout or (90 if oauth is not None else 20)
         self.dir = tempfile.mkdtemp(prefix="ferry_restproxy_")
         self.report_path = os.path.join(self.dir, "report.jsonl")
         self.stderr_path = os.path.join(self.dir, "proxy.stderr")
@@ -64,6 +80,12 @@ class RestProxy:
         return f"http://127.0.0.1:{self.port}{self.base_path or ''}"
 
     @property
+    def token_url(self):
+        """Where the proxy (with oauth) hands out tokens: the client's oauth2-server-uri."""
+        path = (self.oauth or {}).get("tokenPath") or f"{self.base_path or ''}/v1/oauth/tokens"
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    @property
     def control_url(self):
         return f"http://127.0.0.1:{self.port}/__proxy"
 
@@ -74,6 +96,8 @@ class RestProxy:
             argv += ["--base-path", self.base_path]
         for f in self.initial_faults:
             argv += ["--fault", json.dumps(f)]
+        if self.oauth is not None:
+            argv += ["--oauth", json.dumps(self.oauth)]
         with open(self.stderr_path, "w") as err:
             self.proc = subprocess.Popen(argv, cwd=INTEROP, stdout=subprocess.PIPE, stderr=err,
                                          stdin=subprocess.DEVNULL, text=True)
@@ -138,6 +162,36 @@ class RestProxy:
 
     def stats(self):
         return self._call("GET", "stats")
+
+    def expire_tokens(self):
+        """Every token issued so far expires now (with oauth); returns how many were live."""
+        return self._call("POST", "oauth/expire")["expired"]
+
+    def oauth_stats(self):
+        """{tokenRequests, tokensIssued, tokenRequestsRefused, refusedExpired, refusedUnknown,
+        refusedMissing, expiredOnDemand, live} (with oauth)."""
+        return self.stats()["oauth"]
+
+    def oauth_events(self):
+        """In the order the proxy received them: (seq, what, operationId) for each token request
+        (what: "issued" or the OAuth error) and each request refused (what: "refused expired",
+        "refused unknown", "refused missing")."""
+        out = []
+        for e in sorted(self.report(), key=lambda e: e["seq"]):
+            if "oauth" in e:
+                out.append((e["seq"], e["oauth"], e.get("operationId")))
+            elif e.get("auth", "ok") != "ok":
+                out.append((e["seq"], "refused " + e["auth"], e.get("operationId")))
+        return out
+
+    def files_text(self):
+        """The report file and the proxy's stderr, whole: what must hold no secret."""
+        text = ""
+        for path in (self.report_path, self.stderr_path):
+            if os.path.exists(path):
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text += f.read()
+        return text
 
     def violations(self):
         """The exchanges in which the client or the server broke the spec, or that matched no
