@@ -586,6 +586,24 @@ state: ./state.json
         loads = [e for e in self.proxy.report() if e.get("operationId") == "loadTable"]
         self.assertTrue(loads)
 
+    def test_credentials_that_expired_are_fetched_again_before_the_store_is_used(self):
+        self.write_pipeline(self.PIPELINE.format(
+            url=self.proxy.url, rest="  rest: {access_delegation: vended-credentials}"))
+        # Every table the catalog hands out comes with credentials that expired long ago (and
+        # whose secret is wrong): only those fetched again work.
+        for op in ("createTable", "loadTable"):
+            self.proxy.add_fault({"match": {"operationId": op}, "action": "merge",
+                                  "after": "after", "count": 1000,
+                                  "body": {"config": {"s3.secret-access-key": "stale-secret",
+                                                      "s3.session-token-expires-at-ms": "1000"},
+                                           "storage-credentials": []}})
+        self.ferry("sync", "-c", self.pipeline, user=None)
+        for table in ("a", "b"):
+            self.assert_table_equals_source("lake", table)
+        fetched = [e for e in self.proxy.report() if e.get("operationId") == "loadCredentials"]
+        self.assertTrue(fetched, "the credentials were not fetched again")
+        self.assertEqual(self.proxy.violations(), [], self.proxy.format_violations())
+
     def test_without_delegation_or_credentials_the_store_refuses_and_is_named(self):
         self.write_pipeline(self.PIPELINE.format(url=self.proxy.url, rest=""))
         p = self.ferry("sync", "-c", self.pipeline, user=None, check=False)

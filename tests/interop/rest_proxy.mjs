@@ -56,6 +56,10 @@
 //            drop/after:    forward, then destroy the connection: the change landed, the client
 //                           never learns;
 //            delay:         wait ms before forwarding (before) or before answering (after).
+//            merge/after:   forward, then merge "body" (a JSON object) into a 2xx JSON answer
+//                           (objects key by key, anything else replaced) — a catalog that
+//                           answers otherwise than the server behind it, e.g. with storage
+//                           credentials that have expired.
 //            The first fault (in the order added) whose match fits a request applies to it, for
 //            `count` requests. pathRegex is tested on the path as received, without the query.
 //   GET    /__proxy/faults   the faults still armed
@@ -445,7 +449,10 @@ if (oauth) {
 function addFault(f) {
   if (!f || typeof f !== 'object') throw new Error('a fault is a JSON object');
   const action = f.action || 'status';
-  if (!['status', 'drop', 'delay', 'expire'].includes(action)) throw new Error(`unknown action ${action}`);
+  if (!['status', 'drop', 'delay', 'expire', 'merge'].includes(action)) throw new Error(`unknown action ${action}`);
+  if (action === 'merge' && (f.after !== 'after' || !f.body || typeof f.body !== 'object')) {
+    throw new Error('the merge action needs "after": "after" and a JSON object "body"');
+  }
   if (action === 'expire' && !oauth) throw new Error('the expire action needs --oauth');
   const after = f.after || 'before';
   if (!['before', 'after'].includes(after)) throw new Error(`after must be "before" or "after"`);
@@ -458,10 +465,30 @@ function addFault(f) {
   if (!(count >= 1)) throw new Error('count must be at least 1');
   const fault = {
     id: ++faultSeq, match, action, after, status, ms: Number(f.ms ?? 0), count, applied: 0,
-    message: f.message, type: f.type, re,
+    message: f.message, type: f.type, body: f.body, re,
   };
   faults.push(fault);
   return fault;
+}
+
+// JSON numbers of 16 digits or more (snapshot ids are 63-bit) do not survive a JavaScript number:
+// they travel through a merge as marked strings and are written back as the digits they were.
+function parseKeepingLongs(text) {
+  return JSON.parse(text.replace(/(":\s*|[\[,]\s*)(-?\d{16,})(?=\s*[,\]}])/g, '$1"@@long@@$2"'));
+}
+function stringifyKeepingLongs(value) {
+  return JSON.stringify(value).replace(/"@@long@@(-?\d+)"/g, '$1');
+}
+
+// `over` merged into `base`: objects key by key, anything else (arrays too) replaced.
+function deepMerge(base, over) {
+  if (!over || typeof over !== 'object' || Array.isArray(over) || !base ||
+      typeof base !== 'object' || Array.isArray(base)) {
+    return over;
+  }
+  const out = { ...base };
+  for (const [k, v] of Object.entries(over)) out[k] = k in base ? deepMerge(base[k], v) : v;
+  return out;
 }
 
 function publicFault(f) {
@@ -1005,7 +1032,7 @@ async function handle(req, res) {
       return finish();
     }
   }
-  const fault = takeFault(method, pathOnly, entry.operationId, ['status', 'drop', 'delay']);
+  const fault = takeFault(method, pathOnly, entry.operationId, ['status', 'drop', 'delay', 'merge']);
   if (fault) entry.fault = publicFault(fault);
 
   let up = null;
@@ -1053,6 +1080,16 @@ async function handle(req, res) {
       return finish();
     }
     if (fault.action === 'delay') await sleep(fault.ms);
+    if (fault.action === 'merge' && up.status >= 200 && up.status < 300 && upBody.present &&
+        !upBody.parseError &&
+        upBody.value && typeof upBody.value === 'object') {
+      const merged = deepMerge(parseKeepingLongs(up.body.toString('utf8')), fault.body);
+      const text = stringifyKeepingLongs(merged);
+      resp = { status: up.status, lower: up.lower, body: { ...upBody, value: JSON.parse(text) } };
+      entry.status = up.status;
+      sendJson(res, up.status, Buffer.from(text), method);
+      return finish();
+    }
   }
   entry.status = up.status;
   sendRaw(res, up.status, up.headers, up.body, method);
