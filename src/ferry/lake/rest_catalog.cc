@@ -13,6 +13,7 @@
 #include "ferry/base/fault.h"
 #include "ferry/base/log.h"
 #include "ferry/base/uuid.h"
+#include "ferry/config/config.h"
 #include "ferry/lake/s3_client.h"
 #include "ferry/lake/s3_settings.h"
 #include "ferry/lake/sigv4.h"
@@ -64,6 +65,14 @@ size_t OnWrite(char* data, size_t size, size_t n, void* user) {
 // The message of an IcebergErrorResponse, or the start of whatever the body is.
 std::string ErrorText(const HttpResponse& r) {
   Json j = Json::parse(r.body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_string()) {
+    // OAuth2's error shape: {"error": "invalid_client", "error_description": "..."}.
+    std::string text = j["error"].get<std::string>();
+    if (j.contains("error_description") && j["error_description"].is_string()) {
+      text += ": " + j["error_description"].get<std::string>().substr(0, kMaxErrorText);
+    }
+    return text;
+  }
   if (j.is_object() && j.contains("error") && j["error"].is_object()) {
     const Json& e = j["error"];
     std::string type = e.value("type", std::string());
@@ -95,9 +104,9 @@ class RestCatalog final : public Catalog {
     InitCurlOnce();
     FERRY_ASSIGN_OR_RETURN(base_, RestBaseUrl(opts_.uri));
     while (!base_.empty() && base_.back() == '/') base_.pop_back();
-    display_ = base_;
-    const int ways = !opts_.token.empty() + !opts_.credential.empty() +
-                     !opts_.signing_region.empty();
+    display_ = config::Redact(base_);  // a URL may carry user:password@
+    const int ways =
+        !opts_.token.empty() + !opts_.credential.empty() + !opts_.signing_region.empty();
     if (ways > 1) {
       return Status::InvalidArgument(
           "destination.rest: set one of token, credential (OAuth2) and signing_region (SigV4), "
@@ -196,9 +205,9 @@ class RestCatalog final : public Catalog {
   Result<std::optional<std::map<std::string, std::string>>> LoadNamespace(
       const std::string& ns) override {
     FERRY_RETURN_IF_ERROR(Offers("GET /v1/{prefix}/namespaces/{namespace}"));
-    FERRY_ASSIGN_OR_RETURN(HttpResponse r,
-                           Send("GET", Url("/namespaces/" + EncodeNamespacePath(ns)), "",
-                                Kind::kRead, ""));
+    FERRY_ASSIGN_OR_RETURN(
+        HttpResponse r,
+        Send("GET", Url("/namespaces/" + EncodeNamespacePath(ns)), "", Kind::kRead, ""));
     if (r.status == 404) return std::optional<std::map<std::string, std::string>>();
     FERRY_RETURN_IF_ERROR(Check(r, "loading namespace '" + ns + "'"));
     FERRY_ASSIGN_OR_RETURN(Json j, ParseBody(r, "the namespace"));
@@ -265,11 +274,10 @@ class RestCatalog final : public Catalog {
   }
 
   Result<std::map<std::string, std::string>> LoadStorageConfig(const TableIdent& t) override {
-    const char* endpoint =
-        "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials";
+    const char* endpoint = "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials";
     if (!Offers(endpoint, /*assumed=*/false).ok()) return Catalog::LoadStorageConfig(t);
     FERRY_ASSIGN_OR_RETURN(HttpResponse r, Send("GET", TableUrl(t) + "/credentials", "",
-                                                 Kind::kRead, opts_.access_delegation));
+                                                Kind::kRead, opts_.access_delegation));
     FERRY_RETURN_IF_ERROR(Check(r, "loading the storage credentials of table " + t.ToString()));
     FERRY_ASSIGN_OR_RETURN(Json j, ParseBody(r, "the storage credentials"));
     std::map<std::string, std::string> config;
@@ -286,16 +294,15 @@ class RestCatalog final : public Catalog {
     }
     for (const auto& s : doc.value("partition-specs", Json::array())) {
       if (s.value("spec-id", -1) == initial.default_spec_id()) {
-        body["partition-spec"] = Json{{"spec-id", s.value("spec-id", 0)},
-                                      {"fields", s.value("fields", Json::array())}};
+        body["partition-spec"] =
+            Json{{"spec-id", s.value("spec-id", 0)}, {"fields", s.value("fields", Json::array())}};
       }
     }
     if (!initial.location().empty()) body["location"] = initial.location();
     body["properties"] = doc.value("properties", Json::object());
-    FERRY_ASSIGN_OR_RETURN(
-        HttpResponse r,
-        Send("POST", Url("/namespaces/" + EncodeNamespacePath(t.ns) + "/tables"), body.dump(),
-             Kind::kCreate, opts_.access_delegation));
+    FERRY_ASSIGN_OR_RETURN(HttpResponse r,
+                           Send("POST", Url("/namespaces/" + EncodeNamespacePath(t.ns) + "/tables"),
+                                body.dump(), Kind::kCreate, opts_.access_delegation));
     if (r.status == 409) {
       return Status::AlreadyExists("table " + t.ToString() + " already exists in " + Describe());
     }
@@ -329,9 +336,8 @@ class RestCatalog final : public Catalog {
     Json body{{"table-changes", changes}};
     const std::string what = "committing " + std::to_string(commits.size()) +
                              " tables in one transaction in " + Describe();
-    FERRY_ASSIGN_OR_RETURN(HttpResponse r,
-                           Send("POST", Url("/transactions/commit"), body.dump(), Kind::kCommit,
-                                ""));
+    FERRY_ASSIGN_OR_RETURN(
+        HttpResponse r, Send("POST", Url("/transactions/commit"), body.dump(), Kind::kCommit, ""));
     FaultPoint("rest.commit_answered");
     return CheckCommit(r, what);
   }
@@ -400,11 +406,10 @@ class RestCatalog final : public Catalog {
     }
     LoadedTable out;
     out.metadata_location = j.value("metadata-location", std::string());
-    FERRY_ASSIGN_OR_RETURN(out.metadata,
-                           TableMetadata::FromJson(std::move(j["metadata"]),
-                                                   out.metadata_location.empty()
-                                                       ? "table " + t.ToString()
-                                                       : out.metadata_location));
+    FERRY_ASSIGN_OR_RETURN(out.metadata, TableMetadata::FromJson(std::move(j["metadata"]),
+                                                                 out.metadata_location.empty()
+                                                                     ? "table " + t.ToString()
+                                                                     : out.metadata_location));
     if (j.contains("config") && j["config"].is_object()) {
       for (auto it = j["config"].begin(); it != j["config"].end(); ++it) {
         if (it.value().is_string()) out.config[it.key()] = it.value().get<std::string>();
@@ -438,8 +443,8 @@ class RestCatalog final : public Catalog {
   // The error of a non-2xx answer, by status.
   Status Check(const HttpResponse& r, const std::string& what) const {
     if (r.status >= 200 && r.status < 300) return Status::OK();
-    const std::string m = what + " in " + Describe() + ": HTTP " + std::to_string(r.status) +
-                          " " + ErrorText(r);
+    const std::string m =
+        what + " in " + Describe() + ": HTTP " + std::to_string(r.status) + " " + ErrorText(r);
     switch (r.status) {
       case 400:
       case 422:
@@ -492,8 +497,8 @@ class RestCatalog final : public Catalog {
         last = Status::OK();
         break;
       }
-      last = x.error.ok() ? Status::Unavailable("HTTP " + std::to_string(x.response.status) +
-                                                " " + ErrorText(x.response))
+      last = x.error.ok() ? Status::Unavailable("HTTP " + std::to_string(x.response.status) + " " +
+                                                ErrorText(x.response))
                           : x.error;
       if (attempt < opts_.max_attempts) Sleep(backoff);
     }
@@ -501,10 +506,10 @@ class RestCatalog final : public Catalog {
       return last.WithContext("fetching an OAuth2 token for " + Describe() + " from " + uri);
     }
     if (r.status != 200) {
-      return Status::PermissionDenied(
-          "the OAuth2 server " + uri + " refused the client credentials of " + Describe() +
-          ": HTTP " + std::to_string(r.status) + " " + ErrorText(r) +
-          "; check destination.rest.credential and scope");
+      return Status::PermissionDenied("the OAuth2 server " + uri +
+                                      " refused the client credentials of " + Describe() +
+                                      ": HTTP " + std::to_string(r.status) + " " + ErrorText(r) +
+                                      "; check destination.rest.credential and scope");
     }
     Json j = Json::parse(r.body, nullptr, false);
     if (!j.is_object() || !j.contains("access_token") || !j["access_token"].is_string()) {
@@ -521,6 +526,14 @@ class RestCatalog final : public Catalog {
     }
     FERRY_LOG(kDebug) << "fetched an OAuth2 token for " << Describe();
     return Status::OK();
+  }
+
+  // A new token in place of `stale`, unless another thread has fetched one since `stale` was
+  // read: threads that find the token due or refused at once fetch one between them.
+  Status RefreshToken(const std::string& stale) {
+    std::lock_guard<std::mutex> serial(refresh_mu_);
+    if (Token() != stale) return Status::OK();
+    return FetchToken();
   }
 
   std::string Token() {
@@ -546,8 +559,8 @@ class RestCatalog final : public Catalog {
   // commit sent whose answer was lost).
   Result<HttpResponse> Send(const std::string& method, const std::string& url,
                             const std::string& body, Kind kind, const std::string& delegation) {
-    if (TokenDue()) {
-      Status s = FetchToken();
+    if (const std::string seen = Token(); TokenDue()) {
+      Status s = RefreshToken(seen);
       if (!s.ok()) {
         FERRY_LOG(kWarn) << "refreshing the OAuth2 token: " << s.message();
       }
@@ -556,8 +569,9 @@ class RestCatalog final : public Catalog {
     bool refreshed = false;
     Status last;
     for (int attempt = 1; attempt <= opts_.max_attempts; ++attempt) {
-      Exchange x = Perform(method, url, body, "application/json", delegation, true,
-                           kind == Kind::kCommit);
+      const std::string used = Token();
+      Exchange x =
+          Perform(method, url, body, "application/json", delegation, true, kind == Kind::kCommit);
       HttpResponse& r = x.response;
       if (!x.error.ok()) {
         if (kind == Kind::kCommit && x.sent) {
@@ -566,16 +580,14 @@ class RestCatalog final : public Catalog {
               x.error.message() + "); the catalog may or may not have applied it");
         }
         last = x.error;
-      } else if ((r.status == 401 || r.status == 419) && !opts_.credential.empty() &&
-                 !refreshed) {
+      } else if ((r.status == 401 || r.status == 419) && !opts_.credential.empty() && !refreshed) {
         // An expired or revoked token: a new one, then the same request once more (it was
         // refused, so nothing was applied).
         refreshed = true;
-        FERRY_RETURN_IF_ERROR(FetchToken());
+        FERRY_RETURN_IF_ERROR(RefreshToken(used));
         --attempt;
         continue;
-      } else if (r.status == 429 || r.status == 503 ||
-                 (r.status >= 500 && kind != Kind::kCommit)) {
+      } else if (r.status == 429 || r.status == 503 || (r.status >= 500 && kind != Kind::kCommit)) {
         last = Status::Unavailable("HTTP " + std::to_string(r.status) + " " + ErrorText(r));
       } else {
         return std::move(r);
@@ -652,9 +664,9 @@ class RestCatalog final : public Catalog {
     }
     std::vector<std::string> signed_headers;
     if (authorize && sign_v4_) {
-      signed_headers = SignV4({method, url, method == "GET" || method == "HEAD" ? "" : body,
-                               content_type},
-                              aws_, opts_.signing_region, opts_.signing_name, AmzDateNow());
+      signed_headers =
+          SignV4({method, url, method == "GET" || method == "HEAD" ? "" : body, content_type}, aws_,
+                 opts_.signing_region, opts_.signing_name, AmzDateNow());
       for (const auto& h : signed_headers) headers = curl_slist_append(headers, h.c_str());
     }
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
@@ -690,12 +702,12 @@ class RestCatalog final : public Catalog {
     std::fill(auth.begin(), auth.end(), '\0');
     if (rc != CURLE_OK) {
       curl_easy_cleanup(c);  // its connection is in an unknown state
-      const bool sent = request_bytes > 0 || rc == CURLE_SEND_ERROR ||
-                        rc == CURLE_RECV_ERROR || rc == CURLE_GOT_NOTHING ||
-                        rc == CURLE_PARTIAL_FILE || rc == CURLE_OPERATION_TIMEDOUT;
-      const bool never_left =
-          rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
-          rc == CURLE_COULDNT_RESOLVE_PROXY || (rc == CURLE_OPERATION_TIMEDOUT && request_bytes == 0);
+      const bool sent = request_bytes > 0 || rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR ||
+                        rc == CURLE_GOT_NOTHING || rc == CURLE_PARTIAL_FILE ||
+                        rc == CURLE_OPERATION_TIMEDOUT;
+      const bool never_left = rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+                              rc == CURLE_COULDNT_RESOLVE_PROXY ||
+                              (rc == CURLE_OPERATION_TIMEDOUT && request_bytes == 0);
       return Exchange{
           Status::Unavailable(std::string(errbuf[0] ? errbuf : curl_easy_strerror(rc)) +
                               (rc == CURLE_COULDNT_CONNECT
@@ -735,6 +747,7 @@ class RestCatalog final : public Catalog {
   std::set<std::string> endpoints_;
   bool sign_v4_ = false;  // SigV4 with aws_ (signing_region, signing_name)
   S3Credentials aws_;
+  std::mutex refresh_mu_;  // one token fetch at a time (RefreshToken)
   std::mutex token_mu_;
   std::string token_;          // GUARDED_BY(token_mu_)
   int64_t refresh_at_ms_ = 0;  // GUARDED_BY(token_mu_)
@@ -750,9 +763,10 @@ Result<std::string> RestBaseUrl(const std::string& uri) {
       return uri.substr(5);
     }
   }
-  return Status::InvalidArgument("catalog '" + uri +
-                                 "' is not a REST catalog URL; write rest+https://host[:port][/path] "
-                                 "(or rest+http:// for a server on this machine)");
+  return Status::InvalidArgument(
+      "catalog '" + uri +
+      "' is not a REST catalog URL; write rest+https://host[:port][/path] "
+      "(or rest+http:// for a server on this machine)");
 }
 
 std::string EncodeNamespacePath(const std::string& ns) {

@@ -33,9 +33,9 @@
 namespace ferry::lake {
 
 struct RestCatalogOptions {
-  std::string uri;        // "rest+https://host[:port][/path]" or "rest+http://..."
-  std::string warehouse;  // sent to /v1/config as ?warehouse=; empty: not sent
-  std::string token;      // a bearer token
+  std::string uri;         // "rest+https://host[:port][/path]" or "rest+http://..."
+  std::string warehouse;   // sent to /v1/config as ?warehouse=; empty: not sent
+  std::string token;       // a bearer token
   std::string credential;  // OAuth2 client credentials "client_id:client_secret"
   std::string scope = "catalog";
   std::string oauth2_server_uri;  // default: <uri>/v1/oauth/tokens

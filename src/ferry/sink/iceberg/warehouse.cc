@@ -74,10 +74,9 @@ Result<lake::S3Config> TakeS3Config(config::Options& o) {
   return c;
 }
 
-constexpr const char* kRestKeys[] = {"token",         "credential",        "scope",
-                                     "oauth2-server-uri", "signing_region", "signing_name",
-                                     "access_delegation", "connect_timeout", "timeout",
-                                     "retries"};
+constexpr const char* kRestKeys[] = {
+    "token",        "credential",        "scope",           "oauth2-server-uri", "signing_region",
+    "signing_name", "access_delegation", "connect_timeout", "timeout",           "retries"};
 
 // Whether a REST catalog's `warehouse` names a place (a URI or a path) rather than a warehouse
 // the server knows by name.
@@ -106,8 +105,7 @@ Result<lake::RestCatalogOptions> TakeRestOptions(config::Options& o, const Icebe
                                    r.access_delegation + "'");
   }
   r.headers = o.TakeMap("rest.headers");
-  FERRY_ASSIGN_OR_RETURN(r.connect_timeout_ms,
-                         o.TakeDuration("rest.connect_timeout", 10000, 100));
+  FERRY_ASSIGN_OR_RETURN(r.connect_timeout_ms, o.TakeDuration("rest.connect_timeout", 10000, 100));
   FERRY_ASSIGN_OR_RETURN(r.timeout_ms, o.TakeDuration("rest.timeout", 120000, 1000));
   FERRY_ASSIGN_OR_RETURN(int64_t retries, o.TakeInt("rest.retries", 5, 0, 100));
   r.max_attempts = static_cast<int>(retries) + 1;
@@ -136,10 +134,13 @@ Result<std::unique_ptr<IcebergWarehouse>> IcebergWarehouse::Open(config::Destina
   } else {
     FERRY_ASSIGN_OR_RETURN(opts.warehouse, o.TakeLocation("warehouse"));
   }
-  const std::string scheme = lake::SchemeOf(opts.warehouse.empty() ? (o.Has("s3.region") || o.Has("s3.endpoint") ? "s3://" : "file:///") : opts.warehouse);
+  // A REST warehouse known by name has no location of its own: each table's is its server's,
+  // and ChooseStorage opens what the table needs (with these s3: settings for an s3:// one).
+  const bool named = opts.warehouse.empty();
+  const std::string scheme = lake::SchemeOf(opts.warehouse);
   const bool on_s3 = scheme == "s3" || scheme == "s3a";
   FERRY_ASSIGN_OR_RETURN(lake::S3Config s3, TakeS3Config(o));
-  if (!on_s3) {
+  if (!on_s3 && !named) {
     for (const char* key : kS3Keys) {
       if (o.Has(std::string("s3.") + key)) {
         return Status::InvalidArgument(o.Where(std::string("s3.") + key) +
@@ -148,7 +149,7 @@ Result<std::unique_ptr<IcebergWarehouse>> IcebergWarehouse::Open(config::Destina
       }
     }
   }
-  if (on_s3 && !catalog_setting && !opts.warehouse.empty()) {
+  if (on_s3 && !catalog_setting) {
     return Status::InvalidArgument(
         "destination.catalog is required for an s3:// warehouse (" + opts.warehouse +
         "): the SQL catalog cannot live on an object store. Set catalog: sqlite:./catalog.db (a "
@@ -156,11 +157,13 @@ Result<std::unique_ptr<IcebergWarehouse>> IcebergWarehouse::Open(config::Destina
   }
   // The storage first: a warehouse ferry cannot write stops here, before anything is created.
   w->s3_config_ = s3;
-  auto io = lake::OpenFileIO(opts.warehouse.empty() ? (on_s3 ? "s3://warehouse" : "file:///")
-                                                    : opts.warehouse,
-                            s3);
-  if (!io.ok()) return io.status().WithContext(o.Where("warehouse"));
-  w->io_ = std::move(*io);
+  if (named) {
+    w->io_ = lake::LocalFileIO();
+  } else {
+    auto io = lake::OpenFileIO(opts.warehouse, s3);
+    if (!io.ok()) return io.status().WithContext(o.Where("warehouse"));
+    w->io_ = std::move(*io);
+  }
   opts.ns = o.TakeOptionalString("namespace").value_or(pipeline);
   if (opts.ns.empty()) return Status::InvalidArgument("destination.namespace is empty");
   if (rest) {
@@ -232,8 +235,8 @@ Result<std::unique_ptr<IcebergWarehouse>> IcebergWarehouse::Open(config::Destina
 
 std::string IcebergWarehouse::Describe() const {
   if (opts_.warehouse.empty()) {
-    return "Iceberg warehouse '" + opts_.rest_warehouse_name + "' of the " +
-           catalog_->Describe() + ", namespace " + opts_.ns;
+    return "Iceberg warehouse '" + opts_.rest_warehouse_name + "' of the " + catalog_->Describe() +
+           ", namespace " + opts_.ns;
   }
   auto folder = lake::LocalPath(opts_.warehouse);
   if (folder.ok()) {
