@@ -722,9 +722,7 @@ state: ./state.json
 
     def test_changes_into_postgres(self):
         import pgserver
-        if not pgserver.available():
-            raise unittest.SkipTest("PostgreSQL is not installed")
-        pg = pgserver.start_for_module()
+        pg = pgserver.start_for_module()  # missing: a failure under scripts/test.sh
         try:
             pg.psql("CREATE DATABASE target")
             self.write_pipeline(f"""
