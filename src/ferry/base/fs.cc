@@ -1,5 +1,6 @@
 #include "ferry/base/fs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -127,7 +128,12 @@ Status SyncFiles(const std::vector<std::string>& paths) {
 Status WriteFileAtomic(const std::string& path, std::string_view data,
                        std::string_view fault_after_temp) {
   std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A new file of our own: never one that is there (a link planted under the name, or a
+  // process of the same pid that died before renaming, whose file goes first).
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) {
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  }
   if (fd < 0) return Errno("cannot create", tmp);
   Status s = WriteAll(fd, data, tmp);
   if (s.ok() && ::fsync(fd) != 0) s = Errno("cannot fsync", tmp);
@@ -143,6 +149,23 @@ Status WriteFileAtomic(const std::string& path, std::string_view data,
     return r;
   }
   return FsyncDir(ParentDir(path));
+}
+
+Result<int> RemoveAtomicTemporaries(const std::string& path) {
+  const std::string dir = ParentDir(path);
+  const std::string prefix = path.substr(path.rfind('/') + 1) + ".tmp-";
+  DIR* d = ::opendir(dir.empty() ? "." : dir.c_str());
+  if (d == nullptr) return errno == ENOENT ? 0 : Result<int>(Errno("cannot list", dir));
+  int removed = 0;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    // Only ferry's own names: <file>.tmp-<pid>.
+    if (name.find_first_not_of("0123456789", prefix.size()) != std::string::npos) continue;
+    if (::unlinkat(::dirfd(d), name.c_str(), 0) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
 }
 
 Status WriteNewFile(const std::string& path, std::string_view data) {

@@ -14,8 +14,14 @@ Result<std::string> ReadFile(const std::string& path);
 // Replaces `path` with `data` so that a reader (or a crash at any instant) sees either the old
 // file or the new one, never a mix: write `path.tmp-<pid>`, fsync it, rename over `path`, fsync
 // the folder. `fault_after_temp` names a fault point hit between the temp write and the rename.
+// The temporary file is created anew (O_EXCL, O_NOFOLLOW): a link in its place is never followed.
 Status WriteFileAtomic(const std::string& path, std::string_view data,
                        std::string_view fault_after_temp = {});
+
+// Removes the temporary files WriteFileAtomic(path) left behind (a process killed between the
+// write and the rename): `<path>.tmp-<digits>` in its folder, nothing else. The caller makes
+// sure no other process writes `path` at the same time. Returns how many were removed.
+Result<int> RemoveAtomicTemporaries(const std::string& path);
 
 // Writes a new file that must not exist yet (O_EXCL), fsyncs it. kAlreadyExists if it exists.
 Status WriteNewFile(const std::string& path, std::string_view data);

@@ -11,6 +11,7 @@
 
 #include "ferry/base/fault.h"
 #include "ferry/base/fs.h"
+#include "ferry/base/log.h"
 
 namespace ferry::state {
 
@@ -187,6 +188,15 @@ Result<std::unique_ptr<PipelineLock>> PipelineLock::Acquire(const std::string& s
     if (::ftruncate(fd, 0) != 0 ||
         ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
       return Status::IOError("cannot write " + path + ": " + std::strerror(errno));
+    }
+    // Held: no other sync writes the state file now, so a temporary one beside it is a killed
+    // process's, never to be renamed.
+    auto removed = RemoveAtomicTemporaries(state_path);
+    if (!removed.ok()) {
+      FERRY_LOG(kWarn) << "could not remove stale temporary state files: "
+                       << removed.status().message();
+    } else if (*removed > 0) {
+      FERRY_LOG(kDebug) << "removed " << *removed << " temporary state file(s) of a killed sync";
     }
     return lock;
   }

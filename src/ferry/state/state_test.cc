@@ -60,6 +60,31 @@ TEST_F(StateTest, ForeignJsonIsRejectedWithTheReason) {
   EXPECT_NE(st.status().message().find("no version"), std::string::npos);
 }
 
+TEST_F(StateTest, TemporaryFilesOfAKilledSyncGoWhenTheNextSyncTakesTheLock) {
+  // A sync killed between the temp write and the rename leaves state.json.tmp-<pid> behind.
+  ASSERT_TRUE(WriteNewFile(path_ + ".tmp-4242", "half").ok());
+  ASSERT_TRUE(WriteNewFile(path_ + ".tmp-notapid", "someone else's").ok());
+  ASSERT_TRUE(WriteNewFile(path_ + ".other", "someone else's").ok());
+  {
+    auto lock = PipelineLock::Acquire(path_, "shop");
+    ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+    EXPECT_FALSE(FileExists(path_ + ".tmp-4242"));
+  }
+  EXPECT_TRUE(FileExists(path_ + ".tmp-notapid"));  // not a name ferry writes
+  EXPECT_TRUE(FileExists(path_ + ".other"));
+}
+
+TEST_F(StateTest, ALinkInPlaceOfTheTemporaryFileIsNotFollowed) {
+  const std::string victim = path_ + ".victim";
+  ASSERT_TRUE(WriteNewFile(victim, "precious").ok());
+  const std::string tmp = path_ + ".tmp-" + std::to_string(::getpid());
+  ASSERT_EQ(::symlink(victim.c_str(), tmp.c_str()), 0);
+  PipelineState st("p");
+  ASSERT_TRUE(OpenFileStateStore(path_)->Save(st).ok());
+  EXPECT_EQ(*ReadFile(victim), "precious");
+  EXPECT_EQ((*OpenFileStateStore(path_)->Load())->pipeline(), "p");
+}
+
 TEST_F(StateTest, ALeftoverTemporaryFileDoesNotMatter) {
   // A crash between the temp write and the rename leaves state.json.tmp-<pid> behind.
   ASSERT_TRUE(WriteFileAtomic(path_ + ".tmp-1", "garbage").ok());
