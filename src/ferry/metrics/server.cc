@@ -2,6 +2,11 @@
 
 #include <CivetServer.h>
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -66,6 +71,41 @@ class ReadyHandler final : public CivetHandler {
   std::function<Readiness()> ready_;
 };
 
+// Whether host:port can be listened on (a socket bound and closed again).
+Status ProbeListen(const std::string& host, const std::string& port, const std::string& listen) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0 ||
+      found == nullptr) {
+    return Status::InvalidArgument("metrics.listen is '" + listen + "': '" + host +
+                                   "' is not an address of this machine");
+  }
+  const int fd = ::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, 0);
+  int err = 0;
+  if (fd < 0) {
+    err = errno;
+  } else {
+    const int one = 1;
+    (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, found->ai_addr, found->ai_addrlen) != 0) err = errno;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  if (err == EADDRINUSE) {
+    return Status::InvalidArgument(listen +
+                                   " is in use: another process listens there (metrics"
+                                   ".listen, or --metrics); pick a free port or stop that process");
+  }
+  if (err != 0) {
+    return Status::InvalidArgument("cannot serve metrics on " + listen +
+                                   " (metrics.listen): " + std::strerror(err));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -99,12 +139,15 @@ Result<std::unique_ptr<Server>> Server::Start(const std::string& listen,
   const std::vector<std::string> options = {
       "listening_ports",    where,   "num_threads",       "2",
       "request_timeout_ms", "10000", "enable_keep_alive", "no"};
+  // civetweb says only "null context when constructing CivetServer" when it cannot listen: the
+  // address is tried here first, so that the message says what is wrong.
+  if (Status probe = ProbeListen(host, port, listen); !probe.ok()) return probe;
   try {
     impl->server = std::make_unique<CivetServer>(options);
-  } catch (const CivetException& e) {
+  } catch (const CivetException&) {
     return Status::InvalidArgument("cannot serve metrics on " + listen +
-                                   " (metrics.listen): " + e.what() +
-                                   "; is another process listening there? Pick a free port");
+                                   " (metrics.listen); is another process listening there? Pick "
+                                   "a free port");
   }
   impl->server->addHandler("/metrics", impl->metrics);
   impl->server->addHandler("/healthz", impl->health);
