@@ -343,6 +343,9 @@ class PostgresCdcThroughRestTest(ferrytest.FerryTestCase):
     def test_crash_at_every_fault_point_then_exactly_once(self):
         self.sync()
         self.assert_matches()
+        # `ferry state` prints positions as the logs do: LSNs as 0/4DA96D0, not as numbers.
+        state = self.ferry("state", "-c", self.pipeline, env=self.env).stdout
+        self.assertRegex(state, r"published, \d+ rows, changes from [0-9A-F]+/[0-9A-F]+\n")
         points = ["sink.data_written", "sink.before_commit", "rest.commit_sent",
                   "rest.commit_answered", "sink.after_commit", "state.temp_written",
                   "state.after_write", "source.before_acknowledge"]
@@ -354,6 +357,9 @@ class PostgresCdcThroughRestTest(ferrytest.FerryTestCase):
                 self.sync()
                 self.assert_matches()
         self.assertEqual(self.proxy.violations(), [], self.proxy.format_violations())
+        state = self.ferry("state", "-c", self.pipeline, env=self.env).stdout
+        self.assertRegex(state, r"changes applied up to [0-9A-F]+/[0-9A-F]+ \(since [0-9A-F]+/")
+        self.assertNotRegex(state, r"\"position\": ?\d")
 
 
 if __name__ == "__main__":

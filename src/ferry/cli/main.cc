@@ -109,7 +109,8 @@ options:
                       object per line: time, level, pipeline, message)
 )";
 
-const char* kCatalogUsage = R"(usage: ferry catalog serve -c FILE [--listen ADDR] [--vend-credentials]
+const char* kCatalogUsage =
+    R"(usage: ferry catalog serve -c FILE [--listen ADDR] [--vend-credentials]
        ferry catalog serve --warehouse W [--catalog URI] [--catalog-name N] [--listen ADDR]
                            [--vend-credentials]
 
@@ -542,8 +543,19 @@ int CmdSync(const Args& a) {
   }
 }
 
-std::string ProgressText(const nlohmann::json& p) {
+// A change-log position of a progress record as the logs print it ("0/16D8A38", "#42").
+std::string PositionText(const nlohmann::json& p, const char* field, source::Position::Kind kind) {
+  if (!p.contains(field)) return "?";
+  auto at = source::Position::FromJson(p[field], kind, field);
+  return at.ok() ? at->ToString() : p[field].dump();
+}
+
+std::string ProgressText(const nlohmann::json& p, source::Position::Kind kind) {
   if (p.is_null()) return "(none)";
+  if (p.value("mode", "") == "cdc") {
+    return "changes applied up to " + PositionText(p, "position", kind) + " (since " +
+           PositionText(p, "from", kind) + ")" + (p.value("landed", false) ? ", landed" : "");
+  }
   if (p.value("mode", "") == "incremental") {
     std::string ties;
     if (p.contains("ties") && p["ties"].is_object() && p["ties"].contains("rows")) {
@@ -563,7 +575,9 @@ std::string ProgressText(const nlohmann::json& p) {
     return "run " + p.value("run", std::string("?")) + ", " + std::to_string(done) + "/" +
            std::to_string(total) + " chunks committed, " +
            (p.value("published", false) ? "published" : "loading") + ", " +
-           std::to_string(p.value("rows", int64_t{0})) + " rows";
+           std::to_string(p.value("rows", int64_t{0})) + " rows" +
+           (p.contains("cdc_start") ? ", changes from " + PositionText(p, "cdc_start", kind)
+                                    : std::string());
   }
   return p.dump();
 }
@@ -591,8 +605,8 @@ int CmdState(const Args& a) {
   std::printf("state file: %s\n\n", cfg->state_path.c_str());
   for (const auto& r : streams) {
     std::printf("%s -> %s (%s)\n", r.stream.c_str(), r.table.c_str(), r.mode.c_str());
-    std::printf("  state:     %s\n", ProgressText(r.state).c_str());
-    std::printf("  marker:    %s\n", ProgressText(r.marker).c_str());
+    std::printf("  state:     %s\n", ProgressText(r.state, r.position_kind).c_str());
+    std::printf("  marker:    %s\n", ProgressText(r.marker, r.position_kind).c_str());
     std::printf("  next sync: %s\n\n", r.restart.c_str());
   }
   return 0;
@@ -840,7 +854,7 @@ struct ServedLake {
   std::unique_ptr<lake::Catalog> catalog;               // without
   lake::Catalog* served = nullptr;
   std::shared_ptr<lake::FileIO> io;  // the warehouse's
-  std::string warehouse;  // URI
+  std::string warehouse;             // URI
   std::string catalog_uri;
   std::string catalog_name;
 };
@@ -957,8 +971,7 @@ int CmdCatalog(const Args& a) {
               config::Redact(lake->catalog_uri).c_str(), lake->warehouse.c_str(),
               opts.prefix.c_str(),
               opts.token.empty() ? "no token" : "bearer token of FERRY_CATALOG_TOKEN",
-              opts.vended.empty() ? "" : ", vending its S3 credentials",
-              (*server)->url().c_str());
+              opts.vended.empty() ? "" : ", vending its S3 credentials", (*server)->url().c_str());
   std::fflush(stdout);
   while (!g_stop.requested()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   server->reset();  // waits for the requests in flight

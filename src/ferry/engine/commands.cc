@@ -78,6 +78,7 @@ Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport
       r.table = (*dst)->TableName(s->destinations[i]);
       config::StreamConfig sc = StreamSettings(*s->cfg, info.name);
       r.mode = std::string(config::SyncModeName(sc.mode));
+      r.position_kind = s->src->position_kind();
       r.state = loaded ? loaded->Stream(StateNamespace(*s->cfg, info), info.name) : Json(nullptr);
       FERRY_ASSIGN_OR_RETURN(Json marker, (*dst)->ReadMarker(s->destinations[i]));
       r.marker =

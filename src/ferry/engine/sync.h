@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ferry/source/position.h"
+
 #include "ferry/base/status.h"
 #include "ferry/config/config.h"
 #include "ferry/graph/graph.h"
@@ -102,6 +104,9 @@ struct StreamStateReport {
   nlohmann::json marker;  // null when absent
   std::string restart;    // the decision, in words
   bool state_behind = false;
+  // The kind of the source's change-log positions, to print them as the logs do (LSNs as
+  // 0/16D8A38).
+  source::Position::Kind position_kind = source::Position::Kind::kNone;
 };
 Status RunStateReport(config::PipelineConfig& cfg, std::vector<StreamStateReport>* out);
 
