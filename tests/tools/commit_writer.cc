@@ -63,7 +63,8 @@ Result<Args> ParseArgs(int argc, char** argv) {
 }
 
 Result<nlohmann::json> Run(const Args& a) {
-  FERRY_ASSIGN_OR_RETURN(auto catalog, ferry::lake::OpenSqlCatalog(a.catalog, "ferry", ferry::lake::LocalFileIO()));
+  FERRY_ASSIGN_OR_RETURN(
+      auto catalog, ferry::lake::OpenSqlCatalog(a.catalog, "ferry", ferry::lake::LocalFileIO()));
   ferry::Schema schema;
   schema.fields = {{1, "id", ferry::DataType::Int64(), true, ""},
                    {2, "writer", ferry::DataType::String(), true, ""},

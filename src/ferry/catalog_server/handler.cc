@@ -623,8 +623,7 @@ HttpResponse RestHandler::CreateTable(const std::string& ns, const std::string& 
 }
 
 HttpResponse RestHandler::LoadTable(const TableIdent& t, const Query& query,
-                                    const std::string& if_none_match, bool head,
-                                    bool vend) const {
+                                    const std::string& if_none_match, bool head, bool vend) const {
   std::string mode = "all";
   if (auto s = query.find("snapshots"); s != query.end() && !s->second.empty()) mode = s->second;
   if (mode != "all" && mode != "refs") {

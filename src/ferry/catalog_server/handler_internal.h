@@ -31,7 +31,7 @@ struct HttpRequest {
   std::string path;    // as sent: percent-encoded, without the query
   std::string query;   // as sent, without '?'
   std::string body;
-  std::string if_none_match;  // the If-None-Match header; empty when absent
+  std::string if_none_match;      // the If-None-Match header; empty when absent
   std::string access_delegation;  // the X-Iceberg-Access-Delegation header; empty when absent
 };
 

@@ -155,7 +155,8 @@ struct RestCatalogServer::Impl {
   mg_context* ctx = nullptr;
 
   Impl(const ServeOptions& o, lake::Catalog* catalog)
-      : opts(o), handler(HandlerOptions{o.prefix, o.warehouse, o.config_defaults, o.vended}, catalog) {}
+      : opts(o),
+        handler(HandlerOptions{o.prefix, o.warehouse, o.config_defaults, o.vended}, catalog) {}
 
   static int OnRequest(mg_connection* conn) {
     auto* self = static_cast<Impl*>(mg_get_user_data(mg_get_context(conn)));

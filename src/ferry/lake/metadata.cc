@@ -87,7 +87,8 @@ Result<TableMetadata> TableMetadata::Parse(const std::string& text, const std::s
 }
 
 Result<TableMetadata> TableMetadata::FromJson(Json doc, const std::string& location) {
-  if (!doc.is_object()) return Status::Corruption("table metadata " + location + " is not an object");
+  if (!doc.is_object())
+    return Status::Corruption("table metadata " + location + " is not an object");
   if (doc.value("format-version", 0) != 2) {
     return Status::NotSupported("table metadata " + location + " has format-version " +
                                 doc.value("format-version", Json(0)).dump() +

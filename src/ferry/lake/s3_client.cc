@@ -22,7 +22,6 @@ constexpr size_t kMaxIdleHandles = 32;
 constexpr int64_t kBackoffFirstMs = 100;
 constexpr int64_t kBackoffMaxMs = 5000;
 
-
 std::string XmlUnescape(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -217,7 +216,7 @@ struct S3Client::Request {
   std::vector<std::pair<std::string, std::string>> query;  // sorted by name
   std::vector<std::string> headers;
   std::string_view body;
-  std::string* sink = nullptr;  // a successful answer's body goes here (else Response::body)
+  std::string* sink = nullptr;       // a successful answer's body goes here (else Response::body)
   bool credentials_expired = false;  // the store said so: refresh them before sending
 };
 
@@ -485,7 +484,8 @@ Result<S3Client::Response> S3Client::Call(const Request& req) {
                               resp.body.find("<Error>") != std::string::npos;
       const auto code = XmlText(resp.body, "Code");
       // Expired credentials (vended ones outlived their life): new ones, then once more.
-      if (resp.http == 403 && code && (*code == "ExpiredToken" || *code == "TokenRefreshRequired") &&
+      if (resp.http == 403 && code &&
+          (*code == "ExpiredToken" || *code == "TokenRefreshRequired") &&
           !req.credentials_expired && HasRefresh()) {
         Request again = req;
         again.credentials_expired = true;

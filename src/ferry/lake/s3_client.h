@@ -21,8 +21,8 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -136,7 +136,7 @@ class S3Client {
   bool HasRefresh();
 
   S3Settings settings_;
-  std::string sigv4_;    // "aws:amz:<region>:s3"
+  std::string sigv4_;  // "aws:amz:<region>:s3"
   std::mutex cred_mu_;
   std::string userpwd_;        // GUARDED_BY(cred_mu_): "<key id>:<secret>", for libcurl only
   std::string session_token_;  // GUARDED_BY(cred_mu_)

@@ -283,12 +283,12 @@ Result<std::shared_ptr<FileIO>> OpenVendedS3FileIO(const std::string& location,
   named.source = "credentials vended by the catalog";
   s3->client().SetCredentials(
       named, vended.expires_at_ms,
-      refresh ? S3Client::CredentialRefresh(
-                    [refresh]() -> Result<std::pair<S3Credentials, int64_t>> {
-                      FERRY_ASSIGN_OR_RETURN(VendedS3 v, refresh());
-                      return std::make_pair(v.credentials, v.expires_at_ms);
-                    })
-              : S3Client::CredentialRefresh());
+      refresh
+          ? S3Client::CredentialRefresh([refresh]() -> Result<std::pair<S3Credentials, int64_t>> {
+              FERRY_ASSIGN_OR_RETURN(VendedS3 v, refresh());
+              return std::make_pair(v.credentials, v.expires_at_ms);
+            })
+          : S3Client::CredentialRefresh());
   return io;
 }
 

@@ -35,9 +35,9 @@ Result<std::shared_ptr<FileIO>> OpenS3FileIO(const std::string& location, const 
 // destination's s3: settings) with the vended endpoint, region and addressing style over it, and
 // the vended credentials, refreshed through `refresh` when they near their expiry or the store
 // says they expired.
-Result<std::shared_ptr<FileIO>> OpenVendedS3FileIO(
-    const std::string& location, const S3Config& base, const VendedS3& vended,
-    std::function<Result<VendedS3>()> refresh);
+Result<std::shared_ptr<FileIO>> OpenVendedS3FileIO(const std::string& location,
+                                                   const S3Config& base, const VendedS3& vended,
+                                                   std::function<Result<VendedS3>()> refresh);
 
 // The resolved settings of an S3 FileIO (nullopt for another kind): what `ferry catalog serve`
 // can vend to its clients.

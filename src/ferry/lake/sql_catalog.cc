@@ -142,11 +142,11 @@ class SqlCatalog final : public Catalog {
     std::lock_guard<std::mutex> lock(mu_);
     FERRY_ASSIGN_OR_RETURN(bool exists, NamespaceExistsLocked(ns));
     if (!exists) return std::optional<std::map<std::string, std::string>>();
-    FERRY_ASSIGN_OR_RETURN(
-        SqlRows r, RunRepeatable("SELECT property_key, property_value FROM"
-                                 " iceberg_namespace_properties WHERE catalog_name = $1 AND"
-                                 " namespace = $2",
-                                 {name_, ns}, "loading namespace '" + ns + "'"));
+    FERRY_ASSIGN_OR_RETURN(SqlRows r,
+                           RunRepeatable("SELECT property_key, property_value FROM"
+                                         " iceberg_namespace_properties WHERE catalog_name = $1 AND"
+                                         " namespace = $2",
+                                         {name_, ns}, "loading namespace '" + ns + "'"));
     std::map<std::string, std::string> props;
     for (auto& row : r.rows) {
       if (row[0] && *row[0] != "exists") props[*row[0]] = row[1].value_or("");
@@ -196,9 +196,10 @@ class SqlCatalog final : public Catalog {
       return Status::AlreadyExists("namespace '" + ns + "' is not empty: it holds " +
                                    std::to_string(t.rows.size()) + " table(s); drop them first");
     }
-    return RunRepeatable("DELETE FROM iceberg_namespace_properties WHERE catalog_name = $1 AND"
-                         " namespace = $2",
-                         {name_, ns}, "dropping namespace '" + ns + "'")
+    return RunRepeatable(
+               "DELETE FROM iceberg_namespace_properties WHERE catalog_name = $1 AND"
+               " namespace = $2",
+               {name_, ns}, "dropping namespace '" + ns + "'")
         .status();
   }
 
@@ -303,8 +304,8 @@ class SqlCatalog final : public Catalog {
     }
     for (size_t i = 0; i < commits.size(); ++i) {
       const TableIdent& t = commits[i].ident;
-      auto r = conn_->Execute(SwapSql(), {swaps[i].second, swaps[i].first, name_, t.ns, t.name,
-                                          swaps[i].first});
+      auto r = conn_->Execute(
+          SwapSql(), {swaps[i].second, swaps[i].first, name_, t.ns, t.name, swaps[i].first});
       if (!r.ok() || r->changed != 1) {
         (void)conn_->Execute("ROLLBACK", {});
         discard();
@@ -331,11 +332,11 @@ class SqlCatalog final : public Catalog {
 
   Status DropTable(const TableIdent& t) override {
     std::lock_guard<std::mutex> lock(mu_);
-    FERRY_ASSIGN_OR_RETURN(
-        SqlRows r, RunRepeatable("DELETE FROM iceberg_tables WHERE catalog_name = $1 AND"
-                                 " table_namespace = $2 AND table_name = $3" +
-                                     TypeFilter(),
-                                 {name_, t.ns, t.name}, "dropping table " + t.ToString()));
+    FERRY_ASSIGN_OR_RETURN(SqlRows r,
+                           RunRepeatable("DELETE FROM iceberg_tables WHERE catalog_name = $1 AND"
+                                         " table_namespace = $2 AND table_name = $3" +
+                                             TypeFilter(),
+                                         {name_, t.ns, t.name}, "dropping table " + t.ToString()));
     cache_.erase(t.ToString());
     if (r.changed == 0) {
       return Status::NotFound("table " + t.ToString() + " does not exist in " + Describe());
@@ -365,8 +366,7 @@ class SqlCatalog final : public Catalog {
       if (r.status().code() == StatusCode::kAlreadyExists) {
         return Status::AlreadyExists("table " + to.ToString() + " already exists");
       }
-      return r.status().WithContext("renaming table " + from.ToString() + " to " +
-                                    to.ToString());
+      return r.status().WithContext("renaming table " + from.ToString() + " to " + to.ToString());
     }
     cache_.erase(from.ToString());
     if (r->changed == 0) {
@@ -392,8 +392,8 @@ class SqlCatalog final : public Catalog {
   static Status CheckName(const std::string& name, const char* what) {
     if (name.empty()) return Status::InvalidArgument(std::string("a ") + what + " name is empty");
     if (name.size() > 255) {
-      return Status::InvalidArgument(std::string("the ") + what + " name '" +
-                                     name.substr(0, 40) + "...' is longer than 255 bytes");
+      return Status::InvalidArgument(std::string("the ") + what + " name '" + name.substr(0, 40) +
+                                     "...' is longer than 255 bytes");
     }
     return Status::OK();
   }
@@ -598,7 +598,6 @@ class SqlCatalog final : public Catalog {
   // The metadata read or written last, per table ("ns.name"); guarded by mu_.
   std::map<std::string, LoadedTable> cache_;
 };
-
 
 bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 

@@ -234,8 +234,7 @@ TEST_F(SqlCatalogTest, NamespacesAreListedLoadedUpdatedAndDroppedWhenEmpty) {
   ASSERT_TRUE(OpenTable(catalog_.get()));
   EXPECT_EQ(catalog_->DropNamespace("Web Logs").code(), StatusCode::kAlreadyExists);
   ASSERT_TRUE(catalog_->RenameTable(ident_, TableIdent{"sales", "t2"}).ok());
-  EXPECT_EQ(catalog_->RenameTable(ident_, TableIdent{"sales", "t2"}).code(),
-            StatusCode::kNotFound);
+  EXPECT_EQ(catalog_->RenameTable(ident_, TableIdent{"sales", "t2"}).code(), StatusCode::kNotFound);
   ASSERT_TRUE(catalog_->DropNamespace("Web Logs").ok());
   EXPECT_FALSE(catalog_->LoadNamespace("Web Logs")->has_value());
   ASSERT_TRUE(catalog_->DropTable(TableIdent{"sales", "t2"}).ok());
@@ -285,8 +284,8 @@ TEST_F(SqlCatalogTest, UnsupportedOrUnreachableCatalogsNameTheProblemWithoutTheP
     EXPECT_NE(m.find("postgresql://ferry@127.0.0.1:1/lake"), std::string::npos) << m;
     EXPECT_NE(m.find("check host and port in destination.catalog"), std::string::npos) << m;
   }
-  auto garbled = OpenSqlCatalog("postgresql://ferry:hunter22@127.0.0.1:notaport/lake", "c",
-                                LocalFileIO());
+  auto garbled =
+      OpenSqlCatalog("postgresql://ferry:hunter22@127.0.0.1:notaport/lake", "c", LocalFileIO());
   ASSERT_FALSE(garbled.ok());
   EXPECT_EQ(garbled.status().message().find("hunter22"), std::string::npos)
       << garbled.status().message();
@@ -406,9 +405,7 @@ TEST_F(SqlCatalogTest, ACommitReportedRefusedThatLandedAnywayIsFoundNotTakenForA
       if (r.ok() && denials-- > 0) return Status::CommitFailed("a resent copy lost the race");
       return r;
     }
-    Status CommitTables(const std::vector<TableCommit>& c) override {
-      return in_->CommitTables(c);
-    }
+    Status CommitTables(const std::vector<TableCommit>& c) override { return in_->CommitTables(c); }
     Status DropTable(const TableIdent& t) override { return in_->DropTable(t); }
     Status RenameTable(const TableIdent& a, const TableIdent& b) override {
       return in_->RenameTable(a, b);

@@ -43,8 +43,8 @@ Result<std::unique_ptr<Table>> Table::LoadOrCreate(
     return t;
   }
   FERRY_RETURN_IF_ERROR(catalog->CreateNamespace(ident.ns));
-  auto created = catalog->CreateTable(
-      ident, TableMetadata::NewTable(NewUuid(), location, schema, properties));
+  auto created =
+      catalog->CreateTable(ident, TableMetadata::NewTable(NewUuid(), location, schema, properties));
   if (created.ok()) {
     t->Adopt(std::move(*created));
     return t;

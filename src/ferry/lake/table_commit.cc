@@ -65,8 +65,8 @@ Json WithoutKey(Json j, const char* key) {
 Json SpecLayout(const Json& spec) {
   Json out = Json::array();
   for (const auto& f : ArrayOf(spec, "fields")) {
-    out.push_back(Json{{"source-id", IntOf(f, "source-id", -1)},
-                       {"transform", StringOf(f, "transform")}});
+    out.push_back(
+        Json{{"source-id", IntOf(f, "source-id", -1)}, {"transform", StringOf(f, "transform")}});
   }
   return out;
 }
@@ -116,8 +116,8 @@ Status AddSchema(Json& doc, const Json& u, ApplyState& st) {
   }
   Json added = *schema;
   added["schema-id"] = max_id + 1;
-  const int64_t last = std::max({IntOf(doc, "last-column-id", 0), HighestId(*schema),
-                                 IntOf(u, "last-column-id", 0)});
+  const int64_t last = std::max(
+      {IntOf(doc, "last-column-id", 0), HighestId(*schema), IntOf(u, "last-column-id", 0)});
   schemas.push_back(std::move(added));
   doc["last-column-id"] = last;
   st.last_added_schema = max_id + 1;
@@ -186,11 +186,12 @@ Status SetRef(Json& doc, const std::string& name, Json ref, const ApplyState& st
     if (IntOf(s, "snapshot-id", -2) == id) snap = &s;
   }
   if (snap == nullptr) {
-    return Malformed(update, "points at snapshot " + std::to_string(id) +
-                                 ", which the table does not have");
+    return Malformed(
+        update, "points at snapshot " + std::to_string(id) + ", which the table does not have");
   }
   const std::string type = StringOf(ref, "type");
-  if (type != "branch" && type != "tag") return Malformed(update, "has a type other than branch or tag");
+  if (type != "branch" && type != "tag")
+    return Malformed(update, "has a type other than branch or tag");
   if (name == "main" && type != "branch") return Malformed(update, "makes main a tag");
   Json& refs = doc["refs"];
   if (!refs.is_object()) refs = Json::object();
@@ -321,7 +322,8 @@ Status ApplyOne(Json& doc, const Json& u, ApplyState& st) {
   if (action == "set-current-schema") {
     FERRY_ASSIGN_OR_RETURN(int64_t id, RequiredInt(u, "schema-id"));
     if (id == -1) {
-      if (st.last_added_schema < 0) return Malformed(u, "says -1 (the last added) after no add-schema");
+      if (st.last_added_schema < 0)
+        return Malformed(u, "says -1 (the last added) after no add-schema");
       id = st.last_added_schema;
     }
     if (!ById(ArrayOf(doc, "schemas"), "schema-id").count(id)) {
@@ -385,7 +387,8 @@ Status ApplyOne(Json& doc, const Json& u, ApplyState& st) {
                                   "): another writer committed first; write it again");
     }
     doc["last-sequence-number"] = seq;
-    if (!doc.contains("snapshots") || !doc["snapshots"].is_array()) doc["snapshots"] = Json::array();
+    if (!doc.contains("snapshots") || !doc["snapshots"].is_array())
+      doc["snapshots"] = Json::array();
     doc["snapshots"].push_back(std::move(snap));
     st.added_snapshots.insert(id);
     return Status::OK();
@@ -443,7 +446,8 @@ Status ApplyOne(Json& doc, const Json& u, ApplyState& st) {
   }
   if (action == "remove-statistics" || action == "remove-partition-statistics") {
     FERRY_ASSIGN_OR_RETURN(int64_t id, RequiredInt(u, "snapshot-id"));
-    RemoveStatistics(doc, action == "remove-statistics" ? "statistics" : "partition-statistics", id);
+    RemoveStatistics(doc, action == "remove-statistics" ? "statistics" : "partition-statistics",
+                     id);
     return Status::OK();
   }
   if (action == "set-partition-statistics") {
@@ -469,12 +473,24 @@ Status ApplyOne(Json& doc, const Json& u, ApplyState& st) {
 
 // The fields a commit may change and the protocol can express: compared after applying a
 // described commit to its base.
-constexpr const char* kComparedFields[] = {
-    "format-version",   "table-uuid",          "location",           "last-sequence-number",
-    "last-column-id",   "schemas",             "current-schema-id",  "partition-specs",
-    "default-spec-id",  "last-partition-id",   "sort-orders",        "default-sort-order-id",
-    "properties",       "current-snapshot-id", "refs",               "snapshots",
-    "statistics",       "partition-statistics"};
+constexpr const char* kComparedFields[] = {"format-version",
+                                           "table-uuid",
+                                           "location",
+                                           "last-sequence-number",
+                                           "last-column-id",
+                                           "schemas",
+                                           "current-schema-id",
+                                           "partition-specs",
+                                           "default-spec-id",
+                                           "last-partition-id",
+                                           "sort-orders",
+                                           "default-sort-order-id",
+                                           "properties",
+                                           "current-snapshot-id",
+                                           "refs",
+                                           "snapshots",
+                                           "statistics",
+                                           "partition-statistics"};
 
 Json Field(const Json& doc, const char* key) {
   auto it = doc.find(key);
@@ -495,7 +511,8 @@ Status CheckRequirements(const Json& requirements, const TableMetadata* current)
     if (!r.is_object()) return Status::InvalidArgument("a requirement is not an object");
     const std::string type = StringOf(r, "type");
     if (type == "assert-create") {
-      if (current != nullptr) return Status::CommitFailed("the table exists already (assert-create)");
+      if (current != nullptr)
+        return Status::CommitFailed("the table exists already (assert-create)");
       continue;
     }
     if (current == nullptr) {
@@ -542,8 +559,8 @@ Status CheckRequirements(const Json& requirements, const TableMetadata* current)
       } else if (!have || *have != it->get<int64_t>()) {
         return Status::CommitFailed(
             "requirement assert-ref-snapshot-id failed: " + ref + " is at " +
-            (have ? "snapshot " + std::to_string(*have) : std::string("no snapshot")) +
-            ", not " + std::to_string(it->get<int64_t>()) + " (another writer committed first)");
+            (have ? "snapshot " + std::to_string(*have) : std::string("no snapshot")) + ", not " +
+            std::to_string(it->get<int64_t>()) + " (another writer committed first)");
       }
     } else if (type == "assert-last-assigned-field-id") {
       FERRY_RETURN_IF_ERROR(expect_int("last-assigned-field-id", "last-column-id", 0));
@@ -684,9 +701,9 @@ Result<TableCommit> DescribeCommit(const TableIdent& ident, const TableMetadata&
     up.push_back(std::move(u));
   }
   if (!removed_snaps.empty()) {
-    up.push_back(Json{{"action", "remove-snapshots"},
-                      {"snapshot-ids", Json(std::vector<int64_t>(removed_snaps.begin(),
-                                                                 removed_snaps.end()))}});
+    up.push_back(Json{
+        {"action", "remove-snapshots"},
+        {"snapshot-ids", Json(std::vector<int64_t>(removed_snaps.begin(), removed_snaps.end()))}});
   }
 
   // Properties and location.
@@ -713,9 +730,9 @@ Result<TableCommit> DescribeCommit(const TableIdent& ident, const TableMetadata&
   check.mutable_doc()["last-updated-ms"] = next.last_updated_ms();
   Status applied = ApplyUpdates(check, up);
   if (!applied.ok()) {
-    return Status::Internal("the commit to " + ident.ToString() +
-                            " does not apply to the metadata it was built from: " +
-                            applied.message());
+    return Status::Internal(
+        "the commit to " + ident.ToString() +
+        " does not apply to the metadata it was built from: " + applied.message());
   }
   for (const char* key : kComparedFields) {
     if (Field(check.doc(), key) != Field(n, key)) {

@@ -100,9 +100,9 @@ TEST(TableCommitTest, SchemaAndSpecChangesCarryTheIdsTheyWereDerivedFrom) {
   TableCommit c = RoundTrip(base, next);
   std::set<std::string> types;
   for (const auto& r : c.requirements) types.insert(r["type"].get<std::string>());
-  for (const char* t : {"assert-table-uuid", "assert-last-assigned-field-id",
-                        "assert-current-schema-id", "assert-last-assigned-partition-id",
-                        "assert-default-spec-id"}) {
+  for (const char* t :
+       {"assert-table-uuid", "assert-last-assigned-field-id", "assert-current-schema-id",
+        "assert-last-assigned-partition-id", "assert-default-spec-id"}) {
     EXPECT_TRUE(types.count(t)) << t << " in " << c.requirements.dump();
   }
 }
@@ -138,8 +138,7 @@ TEST(TableCommitTest, APublishMovesMainToTheLoadBranchAndDropsIt) {
   next.SetBranch("main", 9, next.last_updated_ms());
   next.RemoveBranch("ferry-load");
   TableCommit c = RoundTrip(base, next);
-  EXPECT_EQ(Actions(c),
-            (std::vector<std::string>{"remove-snapshot-ref", "set-snapshot-ref"}));
+  EXPECT_EQ(Actions(c), (std::vector<std::string>{"remove-snapshot-ref", "set-snapshot-ref"}));
   TableMetadata applied = base;
   applied.StartUpdate("m1", 3000);
   ASSERT_TRUE(ApplyUpdates(applied, c.updates).ok());
@@ -189,11 +188,12 @@ TEST(TableCommitTest, OtherWritersUpdatesAreAppliedAsTheProtocolSays) {
   EXPECT_EQ(m.doc()["current-snapshot-id"], 4);
   EXPECT_FALSE(m.Property("a").has_value());
   // The same snapshot again, a ref to a snapshot that does not exist, an unknown action.
-  for (const Json& bad :
-       {Json{{"action", "add-snapshot"}, {"snapshot", Snapshot(4, 1600)}},
-        Json{{"action", "set-snapshot-ref"}, {"ref-name", "x"}, {"type", "tag"},
-             {"snapshot-id", 99}},
-        Json{{"action", "rewrite-everything"}}}) {
+  for (const Json& bad : {Json{{"action", "add-snapshot"}, {"snapshot", Snapshot(4, 1600)}},
+                          Json{{"action", "set-snapshot-ref"},
+                               {"ref-name", "x"},
+                               {"type", "tag"},
+                               {"snapshot-id", 99}},
+                          Json{{"action", "rewrite-everything"}}}) {
     TableMetadata copy = m;
     EXPECT_EQ(ApplyUpdates(copy, Json::array({bad})).code(), StatusCode::kInvalidArgument)
         << bad.dump();
@@ -206,10 +206,11 @@ TEST(TableCommitTest, OtherWritersUpdatesAreAppliedAsTheProtocolSays) {
                 .code(),
             StatusCode::kCommitFailed);
   TableMetadata v3 = m;
-  EXPECT_EQ(ApplyUpdates(v3, Json::array({Json{{"action", "upgrade-format-version"},
-                                               {"format-version", 3}}}))
-                .code(),
-            StatusCode::kNotSupported);
+  EXPECT_EQ(
+      ApplyUpdates(v3,
+                   Json::array({Json{{"action", "upgrade-format-version"}, {"format-version", 3}}}))
+          .code(),
+      StatusCode::kNotSupported);
 }
 
 TEST(TableCommitTest, ALostCommitIsRecognisedByItsSnapshotWhateverCameAfter) {
