@@ -416,10 +416,11 @@ class S3CheckTest(S3WarehouseCase):
         self.assertEqual(SERVER.objects(self.bucket), {})
 
     def test_a_wrong_secret(self):
-        key_id, _ = SERVER.keys["admin"]
-        self.check_fails("the secret access key does not match the access key id",
-                         "SignatureDoesNotMatch", "AWS_ACCESS_KEY_ID",
-                         env={"AWS_SECRET_ACCESS_KEY": "not-the-secret"})
+        p = self.check_fails("the secret access key does not match the access key id",
+                             "SignatureDoesNotMatch", "AWS_ACCESS_KEY_ID",
+                             env={"AWS_SECRET_ACCESS_KEY": "not-the-secret"})
+        # The wrong secret is a secret too: it stays out of the output like the right one.
+        self.assertNotIn("not-the-secret", p.stdout + p.stderr)
 
     def test_an_unknown_access_key(self):
         self.check_fails("the store does not know the access key id", "InvalidAccessKeyId",
