@@ -165,10 +165,16 @@ struct Args {
   bool vend_credentials = false;
 };
 
+// The help on stdout (no error), or the one line that was wrong and where the help is: a
+// mistake on the command line does not bury its cause under the whole help.
 int Usage(const std::string& error) {
-  if (!error.empty()) std::fprintf(stderr, "ferry: %s\n\n", error.c_str());
-  std::fputs(kUsage, error.empty() ? stdout : stderr);
-  return error.empty() ? 0 : 2;
+  if (error.empty()) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  std::fprintf(stderr, "ferry: %s\nrun 'ferry --help' for the commands and their options\n",
+               error.c_str());
+  return 2;
 }
 
 // What the command itself tells the operator (not the log of the work): "ferry: ..." lines, or
@@ -1136,7 +1142,10 @@ int Main(int argc, char** argv) {
   }
   std::string_view fault_error = ArmFaultsFromEnvironment();
   if (!fault_error.empty()) return Fail(Status::InvalidArgument(std::string(fault_error)), 2);
-  if (a.command.empty()) return Usage("no command given");
+  if (a.command.empty()) {
+    std::fprintf(stderr, "ferry: no command given\n\n%s", kUsage);
+    return 2;
+  }
   if ((a.once || a.interval_s != 5 || a.progress_s != 10 || !a.metrics.empty()) &&
       a.command != "sync") {
     return Usage("--once, --interval, --progress and --metrics go with sync");
